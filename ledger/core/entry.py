@@ -1,0 +1,110 @@
+"""Entry envelopes, entry hashes and the chain link (format version 1).
+
+Hashed structures (all SHA-256; see docs/format.md for worked vectors)::
+
+    payload digest = SHA-256(payload bytes)                      -- content address;
+                     the evidence-preimage digest therefore equals the proof_ref
+    envelope       = RFC 8785 JSON of {"v":1, "ledger":..., "kind":..., <fields>,
+                                        "payloads": {<name>: "sha256:<hex>"|null}}
+    body_hash      = SHA-256(ENVELOPE_TAG || envelope)
+    entry_hash     = SHA-256(ENTRY_TAG || prev_hash || u64be(seq) ||
+                             u64be(recorded_at_us) || body_hash)
+    genesis        = SHA-256(GENESIS_TAG || utf8(ledger_id))   -- prev_hash of seq 0
+
+``seq`` is 0-based and gapless; ``recorded_at_us`` is microseconds since the
+Unix epoch (UTC) and never decreases with ``seq``.  Both are bound by the link
+rather than the envelope, so the link can be computed in one SQL statement
+(PostgreSQL: ``sha256(tag || prev || int8send(seq) || int8send(t) || body)``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.core.canonical import canonical_json
+
+FORMAT_VERSION = 1
+HASH_SIZE = 32
+
+ENVELOPE_TAG = b"ledger.envelope.v1\x00"
+ENTRY_TAG = b"ledger.entry.v1\x00"
+GENESIS_TAG = b"ledger.genesis.v1\x00"
+
+KINDS = ("result", "key_event", "audit_run", "redaction")
+
+_U64 = struct.Struct(">Q")
+
+
+def sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def digest_text(data: bytes) -> str:
+    """Content address of a payload: ``sha256:<64 lowercase hex>``."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def hash_hex(h: bytes) -> str:
+    return "sha256:" + h.hex()
+
+
+def parse_hash_hex(text: str) -> bytes:
+    """Inverse of :func:`hash_hex`; raises ValueError on anything else."""
+    if not isinstance(text, str) or not text.startswith("sha256:") or len(text) != 71:
+        raise ValueError("expected 'sha256:' followed by 64 lowercase hex digits")
+    hex_part = text[7:]
+    if hex_part != hex_part.lower():
+        raise ValueError("expected lowercase hex")
+    return bytes.fromhex(hex_part)
+
+
+def genesis_hash(ledger_id: str) -> bytes:
+    """``prev_hash`` of the entry at seq 0, bound to the ledger id."""
+    return sha256(GENESIS_TAG + ledger_id.encode("utf-8"))
+
+
+def build_envelope(ledger_id: str, kind: str, fields: dict[str, Any],
+                   payloads: dict[str, str | None]) -> bytes:
+    """Canonical envelope bytes.  ``fields`` must not use the reserved keys."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown entry kind {kind!r}")
+    reserved = {"v", "ledger", "kind", "payloads"} & fields.keys()
+    if reserved:
+        raise ValueError(f"reserved envelope keys in fields: {sorted(reserved)}")
+    doc: dict[str, Any] = {"v": FORMAT_VERSION, "ledger": ledger_id, "kind": kind,
+                           **fields, "payloads": payloads}
+    return canonical_json(doc)
+
+
+def body_hash(envelope: bytes) -> bytes:
+    return sha256(ENVELOPE_TAG + envelope)
+
+
+def entry_hash(prev_hash: bytes, seq: int, recorded_at_us: int, body: bytes) -> bytes:
+    """The chain link; ``body`` is the 32-byte body hash."""
+    if len(prev_hash) != HASH_SIZE or len(body) != HASH_SIZE:
+        raise ValueError("prev_hash and body_hash must be 32 bytes")
+    if seq < 0 or recorded_at_us < 0:
+        raise ValueError("seq and recorded_at_us must be non-negative")
+    return sha256(ENTRY_TAG + prev_hash + _U64.pack(seq) + _U64.pack(recorded_at_us) + body)
+
+
+@dataclass(frozen=True)
+class LinkedEntry:
+    """An entry's hashed parts as stored."""
+
+    seq: int
+    recorded_at_us: int
+    envelope: bytes
+    body_hash: bytes
+    prev_hash: bytes
+    entry_hash: bytes
+
+
+def link(prev_hash: bytes, seq: int, recorded_at_us: int, envelope: bytes) -> LinkedEntry:
+    b = body_hash(envelope)
+    return LinkedEntry(seq, recorded_at_us, envelope, b, prev_hash,
+                       entry_hash(prev_hash, seq, recorded_at_us, b))

@@ -1,0 +1,332 @@
+"""Parse and validate one producer submission (docs/submissions.md).
+
+Pure: bytes in, a :class:`Submission` (every payload already serialized to the
+exact bytes that will be stored) or a :class:`~ledger.errors.SubmissionError`
+naming the field and the rule out.  Nothing here touches storage.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.core.diagnostics import DiagnosticStatus, proof_preimage
+from ledger.core.entry import digest_text
+from ledger.errors import SubmissionError, SubmissionTooLarge
+
+MAX_SUBMISSION_BYTES = 1024 * 1024  # 1 MiB of JSON text per submission
+MAX_DEPTH = 64  # nesting of objects/arrays, counted from the submission object
+MAX_SHORT_TEXT = 256  # subject, idempotency_key, constraint_id (longer ids are not indexed)
+
+ENGINE_RE = re.compile(r"[a-z0-9_.-]{1,64}")
+PROOF_REF_RE = re.compile(r"sha256:[0-9a-f]{64}")
+
+TOP_LEVEL_FIELDS = frozenset({
+    "result", "engine", "proof_preimage", "evidence", "evidence_kind", "attestation",
+    "query", "admission", "subject", "idempotency_key", "meta",
+})
+RESULT_FIELDS = frozenset({
+    "status", "agent_message", "developer_fields", "proof_ref", "is_authoritative",
+    "attestation",
+})
+ADMISSIONS = ("ADMIT", "BLOCKED")
+
+# Canonical result payload encoding (stored bytes; verified by hashing bytes).
+_result_encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                   allow_nan=False)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A validated submission, ready to be linked into the chain."""
+
+    engine: str
+    status: str
+    agent_message: str
+    developer_fields: dict[str, Any]
+    proof_ref: str | None
+    constraint_id: str | None
+    subject: str | None
+    idempotency_key: str | None
+    admission: str | None
+    attestation: str | None
+    query: str | None
+    payloads: dict[str, bytes | None] = field(default_factory=dict)
+
+    def payload_digests(self) -> dict[str, str | None]:
+        return {k: (digest_text(v) if v is not None else None) for k, v in self.payloads.items()}
+
+
+def _fail(code: str, field_name: str | None, message: str) -> SubmissionError:
+    return SubmissionError(message, code=code, field=field_name)
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _fail("duplicate_key", k, f"key {k!r} appears twice in one object")
+        out[k] = v
+    return out
+
+
+def loads(raw: bytes | str) -> Any:
+    """Parse one JSON document with the submission limits applied."""
+    size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
+    if size > MAX_SUBMISSION_BYTES:
+        raise SubmissionTooLarge(
+            f"submission is {size} bytes; the limit is {MAX_SUBMISSION_BYTES} bytes",
+            code="too_large", field=None)
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as exc:
+        raise _fail("invalid_json", None, f"submission is not UTF-8: {exc.reason} "
+                    f"at byte {exc.start}") from None
+    try:
+        obj = json.loads(text, object_pairs_hook=_reject_duplicates)
+    except RecursionError:
+        raise _fail("too_deep", None, f"nesting deeper than {MAX_DEPTH} levels") from None
+    except json.JSONDecodeError as exc:
+        raise _fail("invalid_json", None,
+                    f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    _check_depth(obj)
+    return obj
+
+
+def _check_depth(obj: Any) -> None:
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise _fail("too_deep", None, f"nesting deeper than {MAX_DEPTH} levels")
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+
+
+def _check_json_safe(value: Any, path: str) -> None:
+    """Values JSON cannot carry: NaN/Infinity and strings with lone surrogates."""
+    stack = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            raise _fail("non_json_value", where, f"{node!r} cannot be represented in JSON")
+        if isinstance(node, str):
+            _check_unicode(node, where)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                _check_unicode(k, where)
+                stack.append((v, f"{where}.{k}"))
+        elif isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node))
+
+
+def _check_unicode(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _fail("invalid_unicode", where, "string contains a lone surrogate") from None
+
+
+def _opt_str(obj: dict[str, Any], name: str, *, max_len: int | None = None,
+             nonempty: bool = False) -> str | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _fail("invalid_type", name, f"must be a string, not {type(value).__name__}")
+    _check_unicode(value, name)
+    if nonempty and not value:
+        raise _fail("invalid_value", name, "must not be empty")
+    if max_len is not None and len(value) > max_len:
+        raise _fail("field_too_long", name, f"must be at most {max_len} characters")
+    return value
+
+
+def _normalize_result(result: Any) -> tuple[dict[str, Any], str | None]:
+    """The ``to_dict`` shape from either wire shape, plus a flattened ``admission``."""
+    if not isinstance(result, dict):
+        raise _fail("invalid_type", "result", "must be an object (DiagnosticResult.to_dict())")
+    dev = result.get("developer_fields", {})
+    if not isinstance(dev, dict):
+        raise _fail("invalid_type", "result.developer_fields", "must be an object")
+    admission = None
+    for key in result.keys() - RESULT_FIELDS:
+        if key == "admission" and key not in dev:
+            admission = result[key]
+            if admission not in ADMISSIONS:
+                raise _fail("invalid_admission", "result.admission", "must be ADMIT or BLOCKED")
+            continue
+        if key not in dev:
+            raise _fail("unknown_field", f"result.{key}",
+                        "not a DiagnosticResult field nor a copy of a developer_fields key "
+                        "(flattened API shape)")
+        if dev[key] != result[key] or type(dev[key]) is not type(result[key]):
+            raise _fail("flattened_mismatch", f"result.{key}",
+                        "top-level copy differs from developer_fields (the nested value is "
+                        "authoritative; a flattened result must copy it exactly)")
+    normalized = {k: result[k] for k in RESULT_FIELDS if k in result}
+    normalized["developer_fields"] = dev
+    return normalized, admission
+
+
+def _validate_result(res: dict[str, Any]) -> None:
+    _check_json_safe(res, "result")
+    status = res.get("status")
+    if not isinstance(status, str) or status not in DiagnosticStatus.__members__:
+        raise _fail("invalid_status", "result.status",
+                    "must be one of VERIFIED, UNVERIFIABLE, BLOCKED (case-sensitive)")
+    msg = res.get("agent_message")
+    if not isinstance(msg, str) or not msg.strip():
+        raise _fail("empty_agent_message", "result.agent_message",
+                    "must be a non-empty string (Layer 1 diagnostics are mandatory)")
+    proof_ref = res.get("proof_ref")
+    if proof_ref is not None and (not isinstance(proof_ref, str)
+                                  or not PROOF_REF_RE.fullmatch(proof_ref)):
+        raise _fail("malformed_proof_ref", "result.proof_ref",
+                    "must be 'sha256:' followed by 64 lowercase hex digits, or null")
+    if status == "VERIFIED" and proof_ref is None:
+        raise _fail("verified_without_proof", "result.proof_ref",
+                    "a VERIFIED result must carry a proof_ref")
+    if status != "VERIFIED" and proof_ref is not None:
+        raise _fail("proof_on_non_verified", "result.proof_ref",
+                    f"a {status} result must not carry a proof_ref")
+    if "is_authoritative" in res:
+        flag = res["is_authoritative"]
+        if not isinstance(flag, bool) or flag != (proof_ref is not None):
+            raise _fail("authoritative_inconsistent", "result.is_authoritative",
+                        "must equal (proof_ref is not null)")
+    checks = res["developer_fields"].get("advisory_checks")
+    if isinstance(checks, list):
+        for i, item in enumerate(checks):
+            if isinstance(item, dict) and "advisory_only" in item:
+                flag = item["advisory_only"]
+                if flag is not True and not (type(flag) is int and flag == 1):
+                    raise _fail("non_advisory_check",
+                                f"result.developer_fields.advisory_checks[{i}].advisory_only",
+                                "advisory checks must have advisory_only true; they never "
+                                "influence the verdict")
+    att = res.get("attestation")
+    if att is not None:
+        if not isinstance(att, str) or not att:
+            raise _fail("invalid_type", "result.attestation", "must be a non-empty string")
+        if status != "VERIFIED":
+            raise _fail("attestation_on_non_verified", "result.attestation",
+                        "only a VERIFIED result carries an attestation")
+
+
+def _evidence_preimage(sub: dict[str, Any], status: str, proof_ref: str | None) -> str | None:
+    has_pre = sub.get("proof_preimage") is not None
+    has_ev = "evidence" in sub
+    if status != "VERIFIED":
+        if has_pre or has_ev:
+            name = "proof_preimage" if has_pre else "evidence"
+            raise _fail("evidence_on_non_verified", name,
+                        f"a {status} result has no proof_ref for evidence to bind to")
+        return None
+    if has_pre and has_ev:
+        raise _fail("ambiguous_evidence", "evidence", "give proof_preimage or evidence, not both")
+    if has_pre:
+        pre = sub["proof_preimage"]
+        if not isinstance(pre, str):
+            raise _fail("invalid_type", "proof_preimage", "must be a string (the exact bytes hashed "
+                        "into proof_ref)")
+        _check_unicode(pre, "proof_preimage")
+    elif has_ev:
+        ev = sub["evidence"]
+        kind = sub.get("evidence_kind", "string" if isinstance(ev, str) else "json")
+        if kind not in ("json", "string"):
+            raise _fail("invalid_value", "evidence_kind", "must be 'json' or 'string'")
+        if (kind == "string") != isinstance(ev, str):
+            raise _fail("evidence_kind_mismatch", "evidence_kind",
+                        "'string' evidence must be a JSON string; 'json' evidence must not be")
+        try:
+            pre = proof_preimage(ev)
+            pre.encode("utf-8")
+        except (ValueError, UnicodeEncodeError) as exc:
+            raise _fail("evidence_not_serializable", "evidence", str(exc)) from None
+    else:
+        raise _fail("missing_evidence", "proof_preimage",
+                    "a VERIFIED result needs proof_preimage or evidence")
+    if digest_text(pre.encode("utf-8")) != proof_ref:
+        raise _fail("preimage_mismatch", "proof_preimage" if has_pre else "evidence",
+                    "SHA-256 of the evidence preimage does not equal result.proof_ref")
+    return pre
+
+
+def parse_submission(obj: Any) -> Submission:
+    """Validate one parsed submission object.  Raises SubmissionError."""
+    if not isinstance(obj, dict):
+        raise _fail("not_an_object", None, "a submission must be a JSON object")
+    unknown = sorted(obj.keys() - TOP_LEVEL_FIELDS)
+    if unknown:
+        raise _fail("unknown_field", unknown[0], "not a submission field; allowed: "
+                    + ", ".join(sorted(TOP_LEVEL_FIELDS)))
+    if "result" not in obj:
+        raise _fail("missing_field", "result", "is required")
+    engine = obj.get("engine")
+    if engine is None:
+        raise _fail("missing_field", "engine", "is required")
+    if not isinstance(engine, str) or not ENGINE_RE.fullmatch(engine):
+        raise _fail("invalid_engine", "engine", "must match [a-z0-9_.-]{1,64}")
+
+    result, flat_admission = _normalize_result(obj["result"])
+    _validate_result(result)
+    status, proof_ref = result["status"], result.get("proof_ref")
+
+    preimage = _evidence_preimage(obj, status, proof_ref)
+
+    attestation = _opt_str(obj, "attestation", nonempty=True)
+    res_att = result.pop("attestation", None)
+    if attestation is not None and res_att is not None and attestation != res_att:
+        raise _fail("attestation_conflict", "attestation",
+                    "differs from result.attestation; give one token")
+    attestation = attestation or res_att
+    if attestation is not None and not attestation.isascii():
+        raise _fail("invalid_value", "attestation", "a JWT is ASCII text")
+    if attestation is not None and status != "VERIFIED":
+        raise _fail("attestation_on_non_verified", "attestation",
+                    "only a VERIFIED result carries an attestation")
+
+    admission = obj.get("admission")
+    if admission is not None and admission not in ADMISSIONS:
+        raise _fail("invalid_admission", "admission", "must be ADMIT or BLOCKED")
+    if admission is not None and flat_admission is not None and admission != flat_admission:
+        raise _fail("admission_conflict", "admission", "differs from result.admission")
+    admission = admission or flat_admission
+
+    query = _opt_str(obj, "query")
+    subject = _opt_str(obj, "subject", max_len=MAX_SHORT_TEXT)
+    idem = _opt_str(obj, "idempotency_key", max_len=MAX_SHORT_TEXT, nonempty=True)
+    meta = obj.get("meta")
+    if meta is not None:
+        if not isinstance(meta, dict):
+            raise _fail("invalid_type", "meta", "must be an object")
+        _check_json_safe(meta, "meta")
+
+    result["is_authoritative"] = proof_ref is not None
+    result.setdefault("proof_ref", None)
+    dev = result["developer_fields"]
+    cid = dev.get("constraint_id")
+    constraint_id = cid if isinstance(cid, str) and len(cid) <= MAX_SHORT_TEXT else None
+
+    payloads: dict[str, bytes | None] = {
+        "result": _result_encoder.encode(result).encode("utf-8"),
+        "preimage": preimage.encode("utf-8") if preimage is not None else None,
+        "attestation": attestation.encode("ascii") if attestation else None,
+        "query": query.encode("utf-8") if query is not None else None,
+        "meta": _result_encoder.encode(meta).encode("utf-8") if meta is not None else None,
+    }
+    return Submission(
+        engine=engine, status=status, agent_message=result["agent_message"],
+        developer_fields=dev, proof_ref=proof_ref, constraint_id=constraint_id,
+        subject=subject, idempotency_key=idem, admission=admission, attestation=attestation,
+        query=query, payloads=payloads,
+    )
+
+
+def parse_submission_bytes(raw: bytes | str) -> Submission:
+    return parse_submission(loads(raw))
