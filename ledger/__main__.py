@@ -1,0 +1,3 @@
+from ledger.cli.main import main
+
+main()

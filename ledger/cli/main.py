@@ -1,0 +1,54 @@
+"""The ``ledger`` command: a thin Click layer over the ops and the facade.
+
+Exit codes (all commands): 0 success; 1 integrity findings (audit); 2 usage
+errors and rejected input; 3 audit complete with abstentions only; 4 could
+not run (database unreachable, not initialized, internal error).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ledger.errors import LedgerError
+from ledger.store.db import default_url
+
+
+class LedgerGroup(click.Group):
+    """Turns LedgerError into one line on stderr and its category's exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LedgerError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", "db_url", envvar="LEDGER_DB_URL", default=None, metavar="URL",
+              help="Database URL (sqlite:///path or postgresql://...). "
+                   "Default: $LEDGER_DB_URL, else sqlite:///ledger.db in the working directory.")
+@click.version_option(package_name="ledger")
+@click.pass_context
+def cli(ctx: click.Context, db_url: str | None) -> None:
+    """Append-only audit ledger for verification results."""
+    ctx.ensure_object(dict)
+    ctx.obj["db_url"] = db_url or default_url()
+
+
+def _register() -> None:
+    from ledger.cli import db, demo, entries
+
+    for module in (db, entries, demo):
+        for command in module.COMMANDS:
+            cli.add_command(command)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="ledger")

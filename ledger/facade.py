@@ -1,0 +1,174 @@
+"""The public Python API: ``Ledger.open(url)`` and its use cases."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError, ProgrammingError
+
+from ledger.clock import Clock, SystemClock, format_us
+from ledger.core.entry import FORMAT_VERSION, genesis_hash, hash_hex
+from ledger.errors import NotFound, NotInitialized, StoreUnavailable
+from ledger.ops.append import (
+    AppendResult,
+    AttestationJudge,
+    commit_batch,
+    default_judge,
+    quarantine_rows,
+    raw_bytes,
+    validate_items,
+)
+from ledger.store import db
+from ledger.store import repository as repo
+from ledger.store.schema import PAYLOAD_COLUMNS
+
+
+class Ledger:
+    """One ledger in one database (SQLite file or PostgreSQL database/schema)."""
+
+    def __init__(self, engine: Engine, meta: repo.LedgerMeta, clock: Clock | None = None,
+                 judge: AttestationJudge | None = None) -> None:
+        self.engine = engine
+        self.meta = meta
+        self.clock = clock or SystemClock()
+        self.judge = judge or default_judge
+
+    # -- lifecycle --------------------------------------------------------
+    @classmethod
+    def init(cls, url: str | None = None, *, origin: str | None = None,
+             clock: Clock | None = None) -> Ledger:
+        """Create the schema (migrations) and the ledger identity if absent; idempotent."""
+        clock = clock or SystemClock()
+        engine = db.make_engine(url or db.default_url(), create=True)
+        try:
+            db.upgrade(engine)
+            with db.write_connection(engine) as conn, conn.begin():
+                meta = repo.read_meta(conn)
+                if meta is None:
+                    ledger_id = str(uuid.uuid4())
+                    meta = repo.LedgerMeta(ledger_id, origin or f"ledger/{ledger_id}",
+                                           FORMAT_VERSION, clock.now_us())
+                    repo.create_meta(conn, meta, genesis_hash(ledger_id))
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine, meta, clock)
+
+    @classmethod
+    def open(cls, url: str | None = None, *, clock: Clock | None = None) -> Ledger:
+        """Open an initialized ledger.  Raises NotInitialized or StoreUnavailable."""
+        engine = db.make_engine(url or db.default_url())
+        try:
+            with engine.connect() as conn:
+                meta = repo.read_meta(conn)
+        except (OperationalError, ProgrammingError) as exc:
+            engine.dispose()
+            if "no such table" in str(exc) or "does not exist" in str(exc):
+                raise NotInitialized("the ledger is not initialized here; run `ledger init`"
+                                     ) from exc
+            raise StoreUnavailable(f"cannot reach the database: {exc.orig}") from exc
+        if meta is None:
+            engine.dispose()
+            raise NotInitialized("the ledger is not initialized here; run `ledger init`")
+        return cls(engine, meta, clock)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- appends ----------------------------------------------------------
+    def append(self, submission: Any, *, producer: str | None = None) -> AppendResult:
+        """Append one submission (bytes, JSON text or a parsed object)."""
+        return self.append_many([submission], producer=producer)[0]
+
+    def append_many(self, submissions: Sequence[Any], *, producer: str | None = None,
+                    ) -> list[AppendResult]:
+        """Append a batch under one lock and one commit; results in input order.
+
+        Rejected items (contract, format, idempotency conflict) are quarantined
+        and reported with ``ok=False``; they do not stop the other items.
+        """
+        prepared, rejected = validate_items(submissions, producer, self.judge)
+        raws = {p.index: p.raw for p in prepared}
+        bad = [(raw_bytes(submissions[r.index]), r.error) for r in rejected]
+        results = list(rejected)
+        if prepared:
+            committed = commit_batch(self.engine, self.meta.ledger_id, self.clock, prepared)
+            results.extend(committed)
+            bad.extend((raws[r.index], r.error) for r in committed if not r.ok)
+        if bad:
+            self._quarantine(bad, producer)
+        results.sort(key=lambda r: r.index)
+        return results
+
+    def _quarantine(self, bad: list[tuple[bytes, Any]], producer: str | None) -> None:
+        rows = quarantine_rows(self.clock, producer, bad)
+        with db.write_connection(self.engine) as conn, conn.begin():
+            repo.insert_quarantine(conn, rows)
+
+    # -- reads ------------------------------------------------------------
+    def head(self) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            h = repo.read_head(conn)
+        assert h is not None
+        return {"ledger_id": self.meta.ledger_id, "origin": self.meta.origin,
+                "size": h.size, "head_hash": hash_hex(h.head_hash),
+                "last_recorded_at": format_us(h.last_recorded_at) if h.size else None}
+
+    def get(self, seq: int) -> dict[str, Any]:
+        """One entry with its payloads.  Raises NotFound."""
+        with self.engine.connect() as conn:
+            row = repo.get_entry(conn, seq)
+            if row is None:
+                raise NotFound(f"no entry with seq {seq}", field="seq")
+            cols = PAYLOAD_COLUMNS[row.kind]
+            blobs = repo.get_payloads(conn, [getattr(row, c) for c in cols.values()])
+        return entry_view(row, blobs)
+
+    def iter_entries(self, start: int = 0, end: int | None = None) -> Iterable[Any]:
+        with self.engine.connect() as conn:
+            yield from repo.iter_entries(conn, start, end)
+
+
+def validate_raw(item: Any) -> bytes:
+    from ledger.ops.append import _raw_bytes
+
+    return _raw_bytes(item)
+
+
+def entry_view(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
+    """A JSON-ready view of a stored entry (auditor layer: everything)."""
+    cols = PAYLOAD_COLUMNS[row.kind]
+    payloads: dict[str, Any] = {}
+    for name, column in cols.items():
+        digest = getattr(row, column)
+        if digest is None:
+            continue
+        data = blobs.get(digest)
+        payloads[name] = {"digest": digest,
+                          "text": data.decode("utf-8") if data is not None else None,
+                          "missing": data is None}
+    doc = payloads.get("result") or payloads.get("event") or payloads.get("report")
+    parsed = json.loads(doc["text"]) if doc and doc["text"] else None
+    return {
+        "seq": row.seq, "kind": row.kind, "recorded_at": format_us(row.recorded_at),
+        "engine": row.engine, "status": row.status, "constraint_id": row.constraint_id,
+        "proof_ref": row.proof_ref, "subject": row.subject, "producer": row.producer,
+        "idempotency_key": row.idempotency_key, "admission": row.admission,
+        "attestation_verdict": row.att_verdict, "attestation_kid": row.att_kid,
+        "attestation_iss": row.att_iss,
+        "document": parsed, "payloads": payloads,
+        "envelope": bytes(row.envelope).decode("utf-8"),
+        "body_hash": hash_hex(bytes(row.body_hash)),
+        "prev_hash": hash_hex(bytes(row.prev_hash)),
+        "entry_hash": hash_hex(bytes(row.entry_hash)),
+    }

@@ -1,0 +1,191 @@
+"""Appending: validate outside the lock, link and insert inside one transaction.
+
+``append_batch`` takes the head lock once per call and commits once: either
+every accepted item of the batch is in the ledger, or none is.  Rejected items
+are written to the quarantine table (in their own transaction, before the
+batch) and reported per item; they never enter the chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+
+from ledger.clock import Clock, format_us
+from ledger.core.entry import build_envelope, digest_text, hash_hex, link
+from ledger.core.submission import Submission, loads, parse_submission
+from ledger.crypto.attestation import VERDICT_NONE, VERDICT_UNCHECKED, inspect_attestation
+from ledger.errors import IdempotencyConflict, LedgerError, SubmissionError
+from ledger.store import repository as repo
+from ledger.store.db import write_connection
+from ledger.store.schema import PAYLOAD_COLUMNS
+
+
+@dataclass
+class AppendResult:
+    """The outcome for one submission: appended, replayed, or rejected."""
+
+    ok: bool
+    seq: int | None = None
+    entry_hash: str | None = None
+    recorded_at: str | None = None
+    replayed: bool = False
+    error: dict[str, Any] | None = None
+    index: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.ok:
+            out: dict[str, Any] = {"ok": True, "seq": self.seq, "entry_hash": self.entry_hash,
+                                   "recorded_at": self.recorded_at}
+            if self.replayed:
+                out["replayed"] = True
+            return out
+        return {"ok": False, "error": self.error}
+
+
+@dataclass
+class Prepared:
+    """A validated item ready to link: envelope fields and payload bytes."""
+
+    kind: str
+    fields: dict[str, Any]
+    payloads: dict[str, bytes | None]
+    idempotency_key: str | None = None
+    raw: bytes = b""
+    index: int = 0
+    columns: dict[str, Any] = field(default_factory=dict)
+
+
+# Decides the attestation verdict fields for a submission; issue-3 trust store plugs in here.
+AttestationJudge = Callable[[Submission], dict[str, Any]]
+
+
+def default_judge(sub: Submission) -> dict[str, Any]:
+    """No trust store: a token is inspected (must decode) and marked unchecked."""
+    if sub.attestation is None:
+        return {"att_verdict": VERDICT_NONE, "att_kid": None, "att_iss": None}
+    info = inspect_attestation(sub.attestation)
+    return {"att_verdict": VERDICT_UNCHECKED, "att_kid": info.kid, "att_iss": info.iss}
+
+
+def prepare_result(sub: Submission, producer: str | None, judge: AttestationJudge) -> Prepared:
+    fields = {
+        "engine": sub.engine, "status": sub.status, "constraint_id": sub.constraint_id,
+        "proof_ref": sub.proof_ref, "subject": sub.subject, "producer": producer,
+        "idempotency_key": sub.idempotency_key, "admission": sub.admission,
+        **judge(sub),
+    }
+    return Prepared("result", fields, dict(sub.payloads), sub.idempotency_key)
+
+
+def raw_bytes(item: Any) -> bytes:
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, str):
+        return item.encode("utf-8", "surrogatepass")
+    import json
+
+    try:
+        return json.dumps(item, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
+    except (TypeError, ValueError):
+        return repr(item).encode("utf-8", "surrogatepass")
+
+
+def validate_items(items: Sequence[Any], producer: str | None,
+                   judge: AttestationJudge = default_judge,
+                   ) -> tuple[list[Prepared], list[AppendResult]]:
+    """Validate each item (bytes, str or an already-parsed object)."""
+    prepared: list[Prepared] = []
+    rejected: list[AppendResult] = []
+    for i, item in enumerate(items):
+        raw = raw_bytes(item)
+        try:
+            obj = loads(item) if isinstance(item, (bytes, str)) else item
+            p = prepare_result(parse_submission(obj), producer, judge)
+        except SubmissionError as exc:
+            rejected.append(AppendResult(ok=False, error=exc.to_dict(), index=i))
+            continue
+        p.raw, p.index = raw, i
+        prepared.append(p)
+    return prepared, rejected
+
+
+def _columns(p: Prepared, digests: dict[str, str | None]) -> dict[str, Any]:
+    cols = {k: p.fields.get(k) for k in (
+        "engine", "status", "constraint_id", "proof_ref", "subject", "producer",
+        "idempotency_key", "admission", "att_verdict", "att_kid", "att_iss")}
+    for name, column in PAYLOAD_COLUMNS[p.kind].items():
+        cols[column] = digests.get(name)
+    return cols
+
+
+def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
+                 ) -> list[AppendResult]:
+    """Link and insert ``prepared`` under one head lock and one commit.
+
+    Idempotency: an item whose key is already in the ledger (or earlier in the
+    batch) with the same envelope is replayed (the existing entry is returned);
+    with a different envelope it is rejected with ``idempotency_conflict``.
+    """
+    results: list[AppendResult] = []
+    with write_connection(engine) as conn, conn.begin():
+        h = repo.lock_head(conn)
+        existing = repo.find_idempotent(conn, [p.idempotency_key for p in prepared
+                                               if p.idempotency_key])
+        known: dict[str, tuple[bytes, AppendResult]] = {
+            k: (bytes(r.envelope), AppendResult(True, r.seq, hash_hex(bytes(r.entry_hash)),
+                                                format_us(r.recorded_at), replayed=True))
+            for k, r in existing.items()}
+        now = max(clock.now_us(), h.last_recorded_at)
+        size, prev = h.size, h.head_hash
+        rows: list[dict[str, Any]] = []
+        blobs: dict[str, bytes] = {}
+        for p in prepared:
+            digests = {k: (digest_text(v) if v is not None else None)
+                       for k, v in p.payloads.items()}
+            envelope = build_envelope(ledger_id, p.kind, p.fields, digests)
+            key = p.idempotency_key
+            if key is not None and key in known:
+                env, prior = known[key]
+                if env == envelope:
+                    results.append(AppendResult(True, prior.seq, prior.entry_hash,
+                                                prior.recorded_at, replayed=True, index=p.index))
+                else:
+                    err = IdempotencyConflict(
+                        f"idempotency_key was used for entry {prior.seq} with other content",
+                        field="idempotency_key", detail={"seq": prior.seq})
+                    results.append(AppendResult(False, error=err.to_dict(), index=p.index))
+                continue
+            e = link(prev, size, now, envelope)
+            row = _columns(p, digests)
+            row.update(seq=size, kind=p.kind, recorded_at=now, envelope=envelope,
+                       body_hash=e.body_hash, prev_hash=prev, entry_hash=e.entry_hash)
+            rows.append(row)
+            for k, v in p.payloads.items():
+                if v is not None:
+                    blobs[digests[k]] = v  # type: ignore[index]
+            res = AppendResult(True, size, hash_hex(e.entry_hash), format_us(now), index=p.index)
+            results.append(res)
+            if key is not None:
+                known[key] = (envelope, res)
+            size, prev = size + 1, e.entry_hash
+        if rows:
+            repo.insert_payloads(conn, blobs)
+            repo.insert_entries(conn, rows)
+            repo.set_head(conn, repo.Head(size, prev, now))
+    return results
+
+
+def quarantine_rows(clock: Clock, producer: str | None,
+                    items: Sequence[tuple[bytes, LedgerError | dict[str, Any]]],
+                    ) -> list[dict[str, Any]]:
+    now = clock.now_us()
+    rows = []
+    for raw, err in items:
+        d = err.to_dict() if isinstance(err, LedgerError) else err
+        rows.append({"received_at": now, "code": d["code"], "field": d.get("field"),
+                     "message": d["message"], "producer": producer, "raw": raw})
+    return rows

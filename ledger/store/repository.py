@@ -1,0 +1,147 @@
+"""Reads and writes of already-computed rows.  Never hashes or signs.
+
+Write functions take a Connection that is inside the append transaction (the
+caller holds the head lock); read functions take any Connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Row, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
+
+
+@dataclass(frozen=True)
+class Head:
+    size: int
+    head_hash: bytes
+    last_recorded_at: int
+
+
+@dataclass(frozen=True)
+class LedgerMeta:
+    ledger_id: str
+    origin: str
+    format_version: int
+    created_at: int
+
+
+def _insert(conn: Connection, table: Any) -> Any:
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return dialect.insert(table)
+
+
+# -- set-up -----------------------------------------------------------------
+def read_meta(conn: Connection) -> LedgerMeta | None:
+    row = conn.execute(select(ledger_meta).where(ledger_meta.c.id == 1)).first()
+    if row is None:
+        return None
+    return LedgerMeta(row.ledger_id, row.origin, row.format_version, row.created_at)
+
+
+def create_meta(conn: Connection, meta: LedgerMeta, genesis: bytes) -> None:
+    conn.execute(ledger_meta.insert().values(
+        id=1, ledger_id=meta.ledger_id, origin=meta.origin,
+        format_version=meta.format_version, created_at=meta.created_at))
+    conn.execute(head.insert().values(id=1, size=0, head_hash=genesis,
+                                      last_recorded_at=meta.created_at))
+
+
+# -- the head -----------------------------------------------------------------
+def lock_head(conn: Connection) -> Head:
+    """Read the head inside the append transaction, locking it on PostgreSQL.
+
+    On SQLite the transaction was opened with BEGIN IMMEDIATE, which already
+    holds the database write lock.
+    """
+    stmt = select(head.c.size, head.c.head_hash, head.c.last_recorded_at).where(head.c.id == 1)
+    if conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    row = conn.execute(stmt).one()
+    return Head(row.size, bytes(row.head_hash), row.last_recorded_at)
+
+
+def read_head(conn: Connection) -> Head | None:
+    row = conn.execute(select(head).where(head.c.id == 1)).first()
+    if row is None:
+        return None
+    return Head(row.size, bytes(row.head_hash), row.last_recorded_at)
+
+
+def set_head(conn: Connection, new: Head) -> None:
+    conn.execute(update(head).where(head.c.id == 1).values(
+        size=new.size, head_hash=new.head_hash, last_recorded_at=new.last_recorded_at))
+
+
+# -- writes -------------------------------------------------------------------
+def insert_payloads(conn: Connection, items: dict[str, bytes]) -> None:
+    """Insert content-addressed payloads; existing digests are left as they are."""
+    if not items:
+        return
+    stmt = _insert(conn, payloads).on_conflict_do_nothing(index_elements=["digest"])
+    conn.execute(stmt, [{"digest": d, "data": b} for d, b in items.items()])
+
+
+def insert_entries(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    if rows:
+        conn.execute(entries.insert(), list(rows))
+
+
+def insert_quarantine(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    if rows:
+        conn.execute(quarantine.insert(), list(rows))
+
+
+# -- reads --------------------------------------------------------------------
+def find_idempotent(conn: Connection, keys: Iterable[str]) -> dict[str, Row[Any]]:
+    keys = list(keys)
+    if not keys:
+        return {}
+    out: dict[str, Row[Any]] = {}
+    for start in range(0, len(keys), 500):
+        chunk = keys[start:start + 500]
+        stmt = select(entries.c.seq, entries.c.idempotency_key, entries.c.envelope,
+                      entries.c.entry_hash, entries.c.recorded_at).where(
+            entries.c.idempotency_key.in_(chunk))
+        for row in conn.execute(stmt):
+            out[row.idempotency_key] = row
+    return out
+
+
+def get_entry(conn: Connection, seq: int) -> Row[Any] | None:
+    return conn.execute(select(entries).where(entries.c.seq == seq)).first()
+
+
+def get_payloads(conn: Connection, digests: Iterable[str | None]) -> dict[str, bytes]:
+    wanted = [d for d in set(digests) if d]
+    if not wanted:
+        return {}
+    rows = conn.execute(select(payloads.c.digest, payloads.c.data).where(
+        payloads.c.digest.in_(wanted)))
+    return {r.digest: bytes(r.data) for r in rows}
+
+
+def iter_entries(conn: Connection, start: int = 0, end: int | None = None,
+                 batch: int = 2000) -> Iterator[Row[Any]]:
+    """Entries with ``start <= seq < end`` in seq order, fetched in keyset pages."""
+    pos = start
+    while True:
+        stmt = select(entries).where(entries.c.seq >= pos).order_by(entries.c.seq).limit(batch)
+        if end is not None:
+            stmt = stmt.where(entries.c.seq < end)
+        rows = conn.execute(stmt).all()
+        if not rows:
+            return
+        yield from rows
+        pos = rows[-1].seq + 1
+
+
+def count_quarantine(conn: Connection) -> int:
+    from sqlalchemy import func
+
+    return conn.execute(select(func.count()).select_from(quarantine)).scalar_one()

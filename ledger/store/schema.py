@@ -1,0 +1,110 @@
+"""SQLAlchemy table definitions: the schema the migrations create.
+
+The tables are created *only* by Alembic (``migrations/``); this module is the
+metadata that ``alembic check`` compares the migrations against, and the
+column objects the repository builds statements from.  Every hash column
+holds raw 32-byte digests; payload digests are ``sha256:<hex>`` text.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+DIGEST = String(71)  # "sha256:" + 64 hex
+
+ledger_meta = Table(
+    "ledger_meta", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),  # always 1
+    Column("ledger_id", String(64), nullable=False),
+    Column("origin", String(255), nullable=False),
+    Column("format_version", Integer, nullable=False),
+    Column("created_at", BigInteger, nullable=False),  # µs since epoch, UTC
+)
+
+# One row: the chain head.  Appenders lock it (FOR UPDATE / BEGIN IMMEDIATE).
+head = Table(
+    "head", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),  # always 1
+    Column("size", BigInteger, nullable=False),
+    Column("head_hash", LargeBinary, nullable=False),
+    Column("last_recorded_at", BigInteger, nullable=False),
+)
+
+entries = Table(
+    "entries", metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),  # 0-based, gapless
+    Column("kind", String(16), nullable=False),
+    Column("recorded_at", BigInteger, nullable=False),  # µs since epoch, UTC
+    Column("engine", String(64)),
+    Column("status", String(16)),
+    Column("constraint_id", String(256)),
+    Column("proof_ref", DIGEST),
+    Column("subject", String(256)),
+    Column("producer", String(256)),
+    Column("idempotency_key", String(256)),
+    Column("admission", String(8)),
+    Column("att_verdict", String(16)),
+    Column("att_kid", String(512)),
+    Column("att_iss", String(512)),
+    Column("doc_digest", DIGEST),  # the main document: result, key event, audit report
+    Column("preimage_digest", DIGEST),
+    Column("attestation_digest", DIGEST),
+    Column("query_digest", DIGEST),
+    Column("meta_digest", DIGEST),
+    Column("envelope", LargeBinary, nullable=False),
+    Column("body_hash", LargeBinary, nullable=False),
+    Column("prev_hash", LargeBinary, nullable=False),
+    Column("entry_hash", LargeBinary, nullable=False),
+    Index("ix_entries_idempotency_key", "idempotency_key", unique=True),
+    Index("ix_entries_recorded_at", "recorded_at"),
+)
+
+# Content-addressed payload bytes: digest = SHA-256(data).
+payloads = Table(
+    "payloads", metadata,
+    Column("digest", DIGEST, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+)
+
+# Rejected submissions, kept raw for auditors; never part of the chain.
+quarantine = Table(
+    "quarantine", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("received_at", BigInteger, nullable=False),
+    Column("code", String(64), nullable=False),
+    Column("field", String(256)),
+    Column("message", Text, nullable=False),
+    Column("producer", String(256)),
+    Column("raw", LargeBinary, nullable=False),
+)
+
+# Envelope payload name -> entries column holding its digest, per entry kind.
+PAYLOAD_COLUMNS: dict[str, dict[str, str]] = {
+    "result": {"result": "doc_digest", "preimage": "preimage_digest",
+               "attestation": "attestation_digest", "query": "query_digest",
+               "meta": "meta_digest"},
+    "key_event": {"event": "doc_digest"},
+    "audit_run": {"report": "doc_digest"},
+    "redaction": {"request": "doc_digest"},
+}
