@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
+from functools import cache
 
 import pytest
 from hypothesis import given, settings
@@ -32,7 +32,7 @@ def _k(n: int) -> int:
     return k
 
 
-@lru_cache(maxsize=None)
+@cache
 def ref_mth(a: int, b: int) -> bytes:
     """MTH(D[a:b])."""
     n = b - a
@@ -92,7 +92,7 @@ def test_range_nodes_decomposition():
     assert m.range_nodes(0, 13) == [(3, 0), (2, 2), (0, 12)]
     assert m.range_nodes(3, 13) == [(0, 3), (2, 1), (2, 2), (0, 12)]
     assert m.range_nodes(8, 13) == [(2, 2), (0, 12)]
-    for start in range(0, 40):
+    for start in range(40):
         for end in range(start, 40):
             covered = []
             for level, index in m.range_nodes(start, end):
@@ -128,9 +128,9 @@ def test_all_inclusion_proofs(tree):
 
 
 def test_all_consistency_proofs(tree):
-    for size2 in range(0, MAX_CONSISTENCY_SIZE + 1):
+    for size2 in range(MAX_CONSISTENCY_SIZE + 1):
         root2 = ref_mth(0, size2)
-        for size1 in range(0, size2 + 1):
+        for size1 in range(size2 + 1):
             proof = tree.consistency_proof(size1, size2)
             want = [] if size1 in (0, size2) else ref_proof(size1, size2)
             assert proof == want, (size1, size2)
