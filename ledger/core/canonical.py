@@ -58,7 +58,24 @@ def _check(value: Any, path: str) -> None:
     raise CanonicalizationError(f"{path}: type {type(value).__name__} cannot be canonicalized")
 
 
+def _is_plain(value: Any) -> bool:
+    """Fast path: scalars that need no walk (strings are checked by the final encode)."""
+    t = type(value)
+    return value is None or t is str or t is bool or (t is int and -MAX_SAFE_INTEGER
+                                                        <= value <= MAX_SAFE_INTEGER)
+
+
 def canonical_json(value: Any) -> bytes:
     """The RFC 8785 bytes of ``value``; raises CanonicalizationError outside the subset."""
-    _check(value, "$")
-    return _encoder.encode(value).encode("utf-8")
+    flat = type(value) is dict and all(
+        type(k) is str and k.isascii() and (
+            _is_plain(v) or (type(v) is dict and all(
+                type(k2) is str and k2.isascii() and _is_plain(v2) for k2, v2 in v.items())))
+        for k, v in value.items())
+    if not flat:
+        _check(value, "$")
+    try:
+        return _encoder.encode(value).encode("utf-8")
+    except UnicodeEncodeError:
+        _check(value, "$")  # names the offending path
+        raise

@@ -92,7 +92,9 @@ def loads(raw: bytes | str) -> Any:
     except json.JSONDecodeError as exc:
         raise _fail("invalid_json", None,
                     f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    _check_depth(obj)
+    raw_bytes = raw if isinstance(raw, bytes) else text.encode("utf-8", "surrogatepass")
+    if raw_bytes.count(b"[") + raw_bytes.count(b"{") > MAX_DEPTH:
+        _check_depth(obj)  # only documents with enough brackets can be too deep
     return obj
 
 
@@ -173,8 +175,16 @@ def _normalize_result(result: Any) -> tuple[dict[str, Any], str | None]:
     return normalized, admission
 
 
+def _encode_json_safe(value: Any, where: str) -> bytes:
+    """Canonical stored bytes; on NaN/Infinity or a lone surrogate, walk to name the path."""
+    try:
+        return _result_encoder.encode(value).encode("utf-8")
+    except (ValueError, UnicodeEncodeError) as exc:
+        _check_json_safe(value, where)
+        raise _fail("non_json_value", where, str(exc)) from None
+
+
 def _validate_result(res: dict[str, Any]) -> None:
-    _check_json_safe(res, "result")
     status = res.get("status")
     if not isinstance(status, str) or status not in DiagnosticStatus.__members__:
         raise _fail("invalid_status", "result.status",
@@ -302,10 +312,8 @@ def parse_submission(obj: Any) -> Submission:
     subject = _opt_str(obj, "subject", max_len=MAX_SHORT_TEXT)
     idem = _opt_str(obj, "idempotency_key", max_len=MAX_SHORT_TEXT, nonempty=True)
     meta = obj.get("meta")
-    if meta is not None:
-        if not isinstance(meta, dict):
-            raise _fail("invalid_type", "meta", "must be an object")
-        _check_json_safe(meta, "meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise _fail("invalid_type", "meta", "must be an object")
 
     result["is_authoritative"] = proof_ref is not None
     result.setdefault("proof_ref", None)
@@ -314,11 +322,11 @@ def parse_submission(obj: Any) -> Submission:
     constraint_id = cid if isinstance(cid, str) and len(cid) <= MAX_SHORT_TEXT else None
 
     payloads: dict[str, bytes | None] = {
-        "result": _result_encoder.encode(result).encode("utf-8"),
+        "result": _encode_json_safe(result, "result"),
         "preimage": preimage.encode("utf-8") if preimage is not None else None,
         "attestation": attestation.encode("ascii") if attestation else None,
         "query": query.encode("utf-8") if query is not None else None,
-        "meta": _result_encoder.encode(meta).encode("utf-8") if meta is not None else None,
+        "meta": _encode_json_safe(meta, "meta") if meta is not None else None,
     }
     return Submission(
         engine=engine, status=status, agent_message=result["agent_message"],

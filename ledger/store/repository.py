@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Row, select, update
+from sqlalchemy import Connection, Row, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
@@ -36,6 +36,32 @@ def _insert(conn: Connection, table: Any) -> Any:
     return dialect.insert(table)
 
 
+ENTRY_COLUMNS = [c.name for c in entries.columns]
+
+
+class _HotSQL:
+    """Driver-level SQL for the append path (no per-row Core compilation)."""
+
+    def __init__(self, pg: bool) -> None:
+        ph = "%s" if pg else "?"
+        self.lock_head = ("SELECT size, head_hash, last_recorded_at FROM head WHERE id = 1"
+                          + (" FOR UPDATE" if pg else ""))
+        self.set_head = (f"UPDATE head SET size = {ph}, head_hash = {ph}, "
+                         f"last_recorded_at = {ph} WHERE id = 1")
+        self.insert_entry = (f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}) "
+                             f"VALUES ({', '.join([ph] * len(ENTRY_COLUMNS))})")
+        self.insert_payload = (
+            f"INSERT INTO payloads (digest, data) VALUES ({ph}, {ph}) ON CONFLICT (digest) "
+            "DO NOTHING")
+
+
+_HOT = {True: _HotSQL(True), False: _HotSQL(False)}
+
+
+def _hot(conn: Connection) -> _HotSQL:
+    return _HOT[conn.dialect.name == "postgresql"]
+
+
 # -- set-up -----------------------------------------------------------------
 def read_meta(conn: Connection) -> LedgerMeta | None:
     row = conn.execute(select(ledger_meta).where(ledger_meta.c.id == 1)).first()
@@ -59,11 +85,8 @@ def lock_head(conn: Connection) -> Head:
     On SQLite the transaction was opened with BEGIN IMMEDIATE, which already
     holds the database write lock.
     """
-    stmt = select(head.c.size, head.c.head_hash, head.c.last_recorded_at).where(head.c.id == 1)
-    if conn.dialect.name == "postgresql":
-        stmt = stmt.with_for_update()
-    row = conn.execute(stmt).one()
-    return Head(row.size, bytes(row.head_hash), row.last_recorded_at)
+    size, head_hash, last = conn.exec_driver_sql(_hot(conn).lock_head).one()
+    return Head(size, bytes(head_hash), last)
 
 
 def read_head(conn: Connection) -> Head | None:
@@ -74,22 +97,20 @@ def read_head(conn: Connection) -> Head | None:
 
 
 def set_head(conn: Connection, new: Head) -> None:
-    conn.execute(update(head).where(head.c.id == 1).values(
-        size=new.size, head_hash=new.head_hash, last_recorded_at=new.last_recorded_at))
+    conn.exec_driver_sql(_hot(conn).set_head, (new.size, new.head_hash, new.last_recorded_at))
 
 
 # -- writes -------------------------------------------------------------------
 def insert_payloads(conn: Connection, items: dict[str, bytes]) -> None:
     """Insert content-addressed payloads; existing digests are left as they are."""
-    if not items:
-        return
-    stmt = _insert(conn, payloads).on_conflict_do_nothing(index_elements=["digest"])
-    conn.execute(stmt, [{"digest": d, "data": b} for d, b in items.items()])
+    if items:
+        conn.exec_driver_sql(_hot(conn).insert_payload, list(items.items()))
 
 
 def insert_entries(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     if rows:
-        conn.execute(entries.insert(), list(rows))
+        conn.exec_driver_sql(_hot(conn).insert_entry,
+                             [tuple(r.get(c) for c in ENTRY_COLUMNS) for r in rows])
 
 
 def insert_quarantine(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
