@@ -17,6 +17,7 @@ from ledger.ops.append import (
     AppendResult,
     AttestationJudge,
     commit_batch,
+    commit_one_pg,
     default_judge,
     quarantine_rows,
     raw_bytes,
@@ -101,7 +102,11 @@ class Ledger:
         raws = {p.index: p.raw for p in prepared}
         bad = [(raw_bytes(submissions[r.index]), r.error) for r in rejected]
         results = list(rejected)
-        if prepared:
+        if len(prepared) == 1 and prepared[0].idempotency_key is None and \
+                self.engine.dialect.name == "postgresql":
+            committed = [commit_one_pg(self.engine, self.meta.ledger_id, self.clock, prepared[0])]
+            results.extend(committed)
+        elif prepared:
             committed = commit_batch(self.engine, self.meta.ledger_id, self.clock, prepared)
             results.extend(committed)
             bad.extend((raws[r.index], r.error) for r in committed if not r.ok)

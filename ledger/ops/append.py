@@ -15,7 +15,15 @@ from typing import Any
 from sqlalchemy import Engine
 
 from ledger.clock import Clock, format_us
-from ledger.core.entry import build_envelope, digest_text, hash_hex, link
+from ledger.core.entry import (
+    ENTRY_TAG,
+    body_hash,
+    build_envelope,
+    digest_text,
+    entry_hash,
+    hash_hex,
+    link,
+)
 from ledger.core.submission import Submission, loads, parse_submission
 from ledger.crypto.attestation import VERDICT_NONE, VERDICT_UNCHECKED, inspect_attestation
 from ledger.errors import IdempotencyConflict, LedgerError, SubmissionError
@@ -120,6 +128,23 @@ def _columns(p: Prepared, digests: dict[str, str | None]) -> dict[str, Any]:
     for name, column in PAYLOAD_COLUMNS[p.kind].items():
         cols[column] = digests.get(name)
     return cols
+
+
+def commit_one_pg(engine: Engine, ledger_id: str, clock: Clock, p: Prepared) -> AppendResult:
+    """One entry, one statement, one round trip (PostgreSQL, no idempotency key)."""
+    digests = {k: (digest_text(v) if v is not None else None) for k, v in p.payloads.items()}
+    envelope = build_envelope(ledger_id, p.kind, p.fields, digests)
+    body = body_hash(envelope)
+    row = _columns(p, digests)
+    row.update(kind=p.kind, envelope=envelope, body_hash=body)
+    blobs = {digests[k]: v for k, v in p.payloads.items() if v is not None}
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        seq, t, prev, eh = repo.pg_append_one(conn, row, blobs, clock.now_us(),  # type: ignore[arg-type]
+                                              ENTRY_TAG)
+    if eh != entry_hash(prev, seq, t, body):
+        raise LedgerError(f"database computed a different link for seq {seq}",
+                          code="link_mismatch")
+    return AppendResult(True, seq, hash_hex(eh), format_us(t), index=p.index)
 
 
 def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],

@@ -57,6 +57,45 @@ class _HotSQL:
 
 _HOT = {True: _HotSQL(True), False: _HotSQL(False)}
 
+# PostgreSQL: lock the head, link and insert one entry, and move the head, in ONE
+# statement (one round trip in autocommit).  The link is computed by the database
+# exactly as ledger.core.entry.entry_hash computes it; the caller re-checks it.
+_LINKED_COLUMNS = [c for c in ENTRY_COLUMNS
+                   if c not in ("seq", "recorded_at", "prev_hash", "entry_hash")]
+_PG_APPEND_ONE = """
+WITH h AS (SELECT size, head_hash, GREATEST(%s::bigint, last_recorded_at) AS ts
+           FROM head WHERE id = 1 FOR UPDATE),
+{payloads}
+e AS (INSERT INTO entries (seq, recorded_at, prev_hash, entry_hash, {cols})
+      SELECT h.size, h.ts, h.head_hash,
+             sha256(%s::bytea || h.head_hash || int8send(h.size) || int8send(h.ts) || %s::bytea),
+             {values}
+      FROM h RETURNING seq, recorded_at, prev_hash, entry_hash),
+u AS (UPDATE head SET size = e.seq + 1, head_hash = e.entry_hash,
+      last_recorded_at = e.recorded_at FROM e WHERE head.id = 1)
+SELECT seq, recorded_at, prev_hash, entry_hash FROM e
+"""
+
+
+def pg_append_one(conn: Connection, row: dict[str, Any], items: dict[str, bytes], now_us: int,
+                  entry_tag: bytes) -> tuple[int, int, bytes, bytes]:
+    """Append one entry in one statement (PostgreSQL).  ``row`` holds every entries
+    column but seq/recorded_at/prev_hash/entry_hash; returns those four."""
+    params: list[Any] = [now_us]
+    payload_sql = ""
+    if items:
+        payload_sql = ("p AS (INSERT INTO payloads (digest, data) VALUES "
+                       + ", ".join(["(%s, %s)"] * len(items))
+                       + " ON CONFLICT (digest) DO NOTHING),")
+        for d, b in items.items():
+            params += [d, b]
+    sql = _PG_APPEND_ONE.format(payloads=payload_sql, cols=", ".join(_LINKED_COLUMNS),
+                                values=", ".join(["%s"] * len(_LINKED_COLUMNS)))
+    params += [entry_tag, row["body_hash"]]
+    params += [row.get(c) for c in _LINKED_COLUMNS]
+    seq, t, prev, eh = conn.exec_driver_sql(sql, tuple(params)).one()
+    return seq, t, bytes(prev), bytes(eh)
+
 
 def _hot(conn: Connection) -> _HotSQL:
     return _HOT[conn.dialect.name == "postgresql"]
