@@ -28,7 +28,6 @@ from ledger.core.submission import Submission, loads, parse_submission
 from ledger.crypto.attestation import VERDICT_NONE, VERDICT_UNCHECKED, inspect_attestation
 from ledger.errors import IdempotencyConflict, LedgerError, SubmissionError
 from ledger.store import repository as repo
-from ledger.store.db import write_connection
 from ledger.store.schema import PAYLOAD_COLUMNS
 
 
@@ -156,14 +155,13 @@ def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequenc
     with a different envelope it is rejected with ``idempotency_conflict``.
     """
     results: list[AppendResult] = []
-    with write_connection(engine) as conn, conn.begin():
-        h = repo.lock_head(conn)
-        existing = repo.find_idempotent(conn, [p.idempotency_key for p in prepared
-                                               if p.idempotency_key])
+    with repo.append_transaction(engine) as txn:
+        h = txn.lock_head()
+        existing = txn.find_idempotent(p.idempotency_key for p in prepared if p.idempotency_key)
         known: dict[str, tuple[bytes, AppendResult]] = {
-            k: (bytes(r.envelope), AppendResult(True, r.seq, hash_hex(bytes(r.entry_hash)),
-                                                format_us(r.recorded_at), replayed=True))
-            for k, r in existing.items()}
+            k: (bytes(env), AppendResult(True, seq, hash_hex(bytes(eh)), format_us(t),
+                                         replayed=True))
+            for k, (seq, env, eh, t) in existing.items()}
         now = max(clock.now_us(), h.last_recorded_at)
         size, prev = h.size, h.head_hash
         rows: list[dict[str, Any]] = []
@@ -198,9 +196,9 @@ def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequenc
                 known[key] = (envelope, res)
             size, prev = size + 1, e.entry_hash
         if rows:
-            repo.insert_payloads(conn, blobs)
-            repo.insert_entries(conn, rows)
-            repo.set_head(conn, repo.Head(size, prev, now))
+            txn.insert_payloads(blobs)
+            txn.insert_entries(rows)
+            txn.set_head(repo.Head(size, prev, now))
     return results
 
 

@@ -7,12 +7,14 @@ caller holds the head lock); read functions take any Connection.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Row, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Engine, Row, select
+from sqlalchemy.exc import OperationalError
 
+from ledger.errors import StoreUnavailable
 from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
 
 
@@ -29,11 +31,6 @@ class LedgerMeta:
     origin: str
     format_version: int
     created_at: int
-
-
-def _insert(conn: Connection, table: Any) -> Any:
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return dialect.insert(table)
 
 
 ENTRY_COLUMNS = [c.name for c in entries.columns]
@@ -97,10 +94,6 @@ def pg_append_one(conn: Connection, row: dict[str, Any], items: dict[str, bytes]
     return seq, t, bytes(prev), bytes(eh)
 
 
-def _hot(conn: Connection) -> _HotSQL:
-    return _HOT[conn.dialect.name == "postgresql"]
-
-
 # -- set-up -----------------------------------------------------------------
 def read_meta(conn: Connection) -> LedgerMeta | None:
     row = conn.execute(select(ledger_meta).where(ledger_meta.c.id == 1)).first()
@@ -117,15 +110,90 @@ def create_meta(conn: Connection, meta: LedgerMeta, genesis: bytes) -> None:
                                       last_recorded_at=meta.created_at))
 
 
-# -- the head -----------------------------------------------------------------
-def lock_head(conn: Connection) -> Head:
-    """Read the head inside the append transaction, locking it on PostgreSQL.
+# -- the append transaction (driver level: this is the hot path) ---------------
+class AppendTxn:
+    """Statements of one append transaction on a DBAPI cursor.
 
-    On SQLite the transaction was opened with BEGIN IMMEDIATE, which already
-    holds the database write lock.
+    The transaction holds the append lock from its first statement: SQLite
+    opens it with ``BEGIN IMMEDIATE`` (the database write lock); PostgreSQL
+    locks the one-row ``head`` table ``FOR UPDATE``.
     """
-    size, head_hash, last = conn.exec_driver_sql(_hot(conn).lock_head).one()
-    return Head(size, bytes(head_hash), last)
+
+    def __init__(self, cursor: Any, pg: bool) -> None:
+        self.cur = cursor
+        self.pg = pg
+        self.sql = _HOT[pg]
+
+    def lock_head(self) -> Head:
+        self.cur.execute(self.sql.lock_head)
+        size, head_hash, last = self.cur.fetchone()
+        return Head(size, bytes(head_hash), last)
+
+    def set_head(self, new: Head) -> None:
+        self.cur.execute(self.sql.set_head, (new.size, new.head_hash, new.last_recorded_at))
+
+    def insert_payloads(self, items: dict[str, bytes]) -> None:
+        """Content-addressed: existing digests are left as they are."""
+        if items:
+            self.cur.executemany(self.sql.insert_payload, list(items.items()))
+
+    def insert_entries(self, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            self.cur.executemany(self.sql.insert_entry,
+                                 [tuple(r.get(c) for c in ENTRY_COLUMNS) for r in rows])
+
+    def find_idempotent(self, keys: Iterable[str]) -> dict[str, tuple[Any, ...]]:
+        """key -> (seq, envelope, entry_hash, recorded_at) for keys already in the ledger."""
+        keys = list(dict.fromkeys(keys))
+        ph = "%s" if self.pg else "?"
+        out: dict[str, tuple[Any, ...]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            self.cur.execute(
+                "SELECT idempotency_key, seq, envelope, entry_hash, recorded_at FROM entries "
+                f"WHERE idempotency_key IN ({', '.join([ph] * len(chunk))})", tuple(chunk))
+            for key, *rest in self.cur.fetchall():
+                out[key] = tuple(rest)
+        return out
+
+
+@contextmanager
+def append_transaction(engine: Engine) -> Iterator[AppendTxn]:
+    """One append transaction on a pooled driver connection; commits on success.
+
+    Driver errors (lock timeouts, lost connections) become StoreUnavailable.
+    """
+    pg = engine.dialect.name == "postgresql"
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    try:
+        raw = engine.raw_connection()
+    except OperationalError as exc:
+        raise StoreUnavailable(f"cannot reach the database: {exc.orig}") from exc
+    cur = raw.cursor()
+    try:
+        if not pg:
+            cur.execute("BEGIN IMMEDIATE")
+        yield AppendTxn(cur, pg)
+        raw.commit() if pg else cur.execute("COMMIT")
+    except dbapi_error as exc:
+        _rollback(raw, cur, pg)
+        raise StoreUnavailable(f"append transaction failed: {exc}") from exc
+    except BaseException:
+        _rollback(raw, cur, pg)
+        raise
+    finally:
+        cur.close()
+        raw.close()
+
+
+def _rollback(raw: Any, cur: Any, pg: bool) -> None:
+    try:
+        if pg:
+            raw.rollback()
+        elif raw.driver_connection.in_transaction:
+            cur.execute("ROLLBACK")
+    except Exception:  # noqa: BLE001 - the original error is what matters
+        pass
 
 
 def read_head(conn: Connection) -> Head | None:
@@ -135,44 +203,12 @@ def read_head(conn: Connection) -> Head | None:
     return Head(row.size, bytes(row.head_hash), row.last_recorded_at)
 
 
-def set_head(conn: Connection, new: Head) -> None:
-    conn.exec_driver_sql(_hot(conn).set_head, (new.size, new.head_hash, new.last_recorded_at))
-
-
-# -- writes -------------------------------------------------------------------
-def insert_payloads(conn: Connection, items: dict[str, bytes]) -> None:
-    """Insert content-addressed payloads; existing digests are left as they are."""
-    if items:
-        conn.exec_driver_sql(_hot(conn).insert_payload, list(items.items()))
-
-
-def insert_entries(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
-    if rows:
-        conn.exec_driver_sql(_hot(conn).insert_entry,
-                             [tuple(r.get(c) for c in ENTRY_COLUMNS) for r in rows])
-
-
 def insert_quarantine(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     if rows:
         conn.execute(quarantine.insert(), list(rows))
 
 
 # -- reads --------------------------------------------------------------------
-def find_idempotent(conn: Connection, keys: Iterable[str]) -> dict[str, Row[Any]]:
-    keys = list(keys)
-    if not keys:
-        return {}
-    out: dict[str, Row[Any]] = {}
-    for start in range(0, len(keys), 500):
-        chunk = keys[start:start + 500]
-        stmt = select(entries.c.seq, entries.c.idempotency_key, entries.c.envelope,
-                      entries.c.entry_hash, entries.c.recorded_at).where(
-            entries.c.idempotency_key.in_(chunk))
-        for row in conn.execute(stmt):
-            out[row.idempotency_key] = row
-    return out
-
-
 def get_entry(conn: Connection, seq: int) -> Row[Any] | None:
     return conn.execute(select(entries).where(entries.c.seq == seq)).first()
 
