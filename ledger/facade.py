@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from ledger.clock import Clock, SystemClock, format_us
-from ledger.core.entry import FORMAT_VERSION, genesis_hash, hash_hex
+from ledger.core.entry import FORMAT_VERSION, PAYLOAD_MAP, genesis_hash, hash_hex
 from ledger.errors import NotFound, NotInitialized, StoreUnavailable
 from ledger.ops.append import (
     AppendResult,
@@ -25,7 +25,6 @@ from ledger.ops.append import (
 )
 from ledger.store import db
 from ledger.store import repository as repo
-from ledger.store.schema import PAYLOAD_COLUMNS
 
 
 class Ledger:
@@ -135,7 +134,7 @@ class Ledger:
             row = repo.get_entry(conn, seq)
             if row is None:
                 raise NotFound(f"no entry with seq {seq}", field="seq")
-            cols = PAYLOAD_COLUMNS[row.kind]
+            cols = PAYLOAD_MAP[row.kind]
             blobs = repo.get_payloads(conn, [getattr(row, c) for c in cols.values()])
         return entry_view(row, blobs)
 
@@ -152,7 +151,7 @@ def validate_raw(item: Any) -> bytes:
 
 def entry_view(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
     """A JSON-ready view of a stored entry (auditor layer: everything)."""
-    cols = PAYLOAD_COLUMNS[row.kind]
+    cols = PAYLOAD_MAP[row.kind]
     payloads: dict[str, Any] = {}
     for name, column in cols.items():
         digest = getattr(row, column)

@@ -35,6 +35,28 @@ GENESIS_TAG = b"ledger.genesis.v1\x00"
 
 KINDS = ("result", "key_event", "audit_run", "redaction")
 
+# Envelope field -> queryable entries column, per kind.  Every listed field is
+# always present in the envelope (null where absent); the audit checks that each
+# column still equals its envelope field.
+RESULT_FIELDS = ("engine", "status", "constraint_id", "proof_ref", "subject", "producer",
+                 "idempotency_key", "admission", "att_verdict", "att_kid", "att_iss")
+COLUMN_MAP: dict[str, dict[str, str]] = {
+    "result": {f: f for f in RESULT_FIELDS},
+    "key_event": {"action": "status", "issuer": "att_iss", "kid": "att_kid",
+                  "thumbprint": "constraint_id", "producer": "producer"},
+    "audit_run": {"outcome": "status", "producer": "producer"},
+    "redaction": {"target_seq": "subject", "producer": "producer"},
+}
+# Envelope payload name -> entries column holding its digest, per kind.
+PAYLOAD_MAP: dict[str, dict[str, str]] = {
+    "result": {"result": "doc_digest", "preimage": "preimage_digest",
+               "attestation": "attestation_digest", "query": "query_digest",
+               "meta": "meta_digest"},
+    "key_event": {"event": "doc_digest"},
+    "audit_run": {"report": "doc_digest"},
+    "redaction": {"request": "doc_digest"},
+}
+
 _U64 = struct.Struct(">Q")
 
 

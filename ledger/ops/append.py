@@ -15,7 +15,10 @@ from typing import Any
 from sqlalchemy import Engine
 
 from ledger.clock import Clock, format_us
+from ledger.core.canonical import canonical_json
 from ledger.core.entry import (
+    COLUMN_MAP,
+    PAYLOAD_MAP,
     ENTRY_TAG,
     body_hash,
     build_envelope,
@@ -28,7 +31,6 @@ from ledger.core.submission import Submission, loads, parse_submission
 from ledger.crypto.attestation import VERDICT_NONE, VERDICT_UNCHECKED, inspect_attestation
 from ledger.errors import IdempotencyConflict, LedgerError, SubmissionError
 from ledger.store import repository as repo
-from ledger.store.schema import PAYLOAD_COLUMNS
 
 
 @dataclass
@@ -88,6 +90,15 @@ def prepare_result(sub: Submission, producer: str | None, judge: AttestationJudg
     return Prepared("result", fields, dict(sub.payloads), sub.idempotency_key)
 
 
+def prepare_event(kind: str, fields: dict[str, Any], payload_name: str, doc: dict[str, Any],
+                  ) -> Prepared:
+    """A non-result entry (key_event, audit_run, ...) whose document is canonical JSON."""
+    missing = set(COLUMN_MAP[kind]) - fields.keys()
+    if missing:
+        raise ValueError(f"{kind} fields missing: {sorted(missing)}")
+    return Prepared(kind, fields, {payload_name: canonical_json(doc)})
+
+
 def raw_bytes(item: Any) -> bytes:
     if isinstance(item, bytes):
         return item
@@ -121,10 +132,8 @@ def validate_items(items: Sequence[Any], producer: str | None,
 
 
 def _columns(p: Prepared, digests: dict[str, str | None]) -> dict[str, Any]:
-    cols = {k: p.fields.get(k) for k in (
-        "engine", "status", "constraint_id", "proof_ref", "subject", "producer",
-        "idempotency_key", "admission", "att_verdict", "att_kid", "att_iss")}
-    for name, column in PAYLOAD_COLUMNS[p.kind].items():
+    cols = {column: p.fields.get(name) for name, column in COLUMN_MAP[p.kind].items()}
+    for name, column in PAYLOAD_MAP[p.kind].items():
         cols[column] = digests.get(name)
     return cols
 

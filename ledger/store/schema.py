@@ -98,13 +98,3 @@ quarantine = Table(
     Column("producer", String(256)),
     Column("raw", LargeBinary, nullable=False),
 )
-
-# Envelope payload name -> entries column holding its digest, per entry kind.
-PAYLOAD_COLUMNS: dict[str, dict[str, str]] = {
-    "result": {"result": "doc_digest", "preimage": "preimage_digest",
-               "attestation": "attestation_digest", "query": "query_digest",
-               "meta": "meta_digest"},
-    "key_event": {"event": "doc_digest"},
-    "audit_run": {"report": "doc_digest"},
-    "redaction": {"request": "doc_digest"},
-}
