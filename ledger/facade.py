@@ -12,7 +12,22 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from ledger.clock import Clock, SystemClock, format_us
 from ledger.core.entry import FORMAT_VERSION, PAYLOAD_MAP, genesis_hash, hash_hex
-from ledger.errors import NotFound, NotInitialized, StoreUnavailable
+from ledger.crypto.attestation import VERDICT_UNCHECKED, VERDICT_VALID
+from ledger.crypto.trust import TrustStore, check_attestation
+from ledger.errors import (
+    NotFound,
+    NotInitialized,
+    StoreUnavailable,
+    SubmissionError,
+    UsageError,
+)
+from ledger.ops.trust import (
+    append_events,
+    end_event,
+    last_key_event_seq,
+    load_trust_store,
+    trust_events,
+)
 from ledger.ops.append import (
     AppendResult,
     AttestationJudge,
@@ -35,7 +50,8 @@ class Ledger:
         self.engine = engine
         self.meta = meta
         self.clock = clock or SystemClock()
-        self.judge = judge or default_judge
+        self.judge = judge
+        self._trust: TrustStore | None = None
 
     # -- lifecycle --------------------------------------------------------
     @classmethod
@@ -97,7 +113,9 @@ class Ledger:
         Rejected items (contract, format, idempotency conflict) are quarantined
         and reported with ``ok=False``; they do not stop the other items.
         """
-        prepared, rejected = validate_items(submissions, producer, self.judge)
+        _check_producer(producer)
+        prepared, rejected = validate_items(submissions, producer, self.meta.ledger_id,
+                                            self._judge())
         raws = {p.index: p.raw for p in prepared}
         bad = [(raw_bytes(submissions[r.index]), r.error) for r in rejected]
         results = list(rejected)
@@ -113,6 +131,48 @@ class Ledger:
             self._quarantine(bad, producer)
         results.sort(key=lambda r: r.index)
         return results
+
+    # -- trust store ----------------------------------------------------------
+    def trust_store(self, refresh: bool = True) -> TrustStore:
+        """The attestation trust store folded from key_event entries (cached)."""
+        if self._trust is None:
+            self._trust = load_trust_store(self.engine)
+        elif refresh and last_key_event_seq(self.engine) > self._trust.last_event_seq:
+            self._trust = load_trust_store(self.engine, self._trust)
+        return self._trust
+
+    def _judge(self) -> AttestationJudge:
+        if self.judge is not None:
+            return self.judge
+        ledger = self
+
+        def judge(sub: Any) -> dict[str, Any]:
+            if sub.attestation is None:
+                return default_judge(sub)
+            store = ledger.trust_store()
+            r = check_attestation(sub.attestation, store=store, seq=store.last_event_seq + 1,
+                                  recorded_at_us=ledger.clock.now_us(), proof_ref=sub.proof_ref,
+                                  query=sub.query, admission=sub.admission)
+            if r.disposition == "failed":
+                raise SubmissionError(r.message, code=r.code, field="attestation")
+            verdict = VERDICT_VALID if r.disposition == "verified" else VERDICT_UNCHECKED
+            return {"att_verdict": verdict, "att_kid": r.kid, "att_iss": r.iss}
+
+        return judge
+
+    def trust_issuer(self, issuer: str, jwks: dict[str, Any], *, reason: str | None = None,
+                     producer: str | None = None) -> list[AppendResult]:
+        """Append one ``trust`` key event per new key of ``jwks``."""
+        events = trust_events(self.trust_store(), issuer, jwks, reason, producer)
+        return append_events(self.engine, self.meta.ledger_id, self.clock, events)
+
+    def end_key(self, action: str, kid: str, *, reason: str | None = None,
+                producer: str | None = None, compromised_since_us: int | None = None,
+                thumbprint: str | None = None) -> list[AppendResult]:
+        """Append a ``retire`` or ``revoke`` key event for an active key."""
+        ev = end_event(self.trust_store(), action, kid, reason, producer,
+                       compromised_since_us, thumbprint)
+        return append_events(self.engine, self.meta.ledger_id, self.clock, [ev])
 
     def _quarantine(self, bad: list[tuple[bytes, Any]], producer: str | None) -> None:
         rows = quarantine_rows(self.clock, producer, bad)
@@ -147,6 +207,18 @@ def validate_raw(item: Any) -> bytes:
     from ledger.ops.append import _raw_bytes
 
     return _raw_bytes(item)
+
+
+def _check_producer(producer: str | None) -> None:
+    if producer is None:
+        return
+    try:
+        ok = isinstance(producer, str) and 0 < len(producer) <= 256 and bool(
+            producer.encode("utf-8"))
+    except UnicodeEncodeError:
+        ok = False
+    if not ok:
+        raise UsageError("producer must be 1..256 characters of valid text", field="producer")
 
 
 def entry_view(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:

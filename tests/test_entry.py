@@ -269,9 +269,6 @@ def test_parse_hash_hex_rejects_non_strings(value):
         parse_hash_hex(value)  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: parse_hash_hex relies on bytes.fromhex, which skips "
-                   "ASCII whitespace, so a 71-character string with spaces decodes to fewer "
-                   "than 32 bytes instead of raising")
 @pytest.mark.parametrize("text", [
     "sha256:" + "00 " * 20 + "0000",  # 64 characters, 22 bytes
     "sha256:" + GOOD_HEX[:60] + " " + GOOD_HEX[60:62] + " ",  # 31 bytes

@@ -165,3 +165,37 @@ def test_upstream_constructed_results_round_trip(db_url):
         v = L.get(res.seq)
     assert v["payloads"]["preimage"]["text"] == '{"x": 1e-07, "\\u00e9": "\\ud83d\\ude00"}'
     assert DiagnosticResult.from_dict(v["document"]) == r
+
+
+def _fake_jwt(header: dict, claims: dict) -> str:
+    import base64
+    import json
+
+    def b64(obj: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    return f"{b64(header)}.{b64(claims)}.c2ln"
+
+
+@pytest.mark.parametrize("header", [
+    {"alg": "ES256", "typ": "qwed-attestation+jwt", "kid": "\ud800"},
+    {"alg": "ES256", "typ": "qwed-attestation+jwt", "kid": "k" * 600},
+])
+def test_a_bad_token_hint_rejects_only_its_own_item(db_url, header):
+    good = realistic(1)[0]
+    bad = {**realistic(1)[0], "attestation": _fake_jwt(header, {"iss": "did:x"})}
+    with Ledger.init(db_url) as L:
+        res = L.append_many([good, bad])
+    assert res[0].ok and not res[1].ok
+    assert res[1].error["code"] == "attestation_malformed"
+    assert recompute_chain(db_url) == 1
+
+
+def test_an_invalid_producer_is_a_usage_error_and_stores_nothing(db_url):
+    from ledger.errors import UsageError
+
+    with Ledger.init(db_url) as L:
+        for producer in ("p" * 257, "bad\udcff", ""):
+            with pytest.raises(UsageError):
+                L.append(realistic(1)[0], producer=producer)
+        assert L.head()["size"] == 0

@@ -682,15 +682,11 @@ def test_parse_submission_object_entry_point() -> None:
 # suite flips to red once the validator is fixed and the marker can go.
 # =============================================================================
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="BUG: int literal > 4300 digits escapes as a bare ValueError")
 def test_huge_integer_literal_is_a_submission_error() -> None:
     reject(dumps(blocked(meta={"n": 0})).replace('"n": 0', '"n": ' + "1" * 5000),
            "invalid_json", None)
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError,
-                   reason="BUG: str input with a lone surrogate escapes as UnicodeEncodeError")
 def test_str_input_with_lone_surrogate_is_a_submission_error() -> None:
     text = dumps(blocked()).replace("Verification blocked", "Verification \ud800 blocked")
     with pytest.raises(SubmissionError) as info:
@@ -698,8 +694,6 @@ def test_str_input_with_lone_surrogate_is_a_submission_error() -> None:
     assert info.value.code in ("invalid_unicode", "invalid_json")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: flattened copies are compared with ==, so nested "
-                                       "1 vs 1.0, true vs 1, -0.0 vs 0.0 pass as exact copies")
 @pytest.mark.parametrize("nested,copy", [({"a": 1}, {"a": 1.0}), ([True], [1]), (0.0, -0.0)])
 def test_flattened_copy_must_be_exact_at_every_depth(nested: Any, copy: Any) -> None:
     sub = blocked()
@@ -708,8 +702,6 @@ def test_flattened_copy_must_be_exact_at_every_depth(nested: Any, copy: Any) -> 
     reject(sub, "flattened_mismatch", "result.v")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: NaN in a flattened copy is reported as "
-                                       "flattened_mismatch (NaN != NaN), not non_json_value")
 def test_nan_in_flattened_result_is_non_json_value() -> None:
     text = ('{"engine":"x","result":{"status":"UNVERIFIABLE","agent_message":"m",'
             '"developer_fields":{"v":NaN},"proof_ref":null,"v":NaN}}')
@@ -718,8 +710,6 @@ def test_nan_in_flattened_result_is_non_json_value() -> None:
     assert info.value.code == "non_json_value"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: with several unknown result keys the reported "
-                                       "field depends on PYTHONHASHSEED (set iteration)")
 def test_unknown_result_field_report_is_deterministic() -> None:
     code = ("from ledger.core.submission import parse_submission_bytes\n"
             "from ledger.errors import SubmissionError\n"

@@ -20,6 +20,7 @@ rather than the envelope, so the link can be computed in one SQL statement
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,8 @@ PAYLOAD_MAP: dict[str, dict[str, str]] = {
 }
 
 _U64 = struct.Struct(">Q")
+_HASH_TEXT = re.compile(r"sha256:[0-9a-f]{64}")
+MAX_U63 = 2**63 - 1  # seq and recorded_at_us must fit a signed 64-bit column
 
 
 def sha256(data: bytes) -> bytes:
@@ -75,12 +78,9 @@ def hash_hex(h: bytes) -> str:
 
 def parse_hash_hex(text: str) -> bytes:
     """Inverse of :func:`hash_hex`; raises ValueError on anything else."""
-    if not isinstance(text, str) or not text.startswith("sha256:") or len(text) != 71:
+    if not isinstance(text, str) or not _HASH_TEXT.fullmatch(text):
         raise ValueError("expected 'sha256:' followed by 64 lowercase hex digits")
-    hex_part = text[7:]
-    if hex_part != hex_part.lower():
-        raise ValueError("expected lowercase hex")
-    return bytes.fromhex(hex_part)
+    return bytes.fromhex(text[7:])
 
 
 def genesis_hash(ledger_id: str) -> bytes:
@@ -109,8 +109,8 @@ def entry_hash(prev_hash: bytes, seq: int, recorded_at_us: int, body: bytes) -> 
     """The chain link; ``body`` is the 32-byte body hash."""
     if len(prev_hash) != HASH_SIZE or len(body) != HASH_SIZE:
         raise ValueError("prev_hash and body_hash must be 32 bytes")
-    if seq < 0 or recorded_at_us < 0:
-        raise ValueError("seq and recorded_at_us must be non-negative")
+    if not (0 <= seq <= MAX_U63 and 0 <= recorded_at_us <= MAX_U63):
+        raise ValueError("seq and recorded_at_us must be in [0, 2**63-1]")
     return sha256(ENTRY_TAG + prev_hash + _U64.pack(seq) + _U64.pack(recorded_at_us) + body)
 
 

@@ -75,13 +75,19 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def loads(raw: bytes | str) -> Any:
     """Parse one JSON document with the submission limits applied."""
-    size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
+    if isinstance(raw, str):
+        try:
+            raw = raw.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _fail("invalid_unicode", None, "submission text contains a lone surrogate"
+                        ) from None
+    size = len(raw)
     if size > MAX_SUBMISSION_BYTES:
         raise SubmissionTooLarge(
             f"submission is {size} bytes; the limit is {MAX_SUBMISSION_BYTES} bytes",
             code="too_large", field=None)
     try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _fail("invalid_json", None, f"submission is not UTF-8: {exc.reason} "
                     f"at byte {exc.start}") from None
@@ -92,8 +98,9 @@ def loads(raw: bytes | str) -> Any:
     except json.JSONDecodeError as exc:
         raise _fail("invalid_json", None,
                     f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    raw_bytes = raw if isinstance(raw, bytes) else text.encode("utf-8", "surrogatepass")
-    if raw_bytes.count(b"[") + raw_bytes.count(b"{") > MAX_DEPTH:
+    except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
+        raise _fail("invalid_json", None, f"not valid JSON: {exc}") from None
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
         _check_depth(obj)  # only documents with enough brackets can be too deep
     return obj
 
@@ -156,7 +163,7 @@ def _normalize_result(result: Any) -> tuple[dict[str, Any], str | None]:
     if not isinstance(dev, dict):
         raise _fail("invalid_type", "result.developer_fields", "must be an object")
     admission = None
-    for key in result.keys() - RESULT_FIELDS:
+    for key in sorted(result.keys() - RESULT_FIELDS):
         if key == "admission" and key not in dev:
             admission = result[key]
             if admission not in ADMISSIONS:
@@ -166,7 +173,7 @@ def _normalize_result(result: Any) -> tuple[dict[str, Any], str | None]:
             raise _fail("unknown_field", f"result.{key}",
                         "not a DiagnosticResult field nor a copy of a developer_fields key "
                         "(flattened API shape)")
-        if dev[key] != result[key] or type(dev[key]) is not type(result[key]):
+        if _exact(dev[key]) != _exact(result[key]):
             raise _fail("flattened_mismatch", f"result.{key}",
                         "top-level copy differs from developer_fields (the nested value is "
                         "authoritative; a flattened result must copy it exactly)")
@@ -179,9 +186,17 @@ def _encode_json_safe(value: Any, where: str) -> bytes:
     """Canonical stored bytes; on NaN/Infinity or a lone surrogate, walk to name the path."""
     try:
         return _result_encoder.encode(value).encode("utf-8")
-    except (ValueError, UnicodeEncodeError) as exc:
+    except (ValueError, UnicodeEncodeError, TypeError) as exc:
         _check_json_safe(value, where)
-        raise _fail("non_json_value", where, str(exc)) from None
+        raise _fail("non_json_value", where, f"not representable as JSON: {exc}") from None
+
+
+def _exact(value: Any) -> str:
+    """A spelling that tells 1 from 1.0, true from 1 and -0.0 from 0.0 at any depth."""
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _validate_result(res: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from ledger.clock import Clock, format_us
-from ledger.core.canonical import canonical_json
+from ledger.core.canonical import CanonicalizationError, canonical_json
 from ledger.core.entry import (
     COLUMN_MAP,
     PAYLOAD_MAP,
@@ -57,7 +57,7 @@ class AppendResult:
 
 @dataclass
 class Prepared:
-    """A validated item ready to link: envelope fields and payload bytes."""
+    """A validated item ready to link: envelope fields, payload bytes, the envelope."""
 
     kind: str
     fields: dict[str, Any]
@@ -65,7 +65,21 @@ class Prepared:
     idempotency_key: str | None = None
     raw: bytes = b""
     index: int = 0
-    columns: dict[str, Any] = field(default_factory=dict)
+    digests: dict[str, str | None] = field(default_factory=dict)
+    envelope: bytes = b""
+
+    def seal(self, ledger_id: str) -> Prepared:
+        """Compute payload digests and the canonical envelope (before any lock is taken).
+
+        Raises SubmissionError when a field cannot be canonicalized.
+        """
+        self.digests = {k: (digest_text(v) if v is not None else None)
+                        for k, v in self.payloads.items()}
+        try:
+            self.envelope = build_envelope(ledger_id, self.kind, self.fields, self.digests)
+        except CanonicalizationError as exc:
+            raise SubmissionError(str(exc), code="invalid_value", field=None) from None
+        return self
 
 
 # Decides the attestation verdict fields for a submission; issue-3 trust store plugs in here.
@@ -80,12 +94,35 @@ def default_judge(sub: Submission) -> dict[str, Any]:
     return {"att_verdict": VERDICT_UNCHECKED, "att_kid": info.kid, "att_iss": info.iss}
 
 
+MAX_HINT = 512  # att_kid / att_iss column width
+
+
+def check_hints(fields: dict[str, Any]) -> dict[str, Any]:
+    """kid/iss come from the token unverified: bound them before they reach a column."""
+    for name in ("att_kid", "att_iss"):
+        v = fields.get(name)
+        if v is None:
+            continue
+        if not isinstance(v, str) or len(v) > MAX_HINT or not _encodable(v):
+            raise SubmissionError(f"token {name[4:]} must be valid text of at most {MAX_HINT} "
+                                  "characters", code="attestation_malformed", field="attestation")
+    return fields
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def prepare_result(sub: Submission, producer: str | None, judge: AttestationJudge) -> Prepared:
     fields = {
         "engine": sub.engine, "status": sub.status, "constraint_id": sub.constraint_id,
         "proof_ref": sub.proof_ref, "subject": sub.subject, "producer": producer,
         "idempotency_key": sub.idempotency_key, "admission": sub.admission,
-        **judge(sub),
+        **check_hints(judge(sub)),
     }
     return Prepared("result", fields, dict(sub.payloads), sub.idempotency_key)
 
@@ -112,17 +149,17 @@ def raw_bytes(item: Any) -> bytes:
         return repr(item).encode("utf-8", "surrogatepass")
 
 
-def validate_items(items: Sequence[Any], producer: str | None,
+def validate_items(items: Sequence[Any], producer: str | None, ledger_id: str,
                    judge: AttestationJudge = default_judge,
                    ) -> tuple[list[Prepared], list[AppendResult]]:
-    """Validate each item (bytes, str or an already-parsed object)."""
+    """Validate and seal each item (bytes, str or an already-parsed object)."""
     prepared: list[Prepared] = []
     rejected: list[AppendResult] = []
     for i, item in enumerate(items):
         raw = raw_bytes(item)
         try:
             obj = loads(item) if isinstance(item, (bytes, str)) else item
-            p = prepare_result(parse_submission(obj), producer, judge)
+            p = prepare_result(parse_submission(obj), producer, judge).seal(ledger_id)
         except SubmissionError as exc:
             rejected.append(AppendResult(ok=False, error=exc.to_dict(), index=i))
             continue
@@ -140,11 +177,10 @@ def _columns(p: Prepared, digests: dict[str, str | None]) -> dict[str, Any]:
 
 def commit_one_pg(engine: Engine, ledger_id: str, clock: Clock, p: Prepared) -> AppendResult:
     """One entry, one statement, one round trip (PostgreSQL, no idempotency key)."""
-    digests = {k: (digest_text(v) if v is not None else None) for k, v in p.payloads.items()}
-    envelope = build_envelope(ledger_id, p.kind, p.fields, digests)
-    body = body_hash(envelope)
+    digests = p.digests
+    body = body_hash(p.envelope)
     row = _columns(p, digests)
-    row.update(kind=p.kind, envelope=envelope, body_hash=body)
+    row.update(kind=p.kind, envelope=p.envelope, body_hash=body)
     blobs = {digests[k]: v for k, v in p.payloads.items() if v is not None}
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         seq, t, prev, eh = repo.pg_append_one(conn, row, blobs, clock.now_us(),  # type: ignore[arg-type]
@@ -163,6 +199,9 @@ def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequenc
     batch) with the same envelope is replayed (the existing entry is returned);
     with a different envelope it is rejected with ``idempotency_conflict``.
     """
+    for p in prepared:
+        if not p.envelope:
+            p.seal(ledger_id)
     results: list[AppendResult] = []
     with repo.append_transaction(engine) as txn:
         h = txn.lock_head()
@@ -176,9 +215,7 @@ def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequenc
         rows: list[dict[str, Any]] = []
         blobs: dict[str, bytes] = {}
         for p in prepared:
-            digests = {k: (digest_text(v) if v is not None else None)
-                       for k, v in p.payloads.items()}
-            envelope = build_envelope(ledger_id, p.kind, p.fields, digests)
+            digests, envelope = p.digests, p.envelope
             key = p.idempotency_key
             if key is not None and key in known:
                 env, prior = known[key]

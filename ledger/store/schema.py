@@ -98,3 +98,34 @@ quarantine = Table(
     Column("producer", String(256)),
     Column("raw", LargeBinary, nullable=False),
 )
+
+# -- Merkle tree and checkpoints (migration 0002) -------------------------------------------
+
+# Every complete subtree of the RFC 6962 tree over entry hashes: (level, idx) covers leaves
+# [idx * 2**level, (idx + 1) * 2**level); level 0 holds leaf hashes.  Insert-only.
+merkle_nodes = Table(
+    "merkle_nodes", metadata,
+    Column("level", Integer, primary_key=True, autoincrement=False),
+    Column("idx", BigInteger, primary_key=True, autoincrement=False),
+    Column("hash", LargeBinary, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+# One row: merkle_nodes holds every complete subtree of the first ``size`` entries.
+tree_state = Table(
+    "tree_state", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),  # always 1
+    Column("size", BigInteger, nullable=False),
+)
+
+# Signed checkpoints (C2SP tlog-checkpoint notes) in the order they were made.  Insert-only.
+checkpoints = Table(
+    "checkpoints", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("size", BigInteger, nullable=False),
+    Column("root_hash", LargeBinary, nullable=False),
+    Column("note", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),  # µs since epoch, UTC
+    Index("ix_checkpoints_size", "size", unique=True),
+)

@@ -1,0 +1,301 @@
+"""Pure per-row audit checks with honest dispositions (design §6).
+
+Every check on every row ends in exactly one of *verified*, *failed* (a
+:class:`Finding` with a stable code and class) or *abstained* (an
+:class:`Abstention` with a reason, routed to a person).  A row is failed if any
+check failed, else unverified if any check abstained, else verified.
+
+The caller streams rows in seq order through :meth:`ChainAuditor.check_row`,
+passing each row's payload bytes; attestation judgement (crypto) is injected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ledger.core.entry import (
+    COLUMN_MAP,
+    FORMAT_VERSION,
+    PAYLOAD_MAP,
+    body_hash,
+    entry_hash,
+    hash_hex,
+)
+from ledger.core.policy import Policy
+
+# Finding classes (stable).
+PAYLOAD_MODIFIED = "payload_modified"
+REORDERED = "reordered"
+DELETED = "deleted"
+TRUNCATED = "truncated"
+FORKED = "forked"
+SIGNATURE_INVALID = "signature_invalid"
+CONTRACT_VIOLATION = "contract_violation"
+POLICY_VIOLATION = "policy_violation"
+
+STATUSES = ("VERIFIED", "UNVERIFIABLE", "BLOCKED")
+_REORDER_WINDOW = 16
+
+
+@dataclass
+class Finding:
+    code: str
+    seq: int
+    cls: str
+    message: str
+    expected: Any = None
+    actual: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["class"] = d.pop("cls")
+        return d
+
+
+@dataclass
+class Abstention:
+    seq: int
+    check: str
+    reason: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RowOutcome:
+    seq: int
+    findings: list[Finding] = field(default_factory=list)
+    abstentions: list[Abstention] = field(default_factory=list)
+    verified_checks: int = 0
+
+    @property
+    def disposition(self) -> str:
+        if self.findings:
+            return "failed"
+        return "abstained" if self.abstentions else "verified"
+
+
+# (token, row, result_doc, query_text) -> (disposition, code, message)
+AttestationJudge = Callable[[str, Any, dict[str, Any] | None, str | None], tuple[str, str, str]]
+
+
+class ChainAuditor:
+    """Stateful walk over ``[start, end)``; ``anchor_hash`` is the prev_hash the
+    first row must link to (genesis for seq 0, else the stored hash of start-1)."""
+
+    def __init__(self, ledger_id: str, start: int, anchor_hash: bytes, last_time: int,
+                 policy: Policy, judge_attestation: AttestationJudge | None = None) -> None:
+        self.ledger_id = ledger_id
+        self.expected_seq = start
+        self.prev_hash = anchor_hash
+        self.prev_failed_hash = False
+        self.last_time = last_time
+        self.policy = policy
+        self.judge = judge_attestation
+
+    # -- chain ------------------------------------------------------------
+    def check_row(self, row: Any, blobs: dict[str, bytes]) -> RowOutcome:
+        out = RowOutcome(row.seq)
+        f = out.findings
+        envelope, body = bytes(row.envelope), bytes(row.body_hash)
+        prev, stored_hash = bytes(row.prev_hash), bytes(row.entry_hash)
+        if row.seq != self.expected_seq:
+            f.append(Finding("seq_gap", self.expected_seq, DELETED,
+                             f"entries {self.expected_seq}..{row.seq - 1} are missing",
+                             self.expected_seq, row.seq))
+        own_ok = True
+        if body_hash(envelope) != body:
+            own_ok = False
+            f.append(Finding("envelope_hash_mismatch", row.seq, PAYLOAD_MODIFIED,
+                             "the envelope does not hash to the stored body_hash",
+                             hash_hex(body), hash_hex(body_hash(envelope))))
+        recomputed = entry_hash(prev, row.seq, row.recorded_at, body)
+        if own_ok and recomputed != stored_hash:
+            own_ok = False
+            moved = self._moved_from(prev, row.seq, row.recorded_at, body, stored_hash)
+            if moved is not None:
+                f.append(Finding("entry_out_of_place", row.seq, REORDERED,
+                                 f"this entry was hashed at seq {moved}", row.seq, moved))
+            else:
+                f.append(Finding("entry_hash_mismatch", row.seq, PAYLOAD_MODIFIED,
+                                 "entry_hash does not recompute from prev/seq/time/body",
+                                 hash_hex(recomputed), hash_hex(stored_hash)))
+        if prev != self.prev_hash and row.seq == self.expected_seq:
+            if own_ok and not self.prev_failed_hash and row.seq > 0:
+                f.append(Finding("hash_not_committed", row.seq - 1, FORKED,
+                                 f"entry {row.seq - 1} is not the entry that {row.seq} links to "
+                                 "(rewritten with a recomputed hash, or history forked)",
+                                 hash_hex(prev), hash_hex(self.prev_hash)))
+            elif own_ok:
+                f.append(Finding("broken_link", row.seq, FORKED,
+                                 "prev_hash does not equal the previous entry's hash",
+                                 hash_hex(self.prev_hash), hash_hex(prev)))
+        if row.recorded_at < self.last_time:
+            f.append(Finding("time_reversed", row.seq, REORDERED,
+                             "recorded_at is earlier than the previous entry's",
+                             self.last_time, row.recorded_at))
+        self.expected_seq = row.seq + 1
+        self.prev_hash = stored_hash
+        self.prev_failed_hash = not own_ok
+        self.last_time = max(self.last_time, row.recorded_at)
+        if own_ok:
+            out.verified_checks += 1
+        self._check_content(row, envelope, blobs, out)
+        return out
+
+    def _moved_from(self, prev: bytes, seq: int, t: int, body: bytes, stored: bytes) -> int | None:
+        for d in range(1, _REORDER_WINDOW + 1):
+            for s in (seq - d, seq + d):
+                if s >= 0 and entry_hash(prev, s, t, body) == stored:
+                    return s
+        return None
+
+    # -- content ----------------------------------------------------------
+    def _check_content(self, row: Any, envelope: bytes, blobs: dict[str, bytes],
+                       out: RowOutcome) -> None:
+        f = out.findings
+        try:
+            env = json.loads(envelope)
+        except ValueError:
+            f.append(Finding("envelope_unreadable", row.seq, PAYLOAD_MODIFIED,
+                             "the envelope is not JSON"))
+            return
+        if env.get("v") != FORMAT_VERSION or env.get("ledger") != self.ledger_id \
+                or env.get("kind") != row.kind or row.kind not in COLUMN_MAP:
+            f.append(Finding("foreign_envelope", row.seq, FORKED,
+                             "envelope version, ledger id or kind does not match",
+                             [FORMAT_VERSION, self.ledger_id, row.kind],
+                             [env.get("v"), env.get("ledger"), env.get("kind")]))
+            return
+        for name, column in COLUMN_MAP[row.kind].items():
+            if env.get(name) != getattr(row, column):
+                f.append(Finding("column_mismatch", row.seq, PAYLOAD_MODIFIED,
+                                 f"column {column} differs from the hashed envelope",
+                                 env.get(name), getattr(row, column)))
+        digests = env.get("payloads") or {}
+        texts: dict[str, bytes] = {}
+        for name, column in PAYLOAD_MAP[row.kind].items():
+            d = digests.get(name)
+            if d != getattr(row, column):
+                f.append(Finding("column_mismatch", row.seq, PAYLOAD_MODIFIED,
+                                 f"column {column} differs from the hashed envelope",
+                                 d, getattr(row, column)))
+            if d is None:
+                continue
+            data = blobs.get(d)
+            if data is None:
+                f.append(Finding("payload_missing", row.seq, DELETED,
+                                 f"payload {name} ({d}) is not stored", d, None))
+                continue
+            actual = "sha256:" + hashlib.sha256(data).hexdigest()
+            if actual != d:
+                f.append(Finding("payload_digest_mismatch", row.seq, PAYLOAD_MODIFIED,
+                                 f"payload {name} does not hash to its digest", d, actual))
+                continue
+            texts[name] = data
+            out.verified_checks += 1
+        if row.kind == "result":
+            self._check_result(row, env, texts, out)
+
+    def _check_result(self, row: Any, env: dict[str, Any], texts: dict[str, bytes],
+                      out: RowOutcome) -> None:
+        f, seq = out.findings, row.seq
+        status, proof_ref = env.get("status"), env.get("proof_ref")
+        if status not in STATUSES:
+            f.append(Finding("invalid_status", seq, CONTRACT_VIOLATION,
+                             "status is not VERIFIED, UNVERIFIABLE or BLOCKED", STATUSES, status))
+        if status != "VERIFIED" and proof_ref is not None:
+            f.append(Finding("proof_on_non_verified", seq, CONTRACT_VIOLATION,
+                             f"a {status} row carries a proof_ref", None, proof_ref))
+        if status == "VERIFIED" and proof_ref is None:
+            f.append(Finding("verified_without_proof", seq, CONTRACT_VIOLATION,
+                             "a VERIFIED row has no proof_ref", "sha256:…", None))
+        pre_digest = (env.get("payloads") or {}).get("preimage")
+        if status == "VERIFIED" and proof_ref is not None:
+            if pre_digest is None:
+                f.append(Finding("verified_without_evidence", seq, CONTRACT_VIOLATION,
+                                 "a VERIFIED row stores no evidence preimage", proof_ref, None))
+            elif "preimage" in texts:
+                got = "sha256:" + hashlib.sha256(texts["preimage"]).hexdigest()
+                if got != proof_ref:
+                    f.append(Finding("proof_mismatch", seq, PAYLOAD_MODIFIED,
+                                     "SHA-256 of the stored preimage is not the proof_ref",
+                                     proof_ref, got))
+                else:
+                    out.verified_checks += 1
+        doc = self._result_doc(seq, texts, f)
+        if doc is not None:
+            self._check_doc(seq, env, doc, f)
+        for rule in self.policy.violations(env.get("engine"), status, env.get("constraint_id")):
+            f.append(Finding(f"policy:{rule.id}", seq, POLICY_VIOLATION, rule.message,
+                             None, {"engine": env.get("engine"), "status": status}))
+        self._check_attestation(row, env, doc, texts, out)
+
+    @staticmethod
+    def _result_doc(seq: int, texts: dict[str, bytes], f: list[Finding]) -> dict[str, Any] | None:
+        if "result" not in texts:
+            return None
+        try:
+            doc = json.loads(texts["result"])
+        except ValueError:
+            f.append(Finding("result_unreadable", seq, PAYLOAD_MODIFIED, "result is not JSON"))
+            return None
+        if not isinstance(doc, dict):
+            f.append(Finding("result_unreadable", seq, PAYLOAD_MODIFIED, "result is not an object"))
+            return None
+        return doc
+
+    @staticmethod
+    def _check_doc(seq: int, env: dict[str, Any], doc: dict[str, Any], f: list[Finding]) -> None:
+        for key in ("status", "proof_ref"):
+            if doc.get(key) != env.get(key):
+                f.append(Finding("result_envelope_mismatch", seq, PAYLOAD_MODIFIED,
+                                 f"result.{key} differs from the envelope",
+                                 env.get(key), doc.get(key)))
+        if doc.get("is_authoritative") is not (doc.get("proof_ref") is not None):
+            f.append(Finding("authoritative_inconsistent", seq, CONTRACT_VIOLATION,
+                             "is_authoritative must equal (proof_ref is not null)",
+                             doc.get("proof_ref") is not None, doc.get("is_authoritative")))
+        msg = doc.get("agent_message")
+        if not isinstance(msg, str) or not msg.strip():
+            f.append(Finding("empty_agent_message", seq, CONTRACT_VIOLATION,
+                             "agent_message is empty", "non-empty", msg))
+        dev = doc.get("developer_fields")
+        checks = dev.get("advisory_checks") if isinstance(dev, dict) else None
+        if isinstance(checks, list):
+            for i, c in enumerate(checks):
+                if isinstance(c, dict) and "advisory_only" in c and c["advisory_only"] is not True \
+                        and not (type(c["advisory_only"]) is int and c["advisory_only"] == 1):
+                    f.append(Finding("non_advisory_check", seq, CONTRACT_VIOLATION,
+                                     f"advisory_checks[{i}].advisory_only is not true",
+                                     True, c["advisory_only"]))
+
+    def _check_attestation(self, row: Any, env: dict[str, Any], doc: dict[str, Any] | None,
+                           texts: dict[str, bytes], out: RowOutcome) -> None:
+        digest = (env.get("payloads") or {}).get("attestation")
+        if digest is None:
+            return
+        if env.get("status") != "VERIFIED":
+            out.findings.append(Finding("attestation_on_non_verified", row.seq,
+                                        CONTRACT_VIOLATION, "only VERIFIED rows carry one"))
+            return
+        if "attestation" not in texts:
+            return  # missing/modified payload already reported
+        if self.judge is None:
+            out.abstentions.append(Abstention(row.seq, "attestation", "no_trust_store",
+                                              "attestations were not checked in this run"))
+            return
+        query = texts["query"].decode("utf-8") if "query" in texts else None
+        disp, code, message = self.judge(texts["attestation"].decode("ascii"), row, env, query)
+        if disp == "failed":
+            out.findings.append(Finding(code, row.seq, SIGNATURE_INVALID, message))
+        elif disp == "abstained":
+            out.abstentions.append(Abstention(row.seq, "attestation", code, message))
+        else:
+            out.verified_checks += 1

@@ -1,0 +1,225 @@
+"""The attestation trust store (folded from ``key_event`` entries) and the
+attestation check of design §2.3.
+
+Trust rules (docs/trust.md):
+
+* ``trust`` makes a producer public key (issuer, kid, JWK) acceptable for rows
+  *after* the event's seq; the same kid may name several keys over time (the
+  upstream ephemeral ``<iss>#signing-key-v1``) — a kid is only a hint, every
+  active key under it is tried.
+* ``retire`` / ``revoke`` stop accepting the key for rows after the event.  Rows
+  recorded before stay valid evidence, *unless* the revocation carries
+  ``compromised_since``: then a row recorded at or after that time whose token
+  verifies only with that key fails (``attestation_key_compromised``).
+* Time is judged at the row's ``recorded_at``: the token must have been issued
+  (``iat``, 5 minutes of skew) and not expired (``exp``) at that time.
+* An issuer with no key trusted at the row's position is *unknown*: the check
+  abstains (``unknown_issuer_key``).  A key trusted later can confirm such a row
+  (verified) but never refute it (a failure with a later key still abstains).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import jwt
+from jwt.algorithms import ECAlgorithm
+
+from ledger.crypto.attestation import ATTESTATION_TYP
+
+ALLOWED_ALGS = ("ES256",)
+CLOCK_SKEW_US = 300 * 1_000_000
+REQUIRED_CLAIMS = ("iss", "sub", "iat", "exp", "jti", "qwed")
+ACTIONS = ("trust", "retire", "revoke")
+
+
+def jwk_thumbprint(jwk: dict[str, Any]) -> str:
+    """RFC 7638 thumbprint (SHA-256, base64url without padding) of an EC or OKP JWK."""
+    kty = jwk.get("kty")
+    members = {"EC": ("crv", "kty", "x", "y"), "OKP": ("crv", "kty", "x"),
+               "RSA": ("e", "kty", "n")}.get(kty)  # type: ignore[arg-type]
+    if members is None or any(not isinstance(jwk.get(m), str) for m in members):
+        raise ValueError(f"JWK of kty {kty!r} lacks its required members")
+    canon = json.dumps({m: jwk[m] for m in members}, separators=(",", ":"), sort_keys=True)
+    return base64.urlsafe_b64encode(hashlib.sha256(canon.encode()).digest()).rstrip(b"=").decode()
+
+
+def public_jwk(jwk: dict[str, Any]) -> dict[str, Any]:
+    """The public members of a P-256 JWK; raises ValueError for anything else."""
+    if jwk.get("kty") != "EC" or jwk.get("crv") != "P-256":
+        raise ValueError("attestation keys must be EC P-256 (ES256) JWKs")
+    if "d" in jwk:
+        raise ValueError("refusing a private JWK: give the public key only")
+    ECAlgorithm.from_jwk(json.dumps(jwk))  # validates the point
+    out = {k: jwk[k] for k in ("kty", "crv", "x", "y")}
+    if isinstance(jwk.get("kid"), str):
+        out["kid"] = jwk["kid"]
+    return out
+
+
+@dataclass
+class TrustedKey:
+    issuer: str
+    kid: str
+    thumbprint: str
+    jwk: dict[str, Any]
+    since_seq: int  # accepted for rows with seq > since_seq
+    until_seq: int | None = None  # retired/revoked: not accepted for rows with seq > until_seq
+    compromised_since_us: int | None = None
+    _key: Any = field(default=None, repr=False)
+
+    @property
+    def public_key(self) -> Any:
+        if self._key is None:
+            self._key = ECAlgorithm.from_jwk(json.dumps(self.jwk))
+        return self._key
+
+    def active_at(self, seq: int) -> bool:
+        return self.since_seq < seq and (self.until_seq is None or seq <= self.until_seq)
+
+
+class TrustStore:
+    """All key events of a ledger, queryable as of any position."""
+
+    def __init__(self) -> None:
+        self.keys: list[TrustedKey] = []
+        self.last_event_seq = -1
+
+    def apply(self, seq: int, event: dict[str, Any]) -> None:
+        """Fold one key_event document (events must be applied in seq order)."""
+        action, issuer = event.get("action"), event.get("issuer")
+        self.last_event_seq = max(self.last_event_seq, seq)
+        if action == "trust":
+            self.keys.append(TrustedKey(issuer, event["kid"], event["thumbprint"],  # type: ignore[arg-type]
+                                        event["jwk"], seq))
+            return
+        for k in self.keys:
+            if k.issuer == issuer and k.kid == event.get("kid") and k.until_seq is None and (
+                    event.get("thumbprint") in (None, k.thumbprint)):
+                k.until_seq = seq
+                if action == "revoke" and event.get("compromised_since_us") is not None:
+                    k.compromised_since_us = event["compromised_since_us"]
+
+    def issuer_known(self, issuer: str, seq: int) -> bool:
+        return any(k.issuer == issuer and k.since_seq < seq for k in self.keys)
+
+    def issuers(self) -> list[str]:
+        return sorted({k.issuer for k in self.keys})
+
+
+@dataclass(frozen=True)
+class AttestationCheck:
+    disposition: str  # "verified" | "failed" | "abstained"
+    code: str
+    message: str
+    kid: str | None = None
+    iss: str | None = None
+    thumbprint: str | None = None
+
+
+def _fail(code: str, message: str, kid: str | None, iss: str | None) -> AttestationCheck:
+    return AttestationCheck("failed", code, message, kid, iss)
+
+
+def check_attestation(token: str, *, store: TrustStore, seq: int, recorded_at_us: int,
+                      proof_ref: str | None, query: str | None = None,
+                      admission: str | None = None) -> AttestationCheck:
+    """Judge one attestation as of ledger position ``seq`` and time ``recorded_at_us``."""
+    try:
+        header = jwt.get_unverified_header(token)
+        unverified = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError as exc:
+        return _fail("attestation_malformed", f"not a decodable JWT: {exc}", None, None)
+    kid = header.get("kid") if isinstance(header.get("kid"), str) else None
+    iss = unverified.get("iss") if isinstance(unverified.get("iss"), str) else None
+    if iss is None or not store.issuer_known(iss, seq):
+        return _judge_with_later_keys(token, header, store, seq, recorded_at_us, proof_ref,
+                                      query, admission, kid, iss)
+    return _judge(token, header, [k for k in store.keys if k.issuer == iss and k.kid == kid],
+                  seq, recorded_at_us, proof_ref, query, admission, kid, iss)
+
+
+def _judge_with_later_keys(token: str, header: dict[str, Any], store: TrustStore, seq: int,
+                           t: int, proof_ref: str | None, query: str | None,
+                           admission: str | None, kid: str | None,
+                           iss: str | None) -> AttestationCheck:
+    later = [k for k in store.keys if k.issuer == iss and k.kid == kid and k.since_seq >= seq]
+    if later:
+        res = _judge(token, header, later, None, t, proof_ref, query, admission, kid, iss)
+        if res.disposition == "verified":
+            return AttestationCheck("verified", "attestation_valid_later_key",
+                                    "verified with a key trusted after this row", kid, iss,
+                                    res.thumbprint)
+    return AttestationCheck("abstained", "unknown_issuer_key",
+                            f"no key of issuer {iss!r} was trusted at this position", kid, iss)
+
+
+def _judge(token: str, header: dict[str, Any], candidates: list[TrustedKey], seq: int | None,
+           t: int, proof_ref: str | None, query: str | None, admission: str | None,
+           kid: str | None, iss: str | None) -> AttestationCheck:
+    if header.get("alg") not in ALLOWED_ALGS:
+        return _fail("attestation_alg_not_allowed", f"alg {header.get('alg')!r} is not ES256",
+                     kid, iss)
+    if header.get("typ") != ATTESTATION_TYP:
+        return _fail("attestation_typ", f"typ {header.get('typ')!r} is not {ATTESTATION_TYP}",
+                     kid, iss)
+    if "crit" in header:
+        return _fail("attestation_crit", "crit header parameters are not supported", kid, iss)
+    active = [k for k in candidates if seq is None or k.active_at(seq)]
+    if not active:
+        why = "is retired or revoked" if candidates else "names no trusted key"
+        return _fail("attestation_unknown_kid", f"kid {kid!r} {why} at this position", kid, iss)
+    claims, key = None, None
+    for k in active:
+        try:
+            claims = jwt.decode(token, k.public_key, algorithms=list(ALLOWED_ALGS), options={
+                "verify_exp": False, "verify_iat": False, "verify_nbf": False,
+                "verify_aud": False, "verify_iss": False, "require": list(REQUIRED_CLAIMS)})
+            key = k
+            break
+        except jwt.MissingRequiredClaimError as exc:
+            return _fail("attestation_claims_missing", str(exc), kid, iss)
+        except jwt.PyJWTError:
+            continue
+    if claims is None or key is None:
+        return _fail("attestation_signature_invalid",
+                     f"signature does not verify with any key named {kid!r}", kid, iss)
+    if key.compromised_since_us is not None and t >= key.compromised_since_us:
+        return _fail("attestation_key_compromised",
+                     "signed by a key revoked as compromised before this row was recorded",
+                     kid, iss)
+    bad = _claims_problem(claims, t, proof_ref, query, admission)
+    if bad:
+        return _fail(bad[0], bad[1], kid, iss)
+    return AttestationCheck("verified", "attestation_valid", "signature and binding verified",
+                            kid, iss, key.thumbprint)
+
+
+def _claims_problem(claims: dict[str, Any], t: int, proof_ref: str | None, query: str | None,
+                    admission: str | None) -> tuple[str, str] | None:
+    iat, exp = claims.get("iat"), claims.get("exp")
+    if not isinstance(iat, int) or not isinstance(exp, int):
+        return "attestation_claims_missing", "iat and exp must be integers"
+    if iat * 1_000_000 > t + CLOCK_SKEW_US:
+        return "attestation_not_yet_valid", "issued after the row was recorded"
+    if exp * 1_000_000 <= t:
+        return "attestation_expired_at_record", "already expired when the row was recorded"
+    q = claims.get("qwed")
+    res = q.get("result") if isinstance(q, dict) else None
+    if not isinstance(q, dict) or not isinstance(res, dict):
+        return "attestation_claims_missing", "qwed.result is missing or not an object"
+    if res.get("status") != "VERIFIED":
+        return "attestation_status_mismatch", f"signed status is {res.get('status')!r}"
+    if q.get("proof_hash") != proof_ref:
+        return "attestation_proof_mismatch", "qwed.proof_hash differs from the row's proof_ref"
+    if query is not None:
+        want = "sha256:" + hashlib.sha256(query.encode("utf-8")).hexdigest()
+        if q.get("query_hash") != want:
+            return "attestation_query_mismatch", "qwed.query_hash does not hash the query"
+    if admission is not None and q.get("admission") != admission:
+        return "attestation_admission_mismatch", "qwed.admission differs from the admission"
+    return None

@@ -1,0 +1,99 @@
+"""Producer trust-store changes as ``key_event`` entries, and loading the store.
+
+The trust store is never a mutable table: it is the fold of the key events in
+the chain, so adding a key is itself recorded, hashed and checkpointed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from ledger.crypto.trust import TrustStore, jwk_thumbprint, public_jwk
+from ledger.errors import NotFound, UsageError
+from ledger.ops.append import AppendResult, Prepared, commit_batch, prepare_event
+from ledger.store import repository as repo
+from ledger.store.schema import entries
+
+
+def load_trust_store(engine: Engine, since: TrustStore | None = None) -> TrustStore:
+    """Fold every key_event entry (or only those after ``since.last_event_seq``)."""
+    store = since or TrustStore()
+    with engine.connect() as conn:
+        rows = conn.execute(select(entries.c.seq, entries.c.doc_digest).where(
+            entries.c.kind == "key_event", entries.c.seq > store.last_event_seq,
+        ).order_by(entries.c.seq)).all()
+        blobs = repo.get_payloads(conn, [r.doc_digest for r in rows])
+    for r in rows:
+        data = blobs.get(r.doc_digest)
+        if data is not None:
+            store.apply(r.seq, json.loads(data))
+    return store
+
+
+def last_key_event_seq(engine: Engine) -> int:
+    from sqlalchemy import func
+
+    with engine.connect() as conn:
+        v = conn.execute(select(func.max(entries.c.seq)).where(
+            entries.c.kind == "key_event")).scalar()
+    return -1 if v is None else int(v)
+
+
+def _event(action: str, issuer: str, kid: str, thumbprint: str | None, producer: str | None,
+           doc: dict[str, Any]) -> Prepared:
+    fields = {"action": action, "issuer": issuer, "kid": kid, "thumbprint": thumbprint,
+              "producer": producer}
+    return prepare_event("key_event", fields, "event",
+                         {"action": action, "issuer": issuer, "kid": kid,
+                          "thumbprint": thumbprint, **doc})
+
+
+def trust_events(store: TrustStore, issuer: str, jwks: dict[str, Any], reason: str | None,
+                 producer: str | None) -> list[Prepared]:
+    """Key events trusting every key of ``jwks`` for ``issuer`` (already-active keys skipped).
+
+    A key's kid is the JWK's ``kid``, else ``<issuer>#<RFC 7638 thumbprint>`` as upstream
+    names configured keys.  Raises UsageError for a malformed JWKS.
+    """
+    if not issuer or not isinstance(issuer, str):
+        raise UsageError("an issuer is required", field="issuer")
+    keys = jwks.get("keys") if isinstance(jwks, dict) else None
+    if not isinstance(keys, list) or not keys:
+        raise UsageError("the JWKS has no keys (expected {\"keys\": [...]})", field="jwks")
+    out = []
+    for i, raw in enumerate(keys):
+        try:
+            jwk = public_jwk(raw)
+            thumb = jwk_thumbprint(jwk)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise UsageError(f"keys[{i}]: {exc}", field="jwks") from None
+        kid = jwk.pop("kid", None) or f"{issuer}#{thumb}"
+        if any(k.issuer == issuer and k.kid == kid and k.thumbprint == thumb
+               and k.until_seq is None for k in store.keys):
+            continue
+        out.append(_event("trust", issuer, kid, thumb, producer,
+                          {"jwk": jwk, "reason": reason}))
+    return out
+
+
+def end_event(store: TrustStore, action: str, kid: str, reason: str | None,
+              producer: str | None, compromised_since_us: int | None = None,
+              thumbprint: str | None = None) -> Prepared:
+    """A retire/revoke event for an active key.  Raises NotFound if none matches."""
+    active = [k for k in store.keys if k.kid == kid and k.until_seq is None
+              and thumbprint in (None, k.thumbprint)]
+    if not active:
+        raise NotFound(f"no active trusted key with kid {kid!r}", field="kid")
+    issuer = active[0].issuer
+    doc: dict[str, Any] = {"reason": reason}
+    if action == "revoke":
+        doc["compromised_since_us"] = compromised_since_us
+    return _event(action, issuer, kid, thumbprint, producer, doc)
+
+
+def append_events(engine: Engine, ledger_id: str, clock: Any,
+                  events: list[Prepared]) -> list[AppendResult]:
+    return commit_batch(engine, ledger_id, clock, events) if events else []
