@@ -1,4 +1,5 @@
-"""Engine policies: data, not code (a JSON file; the default ships with the package).
+"""Engine policies: data, not code (a JSON file; the default ships with the package
+and is loaded by :func:`ledger.ops.audit.load_policy`).
 
 Format (``ledger-policy/1``)::
 
@@ -13,9 +14,7 @@ constraint id) matches.  A matching row is a *policy violation* finding.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 POLICY_FORMAT = "ledger-policy/1"
@@ -87,16 +86,3 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
                         _names(r.get("status"), f"{where}.status"), prefix,
                         str(r.get("message") or r["id"])))
     return Policy(tuple(out), source)
-
-
-def load_policy(path: str | None = None) -> Policy:
-    """The policy at ``path``, or the packaged default."""
-    if path is None:
-        text = resources.files("ledger").joinpath("data/default_policy.json").read_text("utf-8")
-        return parse_policy(json.loads(text), "default policy")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise PolicyError(f"{path}: cannot read policy: {exc}") from None
-    return parse_policy(doc, path)

@@ -77,6 +77,7 @@ entries = Table(
     Column("entry_hash", LargeBinary, nullable=False),
     Index("ix_entries_idempotency_key", "idempotency_key", unique=True),
     Index("ix_entries_recorded_at", "recorded_at"),
+    Index("ix_entries_kind_seq", "kind", "seq"),
 )
 
 # Content-addressed payload bytes: digest = SHA-256(data).
@@ -128,4 +129,30 @@ checkpoints = Table(
     Column("note", Text, nullable=False),
     Column("created_at", BigInteger, nullable=False),  # µs since epoch, UTC
     Index("ix_checkpoints_size", "size", unique=True),
+)
+
+# Audit job progress (operational state, not part of the ledger; see docs/audit.md).
+audit_runs = Table(
+    "audit_runs", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("started_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("range_start", BigInteger, nullable=False),
+    Column("range_end", BigInteger, nullable=False),
+    Column("next_seq", BigInteger, nullable=False),
+    Column("state", String(16), nullable=False),  # running | complete
+    Column("options", Text, nullable=False),  # JSON
+    Column("counts", Text, nullable=False),  # JSON
+)
+
+audit_findings = Table(
+    "audit_findings", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("run_id", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("kind", String(16), nullable=False),  # finding | abstention
+    Column("body", Text, nullable=False),  # JSON
+    Index("ix_audit_findings_run_id_seq", "run_id", "seq"),
 )

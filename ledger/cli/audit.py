@@ -1,0 +1,74 @@
+"""``ledger audit``: re-verify the whole ledger (or a range), honestly.
+
+Exit codes: 0 every row verified; 1 any finding; 3 complete with abstentions
+only (human review needed); 2 usage; 4 could not run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ledger.facade import Ledger
+from ledger.ops.audit import EXIT_CODES, AuditOptions, run_audit, summary_line
+
+
+@click.command()
+@click.option("--from", "start", type=click.IntRange(min=0), default=0, show_default=True,
+              help="First seq to audit.")
+@click.option("--to", "end", type=click.IntRange(min=0), default=None,
+              help="Audit up to (not including) this seq; default: the head.")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Split the range across this many processes.")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False), default=None,
+              help="Engine policy file (default: the packaged policy).")
+@click.option("--since-last", is_flag=True,
+              help="Only what is new since the last recorded audit (plus the link to it).")
+@click.option("--resume", is_flag=True, help="Continue the last interrupted audit run.")
+@click.option("--record", is_flag=True,
+              help="Append an audit_run entry (summary and report digest) to the ledger.")
+@click.option("--no-attestations", is_flag=True,
+              help="Do not check attestations (they are then abstained, never passed).")
+@click.option("--checkpoint", "checkpoints", multiple=True, type=click.Path(dir_okay=False,
+              exists=True), help="A signed checkpoint kept outside the database; the ledger "
+              "must be a consistent extension of it (repeatable).")
+@click.option("--key", "keys", multiple=True, type=click.Path(dir_okay=False, exists=True),
+              help="Ledger public key(s) (PEM or JWKS) to verify --checkpoint signatures.")
+@click.option("--json-report", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help="Write the full JSON report here ('-' = stdout).")
+@click.option("--producer", default=None, help="Identity recorded with --record.")
+@click.pass_obj
+def audit(obj: dict, start: int, end: int | None, workers: int, policy_path: str | None,
+          since_last: bool, resume: bool, record: bool, no_attestations: bool,
+          checkpoints: tuple[str, ...], keys: tuple[str, ...], json_report: str | None,
+          producer: str | None) -> None:
+    """Recompute every hash, proof and attestation; report every finding."""
+    opts = AuditOptions(start=start, end=end, workers=workers, policy_path=policy_path,
+                        check_attestations=not no_attestations, since_last=since_last,
+                        resume=resume, record=record, producer=producer)
+    with Ledger.open(obj["db_url"]) as ledger:
+        show = sys.stderr.isatty()
+        total = max(0, (end if end is not None else ledger.head()["size"]) - start)
+        with click.progressbar(length=total, label="auditing", file=sys.stderr,
+                               hidden=not show) as bar:
+            report = run_audit(ledger, opts, progress=bar.update)
+        if checkpoints:
+            from ledger.ops.audit_checkpoint import apply_checkpoints
+
+            apply_checkpoints(ledger, report, checkpoints, keys)
+    if json_report == "-":
+        click.echo(json.dumps(report, indent=2))
+    elif json_report:
+        with open(json_report, "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=2)
+    click.echo(summary_line(report), err=True)
+    for f in report["findings"][:20]:
+        click.echo(f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}", err=True)
+    if len(report["findings"]) > 20:
+        click.echo(f"  … {len(report['findings']) - 20} more in the JSON report", err=True)
+    sys.exit(EXIT_CODES[report["outcome"]])
+
+
+COMMANDS = [audit]

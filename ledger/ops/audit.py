@@ -1,0 +1,398 @@
+"""The re-verification job: stream a range of entries through the pure checks.
+
+Constant memory (keyset pages of entries and their payloads), a range split
+across worker processes, resumable progress in ``audit_runs``, ``since_last``
+from the last recorded ``audit_run`` entry, and ``record`` to append the run's
+summary to the chain itself.  See docs/audit.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+from importlib import resources
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, func, select, update
+
+from ledger.clock import format_us
+from ledger.core.audit import (
+    DELETED,
+    FORKED,
+    TRUNCATED,
+    ChainAuditor,
+    Finding,
+)
+from ledger.core.entry import PAYLOAD_MAP, genesis_hash, hash_hex, parse_hash_hex
+from ledger.core.policy import Policy, parse_policy
+from ledger.crypto.trust import TrustStore, check_attestation
+from ledger.errors import UsageError
+from ledger.ops.append import commit_batch, prepare_event
+from ledger.ops.trust import load_trust_store
+from ledger.store import repository as repo
+from ledger.store.schema import audit_findings, audit_runs, entries
+
+PAGE = 1000
+PROGRESS_EVERY = 20_000
+REPORT_FORMAT = "ledger-audit-report/1"
+
+
+@dataclass
+class AuditOptions:
+    start: int = 0
+    end: int | None = None
+    workers: int = 1
+    policy_path: str | None = None
+    check_attestations: bool = True
+    since_last: bool = False
+    resume: bool = False
+    record: bool = False
+    producer: str | None = None
+
+
+@dataclass
+class Tally:
+    rows: int = 0
+    verified: int = 0
+    failed: int = 0
+    unverified: int = 0
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    abstentions: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, other: Tally) -> None:
+        self.rows += other.rows
+        self.verified += other.verified
+        self.failed += other.failed
+        self.unverified += other.unverified
+        self.findings += other.findings
+        self.abstentions += other.abstentions
+
+    def counts(self) -> dict[str, int]:
+        return {"rows": self.rows, "verified": self.verified, "failed": self.failed,
+                "unverified": self.unverified}
+
+
+def load_policy(path: str | None = None) -> Policy:
+    """The policy file at ``path``, or the packaged default.  Raises UsageError."""
+    try:
+        if path is None:
+            text = resources.files("ledger").joinpath("data/default_policy.json").read_text(
+                "utf-8")
+            return parse_policy(json.loads(text), "default policy")
+        with open(path, encoding="utf-8") as fh:
+            return parse_policy(json.load(fh), path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot use policy: {exc}", code="bad_policy", field="policy"
+                         ) from None
+
+
+_policy = load_policy
+
+
+def _attestation_judge(store: TrustStore) -> Callable[..., tuple[str, str, str]]:
+    def judge(token: str, row: Any, env: dict[str, Any], query: str | None):
+        r = check_attestation(token, store=store, seq=row.seq, recorded_at_us=row.recorded_at,
+                              proof_ref=env.get("proof_ref"), query=query,
+                              admission=env.get("admission"))
+        return r.disposition, r.code, r.message
+    return judge
+
+
+def _anchor(conn: Connection, ledger_id: str, start: int) -> tuple[bytes, int]:
+    if start == 0:
+        return genesis_hash(ledger_id), 0
+    row = conn.execute(select(entries.c.entry_hash, entries.c.recorded_at).where(
+        entries.c.seq == start - 1)).first()
+    if row is None:  # the predecessor itself is gone: the walk reports the gap
+        return b"\x00" * 32, 0
+    return bytes(row.entry_hash), row.recorded_at
+
+
+def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Policy,
+                store: TrustStore | None, progress: Callable[[int], None] | None = None,
+                on_page: Callable[[int, Tally, ChainAuditor], None] | None = None,
+                state: dict[str, Any] | None = None) -> Tally:
+    """Audit ``[start, end)`` (the caller checks the head).  Never raises for bad data."""
+    tally = Tally()
+    with engine.connect() as conn:
+        anchor, last_time = _anchor(conn, ledger_id, start)
+        auditor = ChainAuditor(ledger_id, start, anchor, last_time, policy,
+                               _attestation_judge(store) if store is not None else None)
+        if state:
+            auditor.prev_failed_hash = state.get("prev_failed_hash", False)
+        pos = start
+        while pos < end:
+            rows = conn.execute(select(entries).where(entries.c.seq >= pos, entries.c.seq < end)
+                                .order_by(entries.c.seq).limit(PAGE)).all()
+            if not rows:
+                break
+            digests = [getattr(r, c) for r in rows for c in PAYLOAD_MAP.get(r.kind, {}).values()]
+            blobs = repo.get_payloads(conn, digests)
+            for r in rows:
+                _tally(tally, auditor.check_row(r, blobs))
+            pos = rows[-1].seq + 1
+            if progress:
+                progress(len(rows))
+            if on_page:
+                on_page(pos, tally, auditor)
+        if auditor.expected_seq < end:  # rows missing at the end of the range
+            tally.findings.append(Finding(
+                "seq_gap", auditor.expected_seq, DELETED,
+                f"entries {auditor.expected_seq}..{end - 1} are missing",
+                auditor.expected_seq, None).to_dict())
+            tally.failed += 1
+    return tally
+
+
+def _tally(t: Tally, outcome: Any) -> None:
+    t.rows += 1
+    d = outcome.disposition
+    if d == "failed":
+        t.failed += 1
+    elif d == "abstained":
+        t.unverified += 1
+    else:
+        t.verified += 1
+    t.findings += [x.to_dict() for x in outcome.findings]
+    t.abstentions += [x.to_dict() for x in outcome.abstentions]
+
+
+def _worker(args: tuple[Any, ...]) -> Tally:
+    url, ledger_id, start, end, policy_path, check_att = args
+    from ledger.store.db import make_engine
+
+    engine = make_engine(url)
+    try:
+        store = load_trust_store(engine) if check_att else None
+        return audit_range(engine, ledger_id, start, end, _policy(policy_path), store)
+    finally:
+        engine.dispose()
+
+
+def check_head(conn: Connection, end: int, size_now: int) -> list[Finding]:
+    """The head row against the entries: catches a lone head edit or rows past it."""
+    h = repo.read_head(conn)
+    out: list[Finding] = []
+    if h is None:
+        return [Finding("head_missing", 0, TRUNCATED, "the head row is missing")]
+    max_seq = conn.execute(select(func.max(entries.c.seq))).scalar()
+    rows = 0 if max_seq is None else max_seq + 1
+    if rows > h.size:
+        out.append(Finding("entries_beyond_head", h.size, FORKED,
+                           "entries exist past the recorded head (inserted behind the "
+                           "append path)", h.size, rows))
+    elif rows < h.size:
+        out.append(Finding("head_beyond_entries", rows, TRUNCATED,
+                           "the head records more entries than exist", h.size, rows))
+    elif rows:
+        last = conn.execute(select(entries.c.entry_hash).where(
+            entries.c.seq == rows - 1)).scalar_one()
+        if bytes(last) != h.head_hash:
+            out.append(Finding("head_hash_mismatch", rows - 1, FORKED,
+                               "the head hash is not the last entry's hash",
+                               hash_hex(h.head_hash), hash_hex(bytes(last))))
+    return out
+
+
+def run_audit(ledger: Any, opts: AuditOptions,
+              progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Run an audit and return its report (see docs/audit.md for the format)."""
+    policy = _policy(opts.policy_path)
+    started = ledger.clock.now_us()
+    engine = ledger.engine
+    with engine.connect() as conn:
+        size = repo.read_head(conn).size  # type: ignore[union-attr]
+        max_seq = conn.execute(select(func.max(entries.c.seq))).scalar()
+        pre: list[Finding] = []
+        start = opts.start
+        if opts.since_last:
+            start, pre = _since_last(conn, ledger)
+        end = min(opts.end, size) if opts.end is not None else max(
+            size, 0 if max_seq is None else max_seq + 1)
+        head_findings = check_head(conn, end, size) if opts.end is None else []
+    if start < 0 or start > end:
+        raise UsageError(f"empty or invalid range [{start}, {end})", field="from")
+    store = load_trust_store(engine) if opts.check_attestations else None
+    run_id, tally = None, Tally()
+    if opts.resume:
+        run_id, start, tally, state = _resume(engine, opts)
+    elif opts.workers <= 1:
+        run_id, state = _new_run(engine, ledger, opts, start, end), {}
+    if opts.workers > 1 and not opts.resume and end - start > opts.workers:
+        bounds = [start + (end - start) * i // opts.workers for i in range(opts.workers + 1)]
+        url = engine.url.render_as_string(hide_password=False)
+        args = [(url, ledger.meta.ledger_id, bounds[i], bounds[i + 1], opts.policy_path,
+                 opts.check_attestations) for i in range(opts.workers)]
+        with mp.get_context("spawn").Pool(opts.workers) as pool:
+            for part in pool.imap(_worker, args):
+                tally.add(part)
+                if progress:
+                    progress(part.rows)
+    else:
+        saver = _saver(engine, run_id) if run_id is not None else None
+        tally.add(audit_range(engine, ledger.meta.ledger_id, start, end, policy, store,
+                              progress, saver, state))
+        if run_id is not None:
+            _finish_run(engine, run_id, end, tally)
+    tally.findings += [f.to_dict() for f in pre + head_findings]  # ledger-level, not rows
+    report = {
+        "format": REPORT_FORMAT, "ledger_id": ledger.meta.ledger_id, "origin": ledger.meta.origin,
+        "range": {"start": opts.start if not opts.since_last else start, "end": end},
+        "summary": tally.counts(), "findings": sorted(tally.findings, key=lambda f: f["seq"]),
+        "abstentions": tally.abstentions, "policy": policy.source,
+        "attestations_checked": opts.check_attestations, "workers": opts.workers,
+        "started_at": format_us(started), "finished_at": format_us(ledger.clock.now_us()),
+        "run_id": run_id,
+    }
+    report["outcome"] = outcome(report)
+    if opts.record:
+        report["recorded_seq"] = record_run(ledger, report, opts.producer)
+    return report
+
+
+def outcome(report: dict[str, Any]) -> str:
+    if report["findings"]:
+        return "failed"
+    return "unverified" if report["summary"]["unverified"] else "passed"
+
+
+EXIT_CODES = {"passed": 0, "failed": 1, "unverified": 3}
+
+
+# Findings about the ledger as a whole (not counted as failed rows).
+LEDGER_LEVEL_CODES = frozenset({"head_missing", "entries_beyond_head", "head_beyond_entries",
+                                "head_hash_mismatch", "rewritten_since_audit",
+                                "checkpoint_truncated", "checkpoint_inconsistent"})
+
+
+def summary_line(report: dict[str, Any]) -> str:
+    s = report["summary"]
+    line = (f"audit complete: {s['rows']} rows, {s['verified']} verified, {s['failed']} failed, "
+            f"{s['unverified']} unverified" + (" (human review needed)" if s["unverified"] else ""))
+    extra = sum(1 for f in report["findings"] if f["code"] in LEDGER_LEVEL_CODES)
+    if extra:
+        line += f"; {extra} ledger-level finding(s)"
+    return line
+
+
+# -- since-last, resume, record -------------------------------------------------
+def _since_last(conn: Connection, ledger: Any) -> tuple[int, list[Finding]]:
+    row = conn.execute(select(entries.c.seq, entries.c.doc_digest).where(
+        entries.c.kind == "audit_run").order_by(entries.c.seq.desc()).limit(1)).first()
+    if row is None:
+        return 0, []
+    blob = repo.get_payloads(conn, [row.doc_digest]).get(row.doc_digest)
+    try:
+        doc = json.loads(blob) if blob else {}
+        end = int(doc["range"]["end"])
+        want = parse_hash_hex(doc["head_hash"]) if doc.get("head_hash") else None
+    except (ValueError, KeyError, TypeError):
+        return 0, []  # unreadable: audit everything (the walk reports the modified row)
+    if end == 0:
+        return 0, []
+    got = conn.execute(select(entries.c.entry_hash).where(entries.c.seq == end - 1)).scalar()
+    findings = []
+    if want is not None and (got is None or bytes(got) != want):
+        findings.append(Finding("rewritten_since_audit", end - 1, FORKED,
+                                f"entry {end - 1} differs from the one audit {row.seq} verified",
+                                hash_hex(want), hash_hex(bytes(got)) if got else None))
+    return end, findings
+
+
+def _new_run(engine: Any, ledger: Any, opts: AuditOptions, start: int, end: int) -> int:
+    now = ledger.clock.now_us()
+    options = {"policy": opts.policy_path, "attestations": opts.check_attestations,
+               "state": {}}
+    with engine.begin() as conn:
+        res = conn.execute(audit_runs.insert().values(
+            started_at=now, updated_at=now, range_start=start, range_end=end, next_seq=start,
+            state="running", options=json.dumps(options), counts=json.dumps(Tally().counts())))
+        return int(res.inserted_primary_key[0])
+
+
+def _saver(engine: Any, run_id: int) -> Callable[[int, Tally, ChainAuditor], None]:
+    saved = {"findings": 0, "abstentions": 0, "at": 0}
+
+    def save(pos: int, tally: Tally, auditor: ChainAuditor) -> None:
+        if tally.rows - saved["at"] < PROGRESS_EVERY:
+            return
+        _save(engine, run_id, pos, tally, auditor, saved)
+    return save
+
+
+def _save(engine: Any, run_id: int, pos: int, tally: Tally, auditor: ChainAuditor | None,
+          saved: dict[str, int], state: str = "running") -> None:
+    rows = [{"run_id": run_id, "seq": f["seq"], "kind": "finding", "body": json.dumps(f)}
+            for f in tally.findings[saved["findings"]:]]
+    rows += [{"run_id": run_id, "seq": a["seq"], "kind": "abstention", "body": json.dumps(a)}
+             for a in tally.abstentions[saved["abstentions"]:]]
+    st = {"prev_failed_hash": bool(auditor and auditor.prev_failed_hash)}
+    with engine.begin() as conn:
+        if rows:
+            conn.execute(audit_findings.insert(), rows)
+        opts = json.loads(conn.execute(select(audit_runs.c.options).where(
+            audit_runs.c.id == run_id)).scalar_one())
+        opts["state"] = st
+        conn.execute(update(audit_runs).where(audit_runs.c.id == run_id).values(
+            next_seq=pos, counts=json.dumps(tally.counts()), state=state,
+            options=json.dumps(opts), updated_at=_now_us()))
+    saved.update(findings=len(tally.findings), abstentions=len(tally.abstentions),
+                 at=tally.rows)
+
+
+def _now_us() -> int:
+    from ledger.clock import SystemClock
+
+    return SystemClock().now_us()
+
+
+def _finish_run(engine: Any, run_id: int, end: int, tally: Tally) -> None:
+    with engine.begin() as conn:
+        saved = conn.execute(select(func.count()).select_from(audit_findings).where(
+            audit_findings.c.run_id == run_id, audit_findings.c.kind == "finding")).scalar_one()
+        saved_a = conn.execute(select(func.count()).select_from(audit_findings).where(
+            audit_findings.c.run_id == run_id,
+            audit_findings.c.kind == "abstention")).scalar_one()
+    _save(engine, run_id, end, tally, None, {"findings": saved, "abstentions": saved_a,
+                                             "at": 0}, state="complete")
+
+
+def _resume(engine: Any, opts: AuditOptions) -> tuple[int, int, Tally, dict[str, Any]]:
+    with engine.connect() as conn:
+        run = conn.execute(select(audit_runs).where(audit_runs.c.state == "running")
+                           .order_by(audit_runs.c.id.desc()).limit(1)).first()
+        if run is None:
+            raise UsageError("no interrupted audit run to resume", code="nothing_to_resume",
+                             field="resume")
+        tally = Tally(**json.loads(run.counts))
+        for kind, body in conn.execute(select(audit_findings.c.kind, audit_findings.c.body)
+                                       .where(audit_findings.c.run_id == run.id)
+                                       .order_by(audit_findings.c.id)):
+            (tally.findings if kind == "finding" else tally.abstentions).append(json.loads(body))
+    opts.start, opts.end = run.range_start, run.range_end
+    state = json.loads(run.options).get("state", {})
+    return int(run.id), int(run.next_seq), tally, state
+
+
+def record_run(ledger: Any, report: dict[str, Any], producer: str | None) -> int:
+    """Append an ``audit_run`` entry: the summary, the range, and the report digest."""
+    body = json.dumps(report, sort_keys=True, separators=(",", ":")).encode()
+    end = report["range"]["end"]
+    head_hash = None
+    if end:
+        with ledger.engine.connect() as conn:
+            h = conn.execute(select(entries.c.entry_hash).where(
+                entries.c.seq == end - 1)).scalar()
+            head_hash = hash_hex(bytes(h)) if h is not None else None
+    doc = {"format": "ledger-audit-run/1", "range": report["range"],
+           "summary": report["summary"], "findings": len(report["findings"]),
+           "outcome": report["outcome"], "head_hash": head_hash,
+           "report_digest": "sha256:" + hashlib.sha256(body).hexdigest(),
+           "finished_at": report["finished_at"]}
+    ev = prepare_event("audit_run", {"outcome": report["outcome"], "producer": producer},
+                       "report", doc)
+    res = commit_batch(ledger.engine, ledger.meta.ledger_id, ledger.clock, [ev])
+    return int(res[0].seq)  # type: ignore[arg-type]
