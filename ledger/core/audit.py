@@ -15,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from ledger.core.entry import (
@@ -38,6 +39,17 @@ CONTRACT_VIOLATION = "contract_violation"
 POLICY_VIOLATION = "policy_violation"
 
 STATUSES = ("VERIFIED", "UNVERIFIABLE", "BLOCKED")
+
+
+def _pair(mapping: dict[str, str]) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    names, columns = list(mapping), list(mapping.values())
+    return (lambda d: tuple(d[n] for n in names)), attrgetter(*columns) if len(columns) > 1 \
+        else (lambda r: (getattr(r, columns[0]),))
+
+
+# Fast equality of envelope fields vs columns (the slow path names the column).
+_GETTERS = {k: _pair(m) for k, m in COLUMN_MAP.items()}
+_PAYLOAD_GETTERS = {k: _pair(m) for k, m in PAYLOAD_MAP.items()}
 _REORDER_WINDOW = 16
 
 
@@ -173,16 +185,23 @@ class ChainAuditor:
                              [FORMAT_VERSION, self.ledger_id, row.kind],
                              [env.get("v"), env.get("ledger"), env.get("kind")]))
             return
-        for name, column in COLUMN_MAP[row.kind].items():
-            if env.get(name) != getattr(row, column):
-                f.append(Finding("column_mismatch", row.seq, PAYLOAD_MODIFIED,
-                                 f"column {column} differs from the hashed envelope",
-                                 env.get(name), getattr(row, column)))
         digests = env.get("payloads") or {}
+        env_get, row_get = _GETTERS[row.kind]
+        try:
+            same = env_get(env) == row_get(row) and _PAYLOAD_GETTERS[row.kind][0](digests) \
+                == _PAYLOAD_GETTERS[row.kind][1](row)
+        except (KeyError, TypeError):
+            same = False
+        if not same:
+            for name, column in COLUMN_MAP[row.kind].items():
+                if env.get(name) != getattr(row, column):
+                    f.append(Finding("column_mismatch", row.seq, PAYLOAD_MODIFIED,
+                                     f"column {column} differs from the hashed envelope",
+                                     env.get(name), getattr(row, column)))
         texts: dict[str, bytes] = {}
         for name, column in PAYLOAD_MAP[row.kind].items():
             d = digests.get(name)
-            if d != getattr(row, column):
+            if not same and d != getattr(row, column):
                 f.append(Finding("column_mismatch", row.seq, PAYLOAD_MODIFIED,
                                  f"column {column} differs from the hashed envelope",
                                  d, getattr(row, column)))

@@ -26,7 +26,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import jwt
 from jwt.algorithms import ECAlgorithm
 
 from ledger.crypto.attestation import ATTESTATION_TYP
@@ -130,20 +129,50 @@ def check_attestation(token: str, *, store: TrustStore, seq: int, recorded_at_us
                       admission: str | None = None) -> AttestationCheck:
     """Judge one attestation as of ledger position ``seq`` and time ``recorded_at_us``."""
     try:
-        header = jwt.get_unverified_header(token)
-        unverified = jwt.decode(token, options={"verify_signature": False})
-    except jwt.PyJWTError as exc:
+        jws = _parse_jws(token)
+    except ValueError as exc:
         return _fail("attestation_malformed", f"not a decodable JWT: {exc}", None, None)
+    header, unverified = jws.header, jws.claims
     kid = header.get("kid") if isinstance(header.get("kid"), str) else None
     iss = unverified.get("iss") if isinstance(unverified.get("iss"), str) else None
     if iss is None or not store.issuer_known(iss, seq):
-        return _judge_with_later_keys(token, header, store, seq, recorded_at_us, proof_ref,
+        return _judge_with_later_keys(jws, header, store, seq, recorded_at_us, proof_ref,
                                       query, admission, kid, iss)
-    return _judge(token, header, [k for k in store.keys if k.issuer == iss and k.kid == kid],
+    return _judge(jws, header, [k for k in store.keys if k.issuer == iss and k.kid == kid],
                   seq, recorded_at_us, proof_ref, query, admission, kid, iss)
 
 
-def _judge_with_later_keys(token: str, header: dict[str, Any], store: TrustStore, seq: int,
+@dataclass(frozen=True)
+class _JWS:
+    header: dict[str, Any]
+    claims: dict[str, Any]
+    signing_input: bytes
+    signature: bytes
+
+
+def _b64d(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+def _parse_jws(token: str) -> _JWS:
+    """Split a JWS compact serialization once (header, claims, signing input, signature)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise ValueError("a JWS compact serialization has three parts")
+    try:
+        header, claims = json.loads(_b64d(parts[0])), json.loads(_b64d(parts[1]))
+        signature = _b64d(parts[2])
+    except (ValueError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise ValueError("header and claims must be JSON objects")
+    return _JWS(header, claims, f"{parts[0]}.{parts[1]}".encode("ascii"), signature)
+
+
+_ES256 = ECAlgorithm(ECAlgorithm.SHA256)
+
+
+def _judge_with_later_keys(token: _JWS, header: dict[str, Any], store: TrustStore, seq: int,
                            t: int, proof_ref: str | None, query: str | None,
                            admission: str | None, kid: str | None,
                            iss: str | None) -> AttestationCheck:
@@ -158,7 +187,7 @@ def _judge_with_later_keys(token: str, header: dict[str, Any], store: TrustStore
                             f"no key of issuer {iss!r} was trusted at this position", kid, iss)
 
 
-def _judge(token: str, header: dict[str, Any], candidates: list[TrustedKey], seq: int | None,
+def _judge(token: _JWS, header: dict[str, Any], candidates: list[TrustedKey], seq: int | None,
            t: int, proof_ref: str | None, query: str | None, admission: str | None,
            kid: str | None, iss: str | None) -> AttestationCheck:
     if header.get("alg") not in ALLOWED_ALGS:
@@ -173,21 +202,16 @@ def _judge(token: str, header: dict[str, Any], candidates: list[TrustedKey], seq
     if not active:
         why = "is retired or revoked" if candidates else "names no trusted key"
         return _fail("attestation_unknown_kid", f"kid {kid!r} {why} at this position", kid, iss)
-    claims, key = None, None
-    for k in active:
-        try:
-            claims = jwt.decode(token, k.public_key, algorithms=list(ALLOWED_ALGS), options={
-                "verify_exp": False, "verify_iat": False, "verify_nbf": False,
-                "verify_aud": False, "verify_iss": False, "require": list(REQUIRED_CLAIMS)})
-            key = k
-            break
-        except jwt.MissingRequiredClaimError as exc:
-            return _fail("attestation_claims_missing", str(exc), kid, iss)
-        except jwt.PyJWTError:
-            continue
-    if claims is None or key is None:
+    key = next((k for k in active
+                if _ES256.verify(token.signing_input, k.public_key, token.signature)), None)
+    if key is None:
         return _fail("attestation_signature_invalid",
                      f"signature does not verify with any key named {kid!r}", kid, iss)
+    claims = token.claims
+    missing = [c for c in REQUIRED_CLAIMS if c not in claims]
+    if missing:
+        return _fail("attestation_claims_missing", f"required claims missing: {missing}",
+                     kid, iss)
     if key.compromised_since_us is not None and t >= key.compromised_since_us:
         return _fail("attestation_key_compromised",
                      "signed by a key revoked as compromised before this row was recorded",

@@ -26,7 +26,7 @@ from ledger.core.audit import (
     ChainAuditor,
     Finding,
 )
-from ledger.core.entry import PAYLOAD_MAP, genesis_hash, hash_hex, parse_hash_hex
+from ledger.core.entry import genesis_hash, hash_hex, parse_hash_hex
 from ledger.core.policy import Policy, parse_policy
 from ledger.crypto.trust import TrustStore, check_attestation
 from ledger.errors import UsageError
@@ -123,21 +123,13 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
                                _attestation_judge(store) if store is not None else None)
         if state:
             auditor.prev_failed_hash = state.get("prev_failed_hash", False)
-        pos = start
-        while pos < end:
-            rows = conn.execute(select(entries).where(entries.c.seq >= pos, entries.c.seq < end)
-                                .order_by(entries.c.seq).limit(PAGE)).all()
-            if not rows:
-                break
-            digests = [getattr(r, c) for r in rows for c in PAYLOAD_MAP.get(r.kind, {}).values()]
-            blobs = repo.get_payloads(conn, digests)
-            for r in rows:
+        for page in repo.iter_entry_pages(conn, start, end, PAGE):
+            for r, blobs in page:
                 _tally(tally, auditor.check_row(r, blobs))
-            pos = rows[-1].seq + 1
             if progress:
-                progress(len(rows))
+                progress(len(page))
             if on_page:
-                on_page(pos, tally, auditor)
+                on_page(page[-1][0].seq + 1, tally, auditor)
         if auditor.expected_seq < end:  # rows missing at the end of the range
             tally.findings.append(Finding(
                 "seq_gap", auditor.expected_seq, DELETED,
@@ -149,6 +141,9 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
 
 def _tally(t: Tally, outcome: Any) -> None:
     t.rows += 1
+    if not outcome.findings and not outcome.abstentions:
+        t.verified += 1
+        return
     d = outcome.disposition
     if d == "failed":
         t.failed += 1
@@ -226,7 +221,8 @@ def run_audit(ledger: Any, opts: AuditOptions,
         url = engine.url.render_as_string(hide_password=False)
         args = [(url, ledger.meta.ledger_id, bounds[i], bounds[i + 1], opts.policy_path,
                  opts.check_attestations) for i in range(opts.workers)]
-        with mp.get_context("spawn").Pool(opts.workers) as pool:
+        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        with mp.get_context(method).Pool(opts.workers) as pool:
             for part in pool.imap(_worker, args):
                 tally.add(part)
                 if progress:

@@ -6,6 +6,7 @@ caller holds the head lock); read functions take any Connection.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -235,6 +236,46 @@ def iter_entries(conn: Connection, start: int = 0, end: int | None = None,
             return
         yield from rows
         pos = rows[-1].seq + 1
+
+
+EntryRow = namedtuple("EntryRow", ENTRY_COLUMNS)  # type: ignore[misc]
+_DIGEST_COLUMNS = ("doc_digest", "preimage_digest", "attestation_digest", "query_digest",
+                   "meta_digest")
+_PAGE_SQL = (
+    "SELECT " + ", ".join(f"e.{c}" for c in ENTRY_COLUMNS) + ", "
+    + ", ".join(f"p{i}.data" for i in range(len(_DIGEST_COLUMNS)))
+    + " FROM entries e "
+    + " ".join(f"LEFT JOIN payloads p{i} ON p{i}.digest = e.{c}"
+               for i, c in enumerate(_DIGEST_COLUMNS))
+    + " WHERE e.seq >= {ph} AND e.seq < {ph} ORDER BY e.seq LIMIT {limit}")
+
+
+def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
+                     ) -> Iterator[list[tuple[EntryRow, dict[str, bytes]]]]:
+    """Pages of (entry, {digest: payload bytes}) for ``start <= seq < end``, in seq order.
+
+    One keyset query per page, payloads joined in (a missing payload is absent
+    from the dict).  This is the audit's streaming read: memory is one page.
+    """
+    ph = "%s" if conn.dialect.name == "postgresql" else "?"
+    sql = _PAGE_SQL.format(ph=ph, limit=int(page))
+    n = len(ENTRY_COLUMNS)
+    pos = start
+    while pos < end:
+        raw = conn.exec_driver_sql(sql, (pos, end)).fetchall()
+        if not raw:
+            return
+        out = []
+        for t in raw:
+            row = EntryRow(*t[:n])
+            blobs = {}
+            for i, c in enumerate(_DIGEST_COLUMNS):
+                d, data = getattr(row, c), t[n + i]
+                if d is not None and data is not None:
+                    blobs[d] = bytes(data)
+            out.append((row, blobs))
+        yield out
+        pos = out[-1][0].seq + 1
 
 
 def count_quarantine(conn: Connection) -> int:
