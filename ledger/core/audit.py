@@ -47,6 +47,13 @@ def _pair(mapping: dict[str, str]) -> tuple[Callable[[Any], Any], Callable[[Any]
         else (lambda r: (getattr(r, columns[0]),))
 
 
+def _as_bytes(value: Any) -> bytes:
+    """Stored bytes as bytes (a tampered SQLite BLOB may read back as TEXT)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    return bytes(value)
+
+
 # Fast equality of envelope fields vs columns (the slow path names the column).
 _GETTERS = {k: _pair(m) for k, m in COLUMN_MAP.items()}
 _PAYLOAD_GETTERS = {k: _pair(m) for k, m in PAYLOAD_MAP.items()}
@@ -113,10 +120,28 @@ class ChainAuditor:
 
     # -- chain ------------------------------------------------------------
     def check_row(self, row: Any, blobs: dict[str, bytes]) -> RowOutcome:
+        """All checks of one row.  Never raises for bad data: a row whose stored
+        values cannot even be read (wrong types written behind the ledger's back)
+        is one ``row_unreadable`` finding, and the walk goes on."""
+        try:
+            return self._check_row(row, blobs)
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+            out = RowOutcome(row.seq)
+            out.findings.append(Finding("row_unreadable", row.seq, PAYLOAD_MODIFIED,
+                                        f"stored values have the wrong type: {exc}"))
+            self.expected_seq = row.seq + 1
+            self.prev_failed_hash = True
+            try:
+                self.prev_hash = _as_bytes(row.entry_hash)
+            except (TypeError, ValueError):
+                self.prev_hash = b""
+            return out
+
+    def _check_row(self, row: Any, blobs: dict[str, bytes]) -> RowOutcome:
         out = RowOutcome(row.seq)
         f = out.findings
-        envelope, body = bytes(row.envelope), bytes(row.body_hash)
-        prev, stored_hash = bytes(row.prev_hash), bytes(row.entry_hash)
+        envelope, body = _as_bytes(row.envelope), _as_bytes(row.body_hash)
+        prev, stored_hash = _as_bytes(row.prev_hash), _as_bytes(row.entry_hash)
         if row.seq != self.expected_seq:
             f.append(Finding("seq_gap", self.expected_seq, DELETED,
                              f"entries {self.expected_seq}..{row.seq - 1} are missing",

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec
+
 from ledger.facade import Ledger
-from ledger.ops.samples import realistic, rejected_examples
+from ledger.ops.audit import AuditOptions, run_audit, summary_line
+from ledger.ops.samples import attested, realistic, rejected_examples
+
+ISSUER = "did:qwed:node:demo"
 
 
 def run_demo(directory: Path) -> Iterator[str]:
@@ -33,11 +42,55 @@ def run_demo(directory: Path) -> Iterator[str]:
             res = ledger.append(bad, producer="demo")
             err = res.error or {}
             yield f"rejected ({why}): {err.get('code')} [{err.get('field')}] — quarantined"
+        yield from _attestations(ledger)
         head = ledger.head()
         yield f"head: size {head['size']}, hash {head['head_hash']}"
         entry = ledger.get(1)
         yield (f"entry 1: {entry['engine']} {entry['status']} proof_ref {entry['proof_ref']} "
                f"preimage {entry['payloads']['preimage']['text'][:60]!r}")
         yield f"inspect it: ledger --db {url} show 1 --format json"
+        report = run_audit(ledger, AuditOptions(record=True, producer="demo"))
+        yield f"{summary_line(report)} — recorded as entry {report['recorded_seq']}"
+        yield from _tampered_copy(directory)
     finally:
         ledger.close()
+
+
+def _attestations(ledger: Ledger) -> Iterator[str]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    kid = f"{ISSUER}#signing-key-v1"
+    jwk["kid"] = kid
+    events = ledger.trust_issuer(ISSUER, {"keys": [jwk]}, reason="demo issuer",
+                                 producer="demo")
+    yield f"trusted issuer {ISSUER} (key_event entry {events[0].seq})"
+    iat = ledger.clock.now_us() // 1_000_000 - 60
+    res = ledger.append_many([attested(i, key, ISSUER, kid, iat) for i in range(5)],
+                             producer="demo")
+    seqs = [r.seq for r in res if r.ok]
+    verdicts = {ledger.get(s)["attestation_verdict"] for s in seqs}
+    yield f"appended {len(seqs)} attested results (ES256, verdict {', '.join(verdicts)})"
+    forged = attested(99, ec.generate_private_key(ec.SECP256R1()), ISSUER, kid, iat)
+    bad = ledger.append(forged, producer="demo")
+    yield f"attestation signed by an unknown key under the same kid: rejected " \
+          f"({(bad.error or {}).get('code')})"
+
+
+def _tampered_copy(directory: Path) -> Iterator[str]:
+    src, dst = directory / "ledger.db", directory / "tampered.db"
+    with sqlite3.connect(src) as c:
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copyfile(src, dst)
+    with sqlite3.connect(dst) as c:  # what a database superuser could do
+        for t in ("entries_no_update", "payloads_no_update"):
+            c.execute(f"DROP TRIGGER {t}")
+        c.execute("UPDATE entries SET status = 'VERIFIED' WHERE seq = 3")
+        digest = c.execute("SELECT preimage_digest FROM entries WHERE seq = 0").fetchone()[0]
+        c.execute("UPDATE payloads SET data = replace(data, '\"converged\": true', "
+                  "'\"converged\": false') WHERE digest = ?", (digest,))
+    yield f"tampered copy {dst.name}: raw SQL changed entry 3's status and entry 0's evidence"
+    with Ledger.open(f"sqlite:///{dst}") as t:
+        report = run_audit(t, AuditOptions())
+    yield summary_line(report)
+    for f in report["findings"]:
+        yield f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}"

@@ -120,3 +120,28 @@ def rejected_examples() -> list[tuple[str, dict[str, Any]]]:
         ("lower-case status",
          {"result": {"status": "verified", "agent_message": "ok"}, "engine": "math"}),
     ]
+
+
+def attested(i: int, key: Any, issuer: str, kid: str, iat: int) -> dict[str, Any]:
+    """A VERIFIED math result with an upstream-shaped ES256 attestation signed by ``key``."""
+    import hashlib
+
+    import jwt
+
+    query = f"Is 2 + {i} equal to {2 + i}?"
+    evidence = {"expression": f"2 + {i}", "calculated": 2 + i, "claimed": 2 + i}
+    result = DiagnosticResult.verified(
+        "Claim verified — computed value matches the claim",
+        {"constraint_id": "math_verifier.exact_match", "is_valid": True}, evidence)
+    query_hash = "sha256:" + hashlib.sha256(query.encode()).hexdigest()
+    claims = {"iss": issuer, "sub": query_hash, "iat": iat, "exp": iat + 86_400,
+              "jti": f"att_{i:012x}",
+              "qwed": {"version": "1.0", "result": {"status": "VERIFIED", "verified": True,
+                                                     "engine": "math", "confidence": 1.0},
+                       "query_hash": query_hash, "proof_hash": result.proof_ref,
+                       "admission": "ADMIT"}}
+    token = jwt.encode(claims, key, algorithm="ES256",
+                       headers={"kid": kid, "typ": "qwed-attestation+jwt"})
+    return {"result": result.to_dict(), "engine": "math", "evidence": evidence,
+            "attestation": token, "query": query, "admission": "ADMIT",
+            "subject": f"req-att-{i:04d}"}

@@ -272,7 +272,9 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
             for i, c in enumerate(_DIGEST_COLUMNS):
                 d, data = getattr(row, c), t[n + i]
                 if d is not None and data is not None:
-                    blobs[d] = bytes(data)
+                    # a tampered SQLite BLOB can come back as TEXT: hash what is stored
+                    blobs[d] = data.encode("utf-8", "surrogatepass") if isinstance(data, str) \
+                        else bytes(data)
             out.append((row, blobs))
         yield out
         pos = out[-1][0].seq + 1
