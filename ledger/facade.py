@@ -145,11 +145,14 @@ class Ledger:
         if self.judge is not None:
             return self.judge
         ledger = self
+        cache: list[TrustStore] = []  # refreshed at most once per batch
 
         def judge(sub: Any) -> dict[str, Any]:
             if sub.attestation is None:
                 return default_judge(sub)
-            store = ledger.trust_store()
+            if not cache:
+                cache.append(ledger.trust_store())
+            store = cache[0]
             r = check_attestation(sub.attestation, store=store, seq=store.last_event_seq + 1,
                                   recorded_at_us=ledger.clock.now_us(), proof_ref=sub.proof_ref,
                                   query=sub.query, admission=sub.admission)

@@ -58,20 +58,27 @@ def _check(value: Any, path: str) -> None:
     raise CanonicalizationError(f"{path}: type {type(value).__name__} cannot be canonicalized")
 
 
-def _is_plain(value: Any) -> bool:
-    """Fast path: scalars that need no walk (strings are checked by the final encode)."""
-    t = type(value)
-    return value is None or t is str or t is bool or (t is int and -MAX_SAFE_INTEGER
-                                                        <= value <= MAX_SAFE_INTEGER)
+_SCALARS = frozenset({str, bool, int, type(None)})
+
+
+def _flat_ok(value: dict[Any, Any], nested: bool) -> bool:
+    """Fast path (C-level passes): ASCII string keys, scalar values, at most one
+    level of nested dicts.  Strings are checked by the final UTF-8 encode."""
+    if set(map(type, value)) - {str} or not all(map(str.isascii, value)):
+        return False
+    vals = value.values()
+    types = set(map(type, vals))
+    if not types <= (_SCALARS | {dict} if nested else _SCALARS):
+        return False
+    if int in types and any(type(v) is int and not -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER
+                            for v in vals):
+        return False
+    return dict not in types or all(_flat_ok(v, False) for v in vals if type(v) is dict)
 
 
 def canonical_json(value: Any) -> bytes:
     """The RFC 8785 bytes of ``value``; raises CanonicalizationError outside the subset."""
-    flat = type(value) is dict and all(
-        type(k) is str and k.isascii() and (
-            _is_plain(v) or (type(v) is dict and all(
-                type(k2) is str and k2.isascii() and _is_plain(v2) for k2, v2 in v.items())))
-        for k, v in value.items())
+    flat = type(value) is dict and _flat_ok(value, True)
     if not flat:
         _check(value, "$")
     try:

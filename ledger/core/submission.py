@@ -65,11 +65,13 @@ def _fail(code: str, field_name: str | None, message: str) -> SubmissionError:
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _fail("duplicate_key", k, f"key {k!r} appears twice in one object")
-        out[k] = v
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _fail("duplicate_key", k, f"key {k!r} appears twice in one object")
+            seen.add(k)
     return out
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 
 from ledger.clock import Clock, format_us
 from ledger.core.canonical import CanonicalizationError, canonical_json
@@ -29,7 +30,7 @@ from ledger.core.entry import (
 )
 from ledger.core.submission import Submission, loads, parse_submission
 from ledger.crypto.attestation import VERDICT_NONE, VERDICT_UNCHECKED, inspect_attestation
-from ledger.errors import IdempotencyConflict, LedgerError, SubmissionError
+from ledger.errors import IdempotencyConflict, LedgerError, StoreUnavailable, SubmissionError
 from ledger.store import repository as repo
 
 
@@ -182,9 +183,12 @@ def commit_one_pg(engine: Engine, ledger_id: str, clock: Clock, p: Prepared) -> 
     row = _columns(p, digests)
     row.update(kind=p.kind, envelope=p.envelope, body_hash=body)
     blobs = {digests[k]: v for k, v in p.payloads.items() if v is not None}
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        seq, t, prev, eh = repo.pg_append_one(conn, row, blobs, clock.now_us(),  # type: ignore[arg-type]
-                                              ENTRY_TAG)
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            seq, t, prev, eh = repo.pg_append_one(conn, row, blobs,  # type: ignore[arg-type]
+                                                  clock.now_us(), ENTRY_TAG)
+    except DBAPIError as exc:
+        raise StoreUnavailable(f"append failed: {exc.orig}") from exc
     if eh != entry_hash(prev, seq, t, body):
         raise LedgerError(f"database computed a different link for seq {seq}",
                           code="link_mismatch")

@@ -1,0 +1,229 @@
+"""Offline verification of proof bundles (docs/format-checkpoint.md); no database.
+
+An inclusion bundle (``ledger-inclusion-proof/1``) is checked link by link, each
+failure a ProofError with its own ``code``:
+
+    payload bytes  --SHA-256-->  payload digests  ==  the envelope's "payloads"
+    envelope       --body hash-->  body_hash
+    prev_hash, seq, recorded_at_us, body_hash  --entry hash-->  entry_hash
+    entry_hash  --leaf hash + inclusion_path-->  root  ==  checkpoint root
+    checkpoint  --Ed25519-->  a key the verifier trusts; origin, size match the bundle
+
+A consistency bundle (``ledger-consistency-proof/1``) holds two signed
+checkpoints of one origin and the RFC 9162 proof between them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.core.entry import body_hash, entry_hash, parse_hash_hex
+from ledger.core.merkle import HASH_SIZE, leaf_hash, verify_consistency, verify_inclusion
+from ledger.core.note import Checkpoint, NoteError, parse_checkpoint_body, parse_note
+from ledger.crypto.keys import PublicKeyRef, known_keys
+from ledger.crypto.note_sign import NoteSignatureError, verify_note
+from ledger.errors import ProofError
+
+INCLUSION_FORMAT = "ledger-inclusion-proof/1"
+CONSISTENCY_FORMAT = "ledger-consistency-proof/1"
+
+
+@dataclass(frozen=True)
+class VerifiedProof:
+    """What a valid bundle established."""
+
+    kind: str                      # "inclusion" | "consistency"
+    origin: str
+    tree_size: int
+    root_hash: bytes
+    signers: list[str]
+    seq: int | None = None
+    entry_hash: bytes | None = None
+    old_size: int | None = None
+    withheld: list[str] = field(default_factory=list)  # payload names sent without bytes
+
+
+def _fail(code: str, message: str, field_: str | None = None) -> ProofError:
+    return ProofError(message, code=code, field=field_)
+
+
+def _get(doc: Any, key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+    if not isinstance(doc, dict) or key not in doc:
+        raise _fail("proof_malformed", f"missing field {where}{key}", where + key)
+    value = doc[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        raise _fail("proof_malformed", f"field {where}{key} has the wrong type", where + key)
+    if kind is int and value < 0:
+        raise _fail("proof_malformed", f"field {where}{key} is negative", where + key)
+    return value
+
+
+def _sha256_field(doc: Any, key: str, where: str) -> bytes:
+    try:
+        return parse_hash_hex(_get(doc, key, str, where))
+    except ValueError as exc:
+        raise _fail("proof_malformed", f"{where}{key} is not 'sha256:' + 64 hex digits",
+                     where + key) from exc
+
+
+def _path(items: Any, key: str) -> list[bytes]:
+    if not isinstance(items, list):
+        raise _fail("proof_malformed", f"{key} is not a list", key)
+    out = []
+    for n, text in enumerate(items):
+        raw = bytes.fromhex(text) if isinstance(text, str) and _is_hex(text) else b""
+        if len(raw) != HASH_SIZE:
+            raise _fail("proof_malformed", f"{key}[{n}] is not 64 lowercase hex digits", key)
+        out.append(raw)
+    return out
+
+
+def _is_hex(text: str) -> bool:
+    return len(text) == 2 * HASH_SIZE and all(c in "0123456789abcdef" for c in text)
+
+
+def _load(data: str | bytes | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(data, dict):
+        return data
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise _fail("proof_malformed", "the proof is not valid JSON") from exc
+    if not isinstance(doc, dict):
+        raise _fail("proof_malformed", "the proof is not a JSON object")
+    return doc
+
+
+def open_signed_checkpoint(note: Any, keys: Sequence[PublicKeyRef], what: str = "checkpoint"
+                           ) -> tuple[Checkpoint, list[str]]:
+    """Parse a signed checkpoint and verify it with ``keys`` (unnamed keys are taken
+    as named after the checkpoint origin).  Raises ProofError."""
+    if not isinstance(note, str):
+        raise _fail("proof_malformed", f"{what} is not text", what)
+    try:
+        cp = parse_checkpoint_body(parse_note(note).text)
+    except NoteError as exc:
+        raise _fail("checkpoint_malformed", f"{what} is malformed: {exc.message}", what) from exc
+    try:
+        signers = verify_note(note, known_keys(list(keys), cp.origin))
+    except NoteSignatureError as exc:
+        raise _fail("checkpoint_signature_invalid", f"{what}: {exc.message}", what) from exc
+    return cp, signers
+
+
+def _verify_payloads(entry: dict[str, Any], envelope: dict[str, Any]) -> list[str]:
+    sent = _get(entry, "payloads", dict, "entry.")
+    committed = envelope.get("payloads")
+    if not isinstance(committed, dict):
+        raise _fail("envelope_malformed", "the envelope has no payloads object", "entry.envelope")
+    committed = {k: v for k, v in committed.items() if v is not None}
+    digests = {name: _get(p, "digest", str, f"entry.payloads.{name}.") for name, p in sent.items()}
+    if digests != committed:
+        raise _fail("payload_set_mismatch", "the payload digests differ from those the envelope"
+                    f" commits to (sent {sorted(digests)}, envelope {sorted(committed)})",
+                    "entry.payloads")
+    withheld = []
+    for name, p in sent.items():
+        data = p.get("data_b64")
+        if data is None:
+            withheld.append(name)
+            continue
+        try:
+            raw = base64.b64decode(data, validate=True) if isinstance(data, str) else None
+        except (binascii.Error, ValueError):
+            raw = None
+        if raw is None:
+            raise _fail("proof_malformed", f"payload {name} data is not base64",
+                        f"entry.payloads.{name}")
+        if "sha256:" + hashlib.sha256(raw).hexdigest() != digests[name]:
+            raise _fail("payload_digest_mismatch", f"payload {name} bytes do not hash to its"
+                        " digest", f"entry.payloads.{name}")
+    return withheld
+
+
+def verify_inclusion_bundle(data: str | bytes | dict[str, Any],
+                            keys: Sequence[PublicKeyRef]) -> VerifiedProof:
+    """Verify a ``ledger-inclusion-proof/1`` bundle.  Raises ProofError (``code`` says which
+    link failed)."""
+    doc = _load(data)
+    if doc.get("format") != INCLUSION_FORMAT:
+        raise _fail("proof_format_unknown", f"format is not {INCLUSION_FORMAT!r}", "format")
+    origin, ledger_id = _get(doc, "origin", str), _get(doc, "ledger_id", str)
+    seq, size, index = _get(doc, "seq", int), _get(doc, "tree_size", int), \
+        _get(doc, "leaf_index", int)
+    entry = _get(doc, "entry", dict)
+    text = _get(entry, "envelope", str, "entry.")
+    t = _get(entry, "recorded_at_us", int, "entry.")
+    prev, body, ehash = (_sha256_field(entry, k, "entry.")
+                         for k in ("prev_hash", "body_hash", "entry_hash"))
+    path = _path(doc.get("inclusion_path"), "inclusion_path")
+    try:
+        envelope = json.loads(text)
+    except ValueError as exc:
+        raise _fail("envelope_malformed", "the envelope is not JSON", "entry.envelope") from exc
+    if not isinstance(envelope, dict):
+        raise _fail("envelope_malformed", "the envelope is not a JSON object", "entry.envelope")
+    if envelope.get("ledger") != ledger_id:
+        raise _fail("ledger_id_mismatch", "the envelope is not for ledger " + ledger_id,
+                    "entry.envelope")
+    withheld = _verify_payloads(entry, envelope)
+    if body_hash(text.encode("utf-8")) != body:
+        raise _fail("body_hash_mismatch", "the envelope does not hash to body_hash",
+                    "entry.body_hash")
+    if index != seq:
+        raise _fail("leaf_index_mismatch", f"leaf_index {index} is not seq {seq}", "leaf_index")
+    if entry_hash(prev, seq, t, body) != ehash:
+        raise _fail("entry_hash_mismatch", "prev_hash, seq, recorded_at_us and body_hash do"
+                    " not hash to entry_hash", "entry.entry_hash")
+    cp, signers = open_signed_checkpoint(doc.get("checkpoint"), keys)
+    if cp.origin != origin:
+        raise _fail("origin_mismatch", f"the checkpoint is for {cp.origin!r}, the proof for"
+                    f" {origin!r}", "origin")
+    if cp.size != size:
+        raise _fail("tree_size_mismatch", f"tree_size {size} is not the checkpoint's size"
+                    f" {cp.size}", "tree_size")
+    try:
+        verify_inclusion(index, size, leaf_hash(ehash), path, cp.root_hash)
+    except ProofError as exc:
+        raise _fail("inclusion_invalid", exc.message, "inclusion_path") from exc
+    return VerifiedProof("inclusion", origin, size, cp.root_hash, signers, seq=seq,
+                         entry_hash=ehash, withheld=withheld)
+
+
+def verify_consistency_bundle(data: str | bytes | dict[str, Any],
+                              keys: Sequence[PublicKeyRef]) -> VerifiedProof:
+    """Verify a ``ledger-consistency-proof/1`` bundle.  Raises ProofError."""
+    doc = _load(data)
+    if doc.get("format") != CONSISTENCY_FORMAT:
+        raise _fail("proof_format_unknown", f"format is not {CONSISTENCY_FORMAT!r}", "format")
+    origin = _get(doc, "origin", str)
+    path = _path(doc.get("path"), "path")
+    old, _ = open_signed_checkpoint(doc.get("old"), keys, "old")
+    new, signers = open_signed_checkpoint(doc.get("new"), keys, "new")
+    for name, cp in (("old", old), ("new", new)):
+        if cp.origin != origin:
+            raise _fail("origin_mismatch", f"{name} checkpoint is for {cp.origin!r}, the proof"
+                        f" for {origin!r}", name)
+    try:
+        verify_consistency(old.size, new.size, path, old.root_hash, new.root_hash)
+    except ProofError as exc:
+        raise _fail("consistency_invalid", exc.message, "path") from exc
+    return VerifiedProof("consistency", origin, new.size, new.root_hash, signers,
+                         old_size=old.size)
+
+
+def verify_bundle(data: str | bytes | dict[str, Any],
+                  keys: Sequence[PublicKeyRef]) -> VerifiedProof:
+    """Verify either bundle kind, chosen by its ``format``.  Raises ProofError."""
+    doc = _load(data)
+    if doc.get("format") == CONSISTENCY_FORMAT:
+        return verify_consistency_bundle(doc, keys)
+    if doc.get("format") == INCLUSION_FORMAT:
+        return verify_inclusion_bundle(doc, keys)
+    raise _fail("proof_format_unknown", f"unknown proof format {doc.get('format')!r}", "format")

@@ -1,0 +1,143 @@
+"""Signed checkpoints of the ledger's Merkle tree, and proofs from the stored tree.
+
+``make_checkpoint`` syncs the tree (cost: the entries added since the last
+sync), then, under the append lock, reads the ``popcount(size)`` edge nodes
+for the root and the O(log n) nodes of a consistency proof from the latest
+stored checkpoint, and refuses to sign unless that proof verifies.  So a
+checkpoint never contradicts an earlier one, and its cost does not grow with
+the ledger.  Every active key of the keyring named after the ledger origin
+signs (several signature lines during a rotation).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ledger.core.merkle import verify_consistency
+from ledger.core.note import (
+    Checkpoint,
+    NoteError,
+    format_checkpoint_body,
+    parse_checkpoint_body,
+    parse_note,
+)
+from ledger.crypto.keys import Keyring
+from ledger.crypto.note_sign import sign_note
+from ledger.errors import IntegrityError, ProofError, UsageError
+from ledger.ops.checkpoint_check import check_against_checkpoint
+from ledger.ops.tree import StoredTree, extend_tree, sync_tree
+from ledger.store.repository import append_transaction
+from ledger.store.tree import CheckpointRow, TreeStore, read_store
+
+if TYPE_CHECKING:
+    from ledger.facade import Ledger
+
+__all__ = ["CheckpointError", "CheckpointRow", "check_against_checkpoint", "checkpoint_at",
+           "consistency_proof", "inclusion_proof", "latest_checkpoint", "make_checkpoint",
+           "tree_root"]
+
+
+class CheckpointError(IntegrityError):
+    """Signing would contradict an earlier checkpoint, or a stored checkpoint is corrupt."""
+
+    default_code = "checkpoint_inconsistent"
+
+
+def make_checkpoint(ledger: Ledger, keyring: Keyring) -> str:
+    """Sign (origin, size, root) of the whole ledger with every active key; store and
+    return the signed note text.
+
+    Raises KeyringError (no usable active key for the origin), CheckpointError
+    (the tree is not a consistent extension of the latest stored checkpoint;
+    nothing is signed) and TreeIntegrityError (entries and stored tree disagree).
+    If a checkpoint of the same size is already stored, it is kept; the note
+    returned is then freshly signed by the current keys (identical unless the
+    active keys changed).
+    """
+    origin = ledger.meta.origin
+    signers = keyring.signers(origin)
+    sync_tree(ledger.engine)  # bulk catch-up in chunks, outside this transaction
+    with append_transaction(ledger.engine) as txn:
+        store = TreeStore(txn.cur, txn.pg)
+        size = extend_tree(store, txn.lock_head().size)  # what was appended meanwhile
+        tree = StoredTree(store, size)
+        root = tree.root(size)
+        latest = store.latest_checkpoint()
+        if latest is not None:
+            _require_consistent(tree, latest, origin, size, root)
+        body = format_checkpoint_body(Checkpoint(origin, size, root))
+        note = body + "\n" + "".join(sign_note(body, name, key) for name, key in signers)
+        if latest is None or latest.size < size:
+            store.insert_checkpoint(size, root, note, ledger.clock.now_us())
+    return note
+
+
+def _require_consistent(tree: StoredTree, latest: CheckpointRow, origin: str, size: int,
+                        root: bytes) -> None:
+    try:
+        cp = parse_checkpoint_body(parse_note(latest.note).text)
+    except NoteError as exc:
+        raise CheckpointError(f"stored checkpoint {latest.id} is malformed: {exc.message}",
+                              code="checkpoint_corrupt") from exc
+    if (cp.origin, cp.size, cp.root_hash) != (origin, latest.size, latest.root_hash):
+        raise CheckpointError(f"stored checkpoint {latest.id} does not match its own row"
+                              " (origin, size or root)", code="checkpoint_corrupt")
+    if latest.size > size:
+        raise CheckpointError(
+            f"refusing to sign: the ledger has {size} entries but checkpoint {latest.id}"
+            f" already committed to {latest.size}", code="checkpoint_truncated",
+            detail={"checkpoint_size": latest.size, "size": size})
+    try:
+        verify_consistency(latest.size, size, tree.consistency_proof(latest.size, size),
+                           cp.root_hash, root)
+    except ProofError as exc:
+        raise CheckpointError(
+            f"refusing to sign: the tree of size {size} is not a consistent extension of"
+            f" the checkpoint of size {latest.size} ({exc.message})",
+            detail={"checkpoint_size": latest.size, "size": size,
+                    "checkpoint_root": cp.root_hash.hex(), "root": root.hex()}) from exc
+
+
+def latest_checkpoint(ledger: Ledger) -> CheckpointRow | None:
+    """The stored checkpoint with the largest tree size, or None."""
+    with read_store(ledger.engine) as store:
+        return store.latest_checkpoint()
+
+
+def checkpoint_at(ledger: Ledger, size: int) -> CheckpointRow | None:
+    with read_store(ledger.engine) as store:
+        return store.checkpoint_at(size)
+
+
+def _tree(ledger: Ledger, store: TreeStore, size: int) -> StoredTree:
+    """The stored tree, synced first if it does not reach ``size`` yet."""
+    head_size, tree_size = store.sizes()
+    if size > head_size:
+        raise UsageError(f"tree size {size} is larger than the ledger ({head_size})",
+                         code="size_out_of_range", field="size")
+    if size > tree_size:
+        tree_size = sync_tree(ledger.engine)
+    return StoredTree(store, tree_size)
+
+
+def inclusion_proof(ledger: Ledger, seq: int, size: int) -> list[bytes]:
+    """RFC 9162 inclusion proof for the entry at ``seq`` in the tree of ``size`` entries.
+
+    O(log n) node reads (plus a tree sync if ``size`` is beyond it).  Raises
+    UsageError for ``seq``/``size`` out of range.
+    """
+    with read_store(ledger.engine) as store:
+        return _tree(ledger, store, size).inclusion_proof(seq, size)
+
+
+def consistency_proof(ledger: Ledger, size1: int, size2: int) -> list[bytes]:
+    """RFC 9162 consistency proof from tree size ``size1`` to ``size2``."""
+    with read_store(ledger.engine) as store:
+        return _tree(ledger, store, size2).consistency_proof(size1, size2)
+
+
+def tree_root(ledger: Ledger, size: int) -> bytes:
+    """Root of the stored tree of ``size`` entries (``popcount(size)`` node reads)."""
+    with read_store(ledger.engine) as store:
+        return _tree(ledger, store, size).root(size)
+
