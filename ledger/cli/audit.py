@@ -47,17 +47,14 @@ def audit(obj: dict, start: int, end: int | None, workers: int, policy_path: str
     """Recompute every hash, proof and attestation; report every finding."""
     opts = AuditOptions(start=start, end=end, workers=workers, policy_path=policy_path,
                         check_attestations=not no_attestations, since_last=since_last,
-                        resume=resume, record=record, producer=producer)
+                        resume=resume, record=record, producer=producer,
+                        checkpoints=checkpoints, keys=keys)
     with Ledger.open(obj["db_url"]) as ledger:
         show = sys.stderr.isatty()
         total = max(0, (end if end is not None else ledger.head()["size"]) - start)
         with click.progressbar(length=total, label="auditing", file=sys.stderr,
                                hidden=not show) as bar:
             report = run_audit(ledger, opts, progress=bar.update)
-        if checkpoints:
-            from ledger.ops.audit_checkpoint import apply_checkpoints
-
-            apply_checkpoints(ledger, report, checkpoints, keys)
     if json_report == "-":
         click.echo(json.dumps(report, indent=2))
     elif json_report:

@@ -51,6 +51,8 @@ class AuditOptions:
     resume: bool = False
     record: bool = False
     producer: str | None = None
+    checkpoints: tuple[str, ...] = ()  # signed checkpoint files kept by the auditor
+    keys: tuple[str, ...] = ()  # ledger public keys (PEM/JWKS) to verify them
 
 
 @dataclass
@@ -243,6 +245,10 @@ def run_audit(ledger: Any, opts: AuditOptions,
         "started_at": format_us(started), "finished_at": format_us(ledger.clock.now_us()),
         "run_id": run_id,
     }
+    if opts.checkpoints:
+        from ledger.ops.audit_checkpoint import apply_checkpoints
+
+        apply_checkpoints(ledger, report, opts.checkpoints, opts.keys)
     report["outcome"] = outcome(report)
     if opts.record:
         report["recorded_seq"] = record_run(ledger, report, opts.producer)
@@ -252,7 +258,8 @@ def run_audit(ledger: Any, opts: AuditOptions,
 def outcome(report: dict[str, Any]) -> str:
     if report["findings"]:
         return "failed"
-    return "unverified" if report["summary"]["unverified"] else "passed"
+    return "unverified" if report["summary"]["unverified"] or report["abstentions"] \
+        else "passed"
 
 
 EXIT_CODES = {"passed": 0, "failed": 1, "unverified": 3}
@@ -261,7 +268,10 @@ EXIT_CODES = {"passed": 0, "failed": 1, "unverified": 3}
 # Findings about the ledger as a whole (not counted as failed rows).
 LEDGER_LEVEL_CODES = frozenset({"head_missing", "entries_beyond_head", "head_beyond_entries",
                                 "head_hash_mismatch", "rewritten_since_audit",
-                                "checkpoint_truncated", "checkpoint_inconsistent"})
+                                "checkpoint_truncated", "checkpoint_inconsistent",
+                                "checkpoint_unverified", "checkpoint_origin_mismatch",
+                                "stored_tree_inconsistent", "tree_larger_than_ledger",
+                                "entries_gap"})
 
 
 def summary_line(report: dict[str, Any]) -> str:

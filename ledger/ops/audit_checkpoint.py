@@ -1,0 +1,44 @@
+"""``ledger audit --checkpoint FILE``: the ledger must extend checkpoints kept outside it.
+
+This is what catches a rewritten tail (recomputed, self-consistent chain) or a
+truncated ledger, which the chain walk alone cannot see.  Each checkpoint's
+findings are added to the audit report as ledger-level findings; without
+``--key`` the checkpoint's signature cannot be checked, which is an abstention
+(the consistency check still runs on the auditor's copy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ledger.crypto.keys import known_keys, load_public_keys
+from ledger.errors import UsageError
+from ledger.ops.checkpoint_check import check_against_checkpoint
+
+
+def apply_checkpoints(ledger: Any, report: dict[str, Any], paths: Sequence[str],
+                      key_paths: Sequence[str]) -> None:
+    """Check each checkpoint file and fold its findings into ``report`` (in place)."""
+    refs = [ref for p in key_paths for ref in load_public_keys(p)]
+    known = known_keys(refs, ledger.meta.origin) if refs else None
+    checked = []
+    for path in paths:
+        try:
+            text = Path(path).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read checkpoint {path}: {exc.strerror}",
+                             field="checkpoint") from None
+        for f in check_against_checkpoint(ledger, text, known):
+            f = dict(f)
+            f["class"] = str(f.get("class", "")).replace(" ", "_")
+            f["checkpoint"] = path
+            report["findings"].append(f)
+        if known is None:
+            report["abstentions"].append({
+                "seq": None, "check": "checkpoint_signature", "reason": "no_ledger_key",
+                "message": f"{path}: no --key given, so its signature was not verified"})
+        checked.append(path)
+    report["checkpoints"] = checked
+    report["findings"].sort(key=lambda f: (f["seq"] is None, f["seq"] or 0))
