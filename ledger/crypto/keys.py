@@ -70,7 +70,7 @@ def raw_public(key: Ed25519PublicKey | Ed25519PrivateKey) -> bytes:
 
 def jwk_thumbprint(public_raw: bytes) -> str:
     """RFC 7638 thumbprint of an Ed25519 OKP key: b64url(SHA-256(required members, sorted))."""
-    members = '{"crv":"Ed25519","kty":"OKP","x":"%s"}' % b64url(public_raw)
+    members = '{"crv":"Ed25519","kty":"OKP","x":"' + b64url(public_raw) + '"}'
     return b64url(hashlib.sha256(members.encode("ascii")).digest())
 
 
