@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledger.core.merkle import verify_consistency
+from ledger.core.merkle import (
+    NodeSpec,
+    consistency_nodes,
+    inclusion_nodes,
+    node_ids,
+    resolve_proof,
+    verify_consistency,
+)
 from ledger.core.note import (
     Checkpoint,
     NoteError,
@@ -120,20 +127,36 @@ def _tree(ledger: Ledger, store: TreeStore, size: int) -> StoredTree:
     return StoredTree(store, tree_size)
 
 
+def _resolve(ledger: Ledger, size: int, specs: list[NodeSpec]) -> list[bytes]:
+    """Fetch and fold the nodes of ``specs`` in one read when the stored tree already
+    reaches ``size`` (its leaf ``size - 1`` is stored); else check sizes, sync, refetch."""
+    ids = node_ids(specs)
+    want = list(dict.fromkeys([*ids, (0, size - 1)])) if size else ids
+    with read_store(ledger.engine) as store:
+        got = store.get_nodes(want)
+        if len(got) != len(want):
+            got = _tree(ledger, store, size).nodes(want)
+    return resolve_proof(specs, got)
+
+
 def inclusion_proof(ledger: Ledger, seq: int, size: int) -> list[bytes]:
     """RFC 9162 inclusion proof for the entry at ``seq`` in the tree of ``size`` entries.
 
-    O(log n) node reads (plus a tree sync if ``size`` is beyond it).  Raises
-    UsageError for ``seq``/``size`` out of range.
+    One read of O(log n) nodes (plus a tree sync if ``size`` is beyond the stored
+    tree).  Raises UsageError for ``seq``/``size`` out of range.
     """
-    with read_store(ledger.engine) as store:
-        return _tree(ledger, store, size).inclusion_proof(seq, size)
+    if not 0 <= seq < size:
+        raise UsageError(f"seq {seq} is not in a tree of size {size}",
+                         code="seq_out_of_range", field="seq")
+    return _resolve(ledger, size, inclusion_nodes(seq, size))
 
 
 def consistency_proof(ledger: Ledger, size1: int, size2: int) -> list[bytes]:
     """RFC 9162 consistency proof from tree size ``size1`` to ``size2``."""
-    with read_store(ledger.engine) as store:
-        return _tree(ledger, store, size2).consistency_proof(size1, size2)
+    if not 0 <= size1 <= size2:
+        raise UsageError(f"invalid consistency sizes {size1} -> {size2}",
+                         code="size_out_of_range", field="size")
+    return _resolve(ledger, size2, consistency_nodes(size1, size2))
 
 
 def tree_root(ledger: Ledger, size: int) -> bytes:
