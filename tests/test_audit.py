@@ -75,10 +75,12 @@ def test_clean_mixed_ledger_with_the_issuer_trusted_passes(db_url):
         report = audit(L)
         image_verified = [s for s in range(size) if L.get(s)["engine"] == "image"
                           and L.get(s)["status"] == "VERIFIED"]
+        verdicts = {L.get(s)["attestation_verdict"] for s in attested}
     assert report["outcome"] == "passed" and EXIT_CODES[report["outcome"]] == 0
     assert report["summary"] == {"rows": size, "verified": size, "failed": 0, "unverified": 0}
     assert report["findings"] == [] and report["abstentions"] == []
     assert report["attestations_checked"] is True
+    assert verdicts == {"valid"}
     # upstream's image engine does emit VERIFIED: the default policy does not flag it
     assert image_verified
 
@@ -99,7 +101,8 @@ def test_untrusted_issuer_attestations_are_abstained_never_verified(db_url):
 def test_trusting_the_key_later_lets_a_later_audit_verify_them(db_url):
     L, attested = mix(db_url, trust=False)
     with L:
-        assert audit(L)["outcome"] == "unverified"
+        before = audit(L)
+        assert before["outcome"] == "unverified" and set(abstained(before)) == set(attested)
         L.trust_issuer(T.ISSUER, T.JWKS, reason="published JWKS")
         report = audit(L)
         size = L.head()["size"]
