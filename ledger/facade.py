@@ -205,6 +205,32 @@ class Ledger:
         with self.engine.connect() as conn:
             yield from repo.iter_entries(conn, start, end)
 
+    # -- queries and exports (ledger/ops/query.py, ledger/ops/export.py) ---------------
+    def query(self, **filters: Any) -> Any:
+        """One keyset page (``QueryPage``: ``rows``, ``next_after``) of the entries matching
+        ``filters`` (see ``ledger.ops.query.make_filters``), with ``after=``, ``limit=`` and
+        ``layer=`` (agent, developer, auditor; default agent).  Raises UsageError."""
+        from ledger.ops.query import make_filters, query
+
+        page = {k: filters.pop(k) for k in ("after", "limit", "layer") if k in filters}
+        return query(self.engine, make_filters(**filters), **page)
+
+    def export(self, out_dir: Any, **kw: Any) -> dict[str, Any]:
+        """Write a verifiable export bundle to ``out_dir`` and return its manifest.  ``kw``:
+        ``signer`` (``ledger.ops.export.Signer``) or ``keys`` (keyring directory) or
+        ``key_file`` (PEM); ``proofs``; and the filters of :meth:`query`."""
+        from ledger.crypto.keys import Keyring
+        from ledger.ops.export import export_bundle, signer_from_keyring, signer_from_pem
+        from ledger.ops.query import make_filters
+
+        signer, keys, key_file = kw.pop("signer", None), kw.pop("keys", None), \
+            kw.pop("key_file", None)
+        proofs = kw.pop("proofs", "interval")
+        if signer is None:
+            signer = signer_from_pem(key_file, self.meta.origin, self.clock.now_us()) \
+                if key_file else signer_from_keyring(Keyring.load(keys), self.meta.origin)
+        return export_bundle(self, out_dir, signer, make_filters(**kw), proofs=proofs)
+
 
 def validate_raw(item: Any) -> bytes:
     from ledger.ops.append import _raw_bytes

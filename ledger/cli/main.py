@@ -40,9 +40,9 @@ def cli(ctx: click.Context, db_url: str | None) -> None:
 
 
 def _register() -> None:
-    from ledger.cli import audit, db, demo, entries, keys, proofs
+    from ledger.cli import audit, db, demo, entries, export, keys, proofs, query
 
-    for module in (db, entries, keys, audit, demo, proofs):
+    for module in (db, entries, keys, audit, demo, proofs, query, export):
         for command in module.COMMANDS:
             cli.add_command(command)
 

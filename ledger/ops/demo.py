@@ -52,6 +52,18 @@ def run_demo(directory: Path) -> Iterator[str]:
         report = run_audit(ledger, AuditOptions(record=True, producer="demo"))
         yield f"{summary_line(report)} — recorded as entry {report['recorded_seq']}"
         yield from _tampered_copy(directory)
+        from ledger.crypto.keys import Keyring
+        from ledger.ops.verify_export import summary_line as export_line, verify_export
+
+        ring, out = Keyring.load(directory / "ledger-keys"), directory / "export"
+        if not ring.active(ledger.meta.origin):
+            ring.generate(ledger.meta.origin, ledger.clock.now_us())
+        shutil.rmtree(out, ignore_errors=True)
+        m = ledger.export(out, keys=ring.path)
+        yield (f"exported {m['counts']['entries']} entries and {m['counts']['key_events']} key "
+               f"event(s) to {out} (checkpoint size {m['checkpoint']['size']}, signed manifest)")
+        yield export_line(verify_export(out, ring.path / "jwks.json")) + \
+            f" — offline: ledger verify-export {out} --jwks {ring.path / 'jwks.json'}"
     finally:
         ledger.close()
 

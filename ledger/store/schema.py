@@ -78,6 +78,11 @@ entries = Table(
     Index("ix_entries_idempotency_key", "idempotency_key", unique=True),
     Index("ix_entries_recorded_at", "recorded_at"),
     Index("ix_entries_kind_seq", "kind", "seq"),
+    Index("ix_entries_engine_status_seq", "engine", "status", "seq"),
+    Index("ix_entries_subject_seq", "subject", "seq"),
+    Index("ix_entries_proof_ref_seq", "proof_ref", "seq"),
+    Index("ix_entries_constraint_id_seq", "constraint_id", "seq"),
+    Index("ix_entries_att_kid_seq", "att_kid", "seq"),
 )
 
 # Content-addressed payload bytes: digest = SHA-256(data).

@@ -1,0 +1,255 @@
+"""``ledger export``: write a bundle a third party can verify offline (docs/export.md).
+
+Streaming: entries are read in keyset pages and written line by line; each file's
+SHA-256 is computed as it is written; a proof interval is closed (one O(log n)
+inclusion proof) whenever the exported seqs stop being consecutive.  Memory is one
+page plus the key events, whatever the export size.
+
+Order of work: fix the range end at the current head, take the latest stored
+checkpoint if it covers the range (else sign a new one), write key_events.jsonl
+(every key event the checkpoint covers, so attestations can be judged offline),
+entries.jsonl + entries.csv + proofs.jsonl, checkpoint.txt and jwks.json, then
+manifest.json (their digests, counts, the checkpoint) and manifest.jwt (EdDSA by
+the ledger key, binding the manifest's SHA-256).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+from ledger.clock import format_us
+from ledger.core.entry import PAYLOAD_MAP, hash_hex
+from ledger.core.note import parse_checkpoint_body, parse_note
+from ledger.crypto.keys import Keyring, load_public_keys, public_jwk, raw_public
+from ledger.errors import UsageError
+from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
+from ledger.ops.query import Filters, iter_pages, make_filters, with_window
+from ledger.ops.tree import StoredTree
+from ledger.ops.verify_export import (
+    CHECKPOINT,
+    CSV_HEADER,
+    CSV_VIEW,
+    ENTRIES,
+    EXPORT_FORMAT,
+    JWKS,
+    JWT_TYP,
+    KEY_EVENTS,
+    MANIFEST,
+    MANIFEST_JWT,
+    PROOFS,
+    agent_message,
+    check_note,
+    csv_bytes,
+    csv_row,
+    dump_line,
+    entry_record,
+    envelope_columns,
+)
+from ledger.store import repository as repo
+from ledger.store.tree import read_store
+
+if TYPE_CHECKING:
+    from ledger.facade import Ledger
+
+PAGE = 1000
+PROOF_MODES = ("interval", "every")
+
+
+@dataclass(frozen=True)
+class Signer:
+    """The ledger key that signs the manifest (and a new checkpoint when one is needed).
+
+    ``keyring``: sign checkpoints with every active key (as ``ledger checkpoint`` does);
+    ``jwks``: the public keys published in the bundle's jwks.json (untrusted there)."""
+
+    name: str
+    private_key: Ed25519PrivateKey
+    kid: str
+    jwks: list[dict[str, Any]]
+    keyring: Keyring | None = None
+
+    def signers(self, name: str) -> list[tuple[str, Ed25519PrivateKey]]:
+        """Duck-types :meth:`Keyring.signers` for :func:`make_checkpoint`."""
+        if self.keyring is not None:
+            return self.keyring.signers(name)
+        return [(self.name, self.private_key)]
+
+
+def signer_from_keyring(keyring: Keyring, origin: str) -> Signer:
+    """The newest active key named ``origin``.  Raises KeyringError if there is none."""
+    name, key = keyring.signers(origin)[-1]
+    jwk = public_jwk(name, raw_public(key), "")
+    return Signer(name, key, jwk["kid"], [_public(k) for k in keyring.jwks], keyring)
+
+
+def signer_from_pem(path: str | os.PathLike[str], origin: str, now_us: int) -> Signer:
+    """An Ed25519 private key in a PEM file, named after the ledger origin.  Raises
+    UsageError."""
+    try:
+        key = load_pem_private_key(Path(path).read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise UsageError(f"cannot read the private key {path}: {exc}", code="bad_key_file",
+                         field="key") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise UsageError(f"{path} is not an Ed25519 private key", code="bad_key_file",
+                         field="key")
+    jwk = public_jwk(origin, raw_public(key), format_us(now_us))
+    return Signer(origin, key, jwk["kid"], [jwk])
+
+
+def _public(jwk: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in jwk.items() if k != "d"}
+
+
+class _Out:
+    """A file written in binary with its SHA-256 and size computed on the way."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        self.name, self.fh = name, open(directory / name, "wb")
+        self.sha, self.size = hashlib.sha256(), 0
+
+    def write(self, data: bytes) -> None:
+        self.fh.write(data)
+        self.sha.update(data)
+        self.size += len(data)
+
+    def close(self) -> dict[str, Any]:
+        self.fh.close()
+        return {"sha256": "sha256:" + self.sha.hexdigest(), "bytes": self.size}
+
+
+def _prepare_dir(out_dir: str | os.PathLike[str]) -> Path:
+    path = Path(out_dir)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UsageError(f"{path} exists and is not an empty directory", code="out_exists",
+                         field="out")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _checkpoint(ledger: Ledger, signer: Signer, end: int, jwks_path: Path) -> str:
+    """A signed checkpoint covering ``[0, end)`` that the bundle's jwks.json verifies: the
+    latest stored one if it does, else a new one (stored when the ledger grew)."""
+    latest = latest_checkpoint(ledger)
+    if latest is not None and latest.size >= end:
+        refs = load_public_keys(jwks_path)
+        if check_note(latest.note.encode("utf-8"), refs, True)[0] == "verified":
+            return latest.note
+    return make_checkpoint(ledger, signer)  # type: ignore[arg-type]
+
+
+def _prove(tree: StoredTree, proofs: _Out, file: str, first: int, last: int, size: int) -> None:
+    path = tree.inclusion_proof(last, size)
+    proofs.write(dump_line({"file": file, "first_seq": first, "seq": last, "tree_size": size,
+                            "inclusion_path": [h.hex() for h in path]}))
+
+
+def _write_entries(conn: Any, f: Filters, out: _Out, proofs: _Out, tree: StoredTree,
+                   size: int, mode: str, view: _Out | None = None,
+                   counts: dict[str, Counter] | None = None,
+                   progress: Callable[[int], None] | None = None) -> int:
+    """Stream the entries matching ``f`` into ``out`` (and the CSV ``view``); one proof
+    per interval of consecutive seqs (or per entry).  Returns the number written."""
+    first = prev = None
+    n = 0
+    for page in iter_pages(conn, f, page=PAGE):
+        buf = io.StringIO()
+        rows = csv.writer(buf)
+        for row, blobs in page:
+            seq = row.seq
+            if prev is not None and (mode == "every" or seq != prev + 1):
+                _prove(tree, proofs, out.name, first, prev, size)  # type: ignore[arg-type]
+                first = None
+            first = seq if first is None else first
+            envelope = bytes(row.envelope)
+            digests = {name: getattr(row, col) for name, col in PAYLOAD_MAP[row.kind].items()}
+            out.write(dump_line(entry_record(
+                seq, row.kind, row.recorded_at, envelope, hash_hex(bytes(row.body_hash)),
+                hash_hex(bytes(row.prev_hash)), hash_hex(bytes(row.entry_hash)),
+                {name: (d, blobs.get(d)) for name, d in digests.items() if d is not None})))
+            if view is not None and counts is not None:
+                cols = envelope_columns(row.kind, json.loads(envelope))
+                msg = agent_message(row.kind, blobs.get(row.doc_digest))
+                rows.writerow(csv_row(seq, row.kind, row.recorded_at, cols, msg,
+                                      hash_hex(bytes(row.entry_hash))))
+                counts["by_status"][str(cols.get("status"))] += 1
+                counts["by_kind"][row.kind] += 1
+            prev, n = seq, n + 1
+        if view is not None:
+            view.write(buf.getvalue().encode("utf-8"))
+        if progress:
+            progress(len(page))
+    if prev is not None:
+        _prove(tree, proofs, out.name, first, prev, size)  # type: ignore[arg-type]
+    return n
+
+
+def export_bundle(ledger: Ledger, out_dir: str | os.PathLike[str], signer: Signer,
+                  filters: Filters | None = None, *, proofs: str = "interval",
+                  progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Write the bundle of the entries matching ``filters`` (default: all) to ``out_dir``
+    (created; must be absent or empty) and return its manifest.
+
+    ``proofs``: ``interval`` (one inclusion proof per run of consecutive seqs; the chain
+    links prove the rest) or ``every`` (one per entry).  Raises UsageError (bad
+    arguments, non-empty directory), KeyringError, CheckpointError.
+    """
+    if proofs not in PROOF_MODES:
+        raise UsageError(f"proofs must be one of {', '.join(PROOF_MODES)}", field="proofs")
+    f = filters or Filters()
+    out = _prepare_dir(out_dir)
+    with ledger.engine.connect() as conn:
+        head = repo.read_head(conn)
+    end = head.size if f.end is None else min(f.end, head.size)  # type: ignore[union-attr]
+    f = with_window(f, 0, end)
+    files: dict[str, Any] = {}
+    jwks = _Out(out, JWKS)
+    jwks.write(json.dumps({"keys": signer.jwks}, indent=2, sort_keys=True).encode() + b"\n")
+    files[JWKS] = jwks.close()
+    note = _checkpoint(ledger, signer, end, out / JWKS)
+    cp = parse_checkpoint_body(parse_note(note).text)
+    cp_out = _Out(out, CHECKPOINT)
+    cp_out.write(note.encode("utf-8"))
+    files[CHECKPOINT] = cp_out.close()
+    counts: dict[str, Counter] = {"by_status": Counter(), "by_kind": Counter()}
+    outs = {name: _Out(out, name) for name in (KEY_EVENTS, ENTRIES, CSV_VIEW, PROOFS)}
+    outs[CSV_VIEW].write(csv_bytes([CSV_HEADER]))
+    with read_store(ledger.engine) as store, ledger.engine.connect() as conn:
+        tree = StoredTree(store, cp.size)
+        n_events = _write_entries(conn, make_filters(kind="key_event", end=cp.size),
+                                  outs[KEY_EVENTS], outs[PROOFS], tree, cp.size, "interval")
+        n = _write_entries(conn, f, outs[ENTRIES], outs[PROOFS], tree, cp.size, proofs,
+                           outs[CSV_VIEW], counts, progress)
+    files.update({name: o.close() for name, o in outs.items()})
+    manifest = {
+        "format": EXPORT_FORMAT, "ledger_id": ledger.meta.ledger_id,
+        "origin": ledger.meta.origin, "created_at": format_us(ledger.clock.now_us()),
+        "filters": f.to_doc(), "range": {"start": f.start, "end": end},
+        "contiguous": n == end - f.start, "proofs": proofs,
+        "counts": {"entries": n, "key_events": n_events,
+                   "by_status": dict(counts["by_status"]), "by_kind": dict(counts["by_kind"])},
+        "checkpoint": {"size": cp.size, "root_hash": cp.root_hash.hex()},
+        "files": {k: files[k] for k in sorted(files)}, "signing_kid": signer.kid,
+    }
+    body = dump_line(manifest)
+    (out / MANIFEST).write_bytes(body)
+    claims = {"iss": ledger.meta.origin, "sub": ledger.meta.ledger_id,
+              "iat": ledger.clock.now_us() // 1_000_000, "format": EXPORT_FORMAT,
+              "manifest_sha256": "sha256:" + hashlib.sha256(body).hexdigest()}
+    token = jwt.encode(claims, signer.private_key, algorithm="EdDSA",
+                       headers={"kid": signer.kid, "typ": JWT_TYP})
+    (out / MANIFEST_JWT).write_bytes(token.encode("ascii"))
+    return manifest

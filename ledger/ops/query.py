@@ -1,0 +1,350 @@
+"""Queries: filters as bound parameters, keyset pages, three disclosure layers.
+
+A query is ``WHERE <filters> AND seq > :after ORDER BY seq LIMIT :n``.  Every
+filter value is a bound parameter (SQLAlchemy Core), compared for equality
+(never ``LIKE``), so quotes, ``%``, ``_`` and SQL fragments are just text.
+Keyset pages are stable under concurrent appends: appends only add rows with a
+larger seq, so the rows with ``seq > after`` below any seq already seen never
+change.
+
+Time filters (``since`` inclusive, ``until`` exclusive, RFC 3339 in, RFC 3339
+out) are turned into a seq window with two index probes (``recorded_at`` never
+decreases with seq), and kept as predicates too, so the result is exact and a
+first page costs O(page) on the ``(engine, status, seq)`` index whatever the
+window.  See docs/query.md.
+
+Layers are allow-lists (:data:`LAYER_FIELDS`); :func:`project` is the only place
+a row is cut down for an audience.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, select
+
+from ledger.clock import format_us, parse_rfc3339
+from ledger.core.entry import PAYLOAD_MAP, hash_hex
+from ledger.errors import UsageError
+from ledger.store.schema import entries, payloads
+
+LAYERS = ("agent", "developer", "auditor")
+# Allow-lists, never deny-lists: a field not named here is never shown to that layer.
+AGENT_FIELDS = ("seq", "recorded_at", "kind", "status", "agent_message")
+DEVELOPER_FIELDS = AGENT_FIELDS + ("engine", "constraint_id", "subject", "admission",
+                                   "developer_fields")
+AUDITOR_FIELDS = DEVELOPER_FIELDS + (
+    "producer", "idempotency_key", "proof_ref", "att_verdict", "att_kid", "att_iss",
+    "preimage", "attestation", "query", "meta", "document", "payloads", "envelope",
+    "body_hash", "prev_hash", "entry_hash")
+LAYER_FIELDS = {"agent": AGENT_FIELDS, "developer": DEVELOPER_FIELDS, "auditor": AUDITOR_FIELDS}
+# Columns of the table and CSV outputs (CSV cells holding objects are JSON text).
+TABLE_COLUMNS = {
+    "agent": list(AGENT_FIELDS),
+    "developer": ["seq", "recorded_at", "kind", "engine", "status", "constraint_id", "subject",
+                  "agent_message"],
+    "auditor": ["seq", "recorded_at", "kind", "engine", "status", "constraint_id", "proof_ref",
+                "att_verdict", "att_kid", "entry_hash"],
+}
+CSV_COLUMNS = {
+    "agent": list(AGENT_FIELDS),
+    "developer": list(DEVELOPER_FIELDS),
+    "auditor": [f for f in AUDITOR_FIELDS if f not in ("payloads", "envelope")] + ["envelope"],
+}
+
+# Filter name -> entries column (equality, several values = IN).
+STRING_FILTERS = ("kind", "engine", "status", "constraint_id", "proof_ref", "subject",
+                  "producer", "att_verdict", "att_kid")
+MAX_FILTER_TEXT = 1024
+MAX_LIMIT = 10_000
+_DIGEST_COLUMNS = ("doc_digest", "preimage_digest", "attestation_digest", "query_digest",
+                   "meta_digest")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What to select.  Empty tuples mean "any"; ``[start, end)`` is a seq range and
+    ``[since_us, until_us)`` a ``recorded_at`` range (µs since the epoch, UTC)."""
+
+    kind: tuple[str, ...] = ()
+    engine: tuple[str, ...] = ()
+    status: tuple[str, ...] = ()
+    constraint_id: tuple[str, ...] = ()
+    proof_ref: tuple[str, ...] = ()
+    subject: tuple[str, ...] = ()
+    producer: tuple[str, ...] = ()
+    att_verdict: tuple[str, ...] = ()
+    att_kid: tuple[str, ...] = ()
+    since_us: int | None = None
+    until_us: int | None = None
+    start: int = 0
+    end: int | None = None
+
+    @property
+    def content_filtered(self) -> bool:
+        """True when some filter other than a seq or time window is set."""
+        return any(getattr(self, name) for name in STRING_FILTERS)
+
+    def to_doc(self) -> dict[str, Any]:
+        """The filters that are set, as JSON (times as RFC 3339); used in export manifests."""
+        doc: dict[str, Any] = {n: list(getattr(self, n)) for n in STRING_FILTERS
+                               if getattr(self, n)}
+        if self.since_us is not None:
+            doc["since"] = format_us(self.since_us)
+        if self.until_us is not None:
+            doc["until"] = format_us(self.until_us)
+        return doc
+
+
+def _text_values(name: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        values: tuple[Any, ...] = (value,)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        values = tuple(value)
+    else:
+        raise UsageError(f"filter {name} takes text or a list of texts", field=name)
+    for v in values:
+        if not isinstance(v, str):
+            raise UsageError(f"filter {name} takes text, not {type(v).__name__}", field=name)
+        if len(v) > MAX_FILTER_TEXT:
+            raise UsageError(f"filter {name} is longer than {MAX_FILTER_TEXT} characters",
+                             field=name)
+        if "\x00" in v:  # PostgreSQL text cannot hold NUL, so nothing stored can match
+            raise UsageError(f"filter {name} contains a NUL character", field=name)
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(f"filter {name} is not valid Unicode text", field=name) from None
+    return tuple(dict.fromkeys(values))
+
+
+def _time(name: str, value: Any) -> int | None:
+    if value is None or isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise UsageError(f"{name} needs a time zone", field=name)
+        return parse_rfc3339(value.isoformat())
+    if isinstance(value, str):
+        try:
+            return parse_rfc3339(value)
+        except ValueError:
+            raise UsageError(f"{name} is not an RFC 3339 time: {value[:64]!r}",
+                             field=name) from None
+    raise UsageError(f"{name} must be RFC 3339 text or µs", field=name)
+
+
+def make_filters(**kw: Any) -> Filters:
+    """Validated :class:`Filters` from keyword arguments (a value or a list of values per
+    text filter; ``since``/``until`` as RFC 3339 text, aware datetimes or µs; ``start``,
+    ``end`` seqs).  Raises UsageError for an unknown name or a bad value."""
+    unknown = set(kw) - set(STRING_FILTERS) - {"since", "until", "start", "end"}
+    if unknown:
+        raise UsageError(f"unknown filter(s): {', '.join(sorted(unknown))}",
+                         field=sorted(unknown)[0])
+    args: dict[str, Any] = {n: _text_values(n, kw.get(n)) for n in STRING_FILTERS}
+    args["since_us"], args["until_us"] = _time("since", kw.get("since")), _time(
+        "until", kw.get("until"))
+    start, end = kw.get("start") or 0, kw.get("end")
+    for name, v in (("start", start), ("end", end)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            raise UsageError(f"{name} must be a non-negative seq", field=name)
+    return Filters(**args, start=start, end=end)
+
+
+@dataclass
+class QueryPage:
+    rows: list[dict[str, Any]]
+    next_after: int | None  # pass as ``after`` for the next page; None: no more rows now
+    layer: str = "agent"
+    filters: Filters = field(default_factory=Filters)
+
+
+# -- SQL ------------------------------------------------------------------------------
+def _first_seq_at(conn: Connection, t_us: int) -> int | None:
+    """Smallest seq recorded at or after ``t_us`` (an index probe on recorded_at)."""
+    return conn.execute(select(entries.c.seq).where(entries.c.recorded_at >= t_us)
+                        .order_by(entries.c.recorded_at, entries.c.seq).limit(1)).scalar()
+
+
+def seq_window(conn: Connection, f: Filters) -> tuple[int, int | None]:
+    """``[lo, hi)`` of seqs that can match the seq and time filters (hi None: open)."""
+    lo, hi = f.start, f.end
+    if f.since_us is not None:
+        first = _first_seq_at(conn, f.since_us)
+        if first is None:  # nothing recorded since then
+            return 0, 0
+        lo = max(lo, first)
+    if f.until_us is not None:
+        first = _first_seq_at(conn, f.until_us)
+        if first is not None:
+            hi = first if hi is None else min(hi, first)
+    return lo, hi
+
+
+def _payload_names(layer: str) -> tuple[str, ...]:
+    return _DIGEST_COLUMNS if layer == "auditor" else ("doc_digest",)
+
+
+def statement(f: Filters, lo: int, hi: int | None, after: int, limit: int | None,
+              digest_columns: Iterable[str] = ("doc_digest",)) -> Any:
+    """The SELECT of one page: entries columns plus the joined payload bytes
+    (labelled ``<digest column>_data``)."""
+    joined, cols = entries, [entries]
+    for name in digest_columns:
+        p = payloads.alias(f"p_{name}")
+        joined = joined.outerjoin(p, p.c.digest == entries.c[name])
+        cols.append(p.c.data.label(f"{name}_data"))
+    conds = [entries.c.seq >= lo, entries.c.seq > after]
+    if hi is not None:
+        conds.append(entries.c.seq < hi)
+    for name in STRING_FILTERS:
+        values = getattr(f, name)
+        if len(values) == 1:
+            conds.append(entries.c[name] == values[0])
+        elif values:
+            conds.append(entries.c[name].in_(values))
+    if f.since_us is not None:
+        conds.append(entries.c.recorded_at >= f.since_us)
+    if f.until_us is not None:
+        conds.append(entries.c.recorded_at < f.until_us)
+    stmt = select(*cols).select_from(joined).where(and_(*conds)).order_by(entries.c.seq)
+    return stmt.limit(limit) if limit is not None else stmt
+
+
+def iter_pages(conn: Connection, f: Filters, *, after: int = -1, page: int = 1000,
+               digest_columns: Iterable[str] = _DIGEST_COLUMNS,
+               ) -> Iterator[list[tuple[Any, dict[str, bytes]]]]:
+    """Pages of ``(row, {digest: payload bytes})`` matching ``f`` with ``seq > after``,
+    in seq order; memory is one page.  ``row`` has the entries columns as attributes."""
+    digest_columns = tuple(digest_columns)
+    lo, hi = seq_window(conn, f)
+    if hi is not None and lo >= hi:
+        return
+    while True:
+        rows = conn.execute(statement(f, lo, hi, after, page, digest_columns)).all()
+        if not rows:
+            return
+        yield [(r, _blobs(r, digest_columns)) for r in rows]
+        if len(rows) < page:
+            return
+        after = rows[-1].seq
+
+
+def _blobs(row: Any, digest_columns: tuple[str, ...]) -> dict[str, bytes]:
+    out = {}
+    for name in digest_columns:
+        d, data = getattr(row, name), getattr(row, f"{name}_data")
+        if d is not None and data is not None:
+            out[d] = bytes(data)
+    return out
+
+
+def _check_page(after: int, limit: int, layer: str) -> None:
+    if layer not in LAYERS:
+        raise UsageError(f"layer must be one of {', '.join(LAYERS)}", field="layer")
+    if not isinstance(after, int) or isinstance(after, bool) or after < -1:
+        raise UsageError("after must be a seq (or -1 for the start)", field="after")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise UsageError(f"limit must be 1..{MAX_LIMIT}", field="limit")
+
+
+def query(engine: Engine, f: Filters, *, after: int = -1, limit: int = 100,
+          layer: str = "agent") -> QueryPage:
+    """One keyset page of matching rows projected for ``layer``.  Raises UsageError."""
+    _check_page(after, limit, layer)
+    names = _payload_names(layer)
+    with engine.connect() as conn:
+        lo, hi = seq_window(conn, f)
+        rows = [] if hi is not None and lo >= hi else conn.execute(
+            statement(f, lo, hi, after, limit + 1, names)).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    out = [project(row_view(r, _blobs(r, names)), layer) for r in rows]
+    return QueryPage(out, rows[-1].seq if more else None, layer, f)
+
+
+def iter_query(engine: Engine, f: Filters, *, after: int = -1, layer: str = "agent",
+               page: int = 1000) -> Iterator[dict[str, Any]]:
+    """Every matching row (as of each page's read), projected, streamed page by page."""
+    _check_page(after, page, layer)
+    names = _payload_names(layer)
+    with engine.connect() as conn:
+        for chunk in iter_pages(conn, f, after=after, page=page, digest_columns=names):
+            for r, blobs in chunk:
+                yield project(row_view(r, blobs), layer)
+
+
+def explain(engine: Engine, f: Filters, *, after: int = -1, limit: int = 100,
+            layer: str = "agent") -> list[str]:
+    """The database's plan for one page (EXPLAIN QUERY PLAN / EXPLAIN), one line each."""
+    with engine.connect() as conn:
+        lo, hi = seq_window(conn, f)
+        stmt = statement(f, lo, hi, after, limit + 1, _payload_names(layer))
+        compiled = stmt.compile(conn, compile_kwargs={"literal_binds": True})
+        prefix = "EXPLAIN QUERY PLAN " if conn.dialect.name == "sqlite" else "EXPLAIN "
+        return [" ".join(str(c) for c in r) if conn.dialect.name == "sqlite" else str(r[0])
+                for r in conn.exec_driver_sql(prefix + str(compiled)).all()]
+
+
+# -- views and layers ---------------------------------------------------------------
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def _json(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def row_view(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
+    """Every field of a stored entry, JSON-ready (the auditor layer)."""
+    cols = PAYLOAD_MAP.get(row.kind, {})
+    digests = {name: getattr(row, c) for name, c in cols.items() if getattr(row, c)}
+    data = {name: blobs.get(d) for name, d in digests.items()}
+    doc = _json(blobs.get(row.doc_digest)) if row.doc_digest else None
+    result = doc if row.kind == "result" and isinstance(doc, dict) else None
+    return {
+        "seq": row.seq, "recorded_at": format_us(row.recorded_at), "kind": row.kind,
+        "status": row.status,
+        "agent_message": result.get("agent_message") if result else None,
+        "engine": row.engine, "constraint_id": row.constraint_id, "subject": row.subject,
+        "admission": row.admission,
+        "developer_fields": result.get("developer_fields") if result else None,
+        "producer": row.producer, "idempotency_key": row.idempotency_key,
+        "proof_ref": row.proof_ref, "att_verdict": row.att_verdict, "att_kid": row.att_kid,
+        "att_iss": row.att_iss, "preimage": _text(data.get("preimage")),
+        "attestation": _text(data.get("attestation")), "query": _text(data.get("query")),
+        "meta": _json(data.get("meta")), "document": doc if result is None else None,
+        "payloads": digests, "envelope": bytes(row.envelope).decode("utf-8", "replace"),
+        "body_hash": hash_hex(bytes(row.body_hash)), "prev_hash": hash_hex(bytes(row.prev_hash)),
+        "entry_hash": hash_hex(bytes(row.entry_hash)),
+    }
+
+
+def project(view: dict[str, Any], layer: str) -> dict[str, Any]:
+    """The fields of ``view`` that ``layer`` may see (allow-list), in a fixed order."""
+    try:
+        allowed = LAYER_FIELDS[layer]
+    except KeyError:
+        raise UsageError(f"layer must be one of {', '.join(LAYERS)}", field="layer") from None
+    return {k: view.get(k) for k in allowed}
+
+
+def with_window(f: Filters, start: int, end: int | None) -> Filters:
+    """``f`` restricted to the seq range ``[start, end)``."""
+    new_end = end if f.end is None else (f.end if end is None else min(f.end, end))
+    return replace(f, start=max(f.start, start), end=new_end)
+
+
+FILTER_NAMES = tuple(x.name for x in fields(Filters))
