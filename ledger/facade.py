@@ -13,7 +13,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from ledger.clock import Clock, SystemClock, format_us
 from ledger.core.entry import FORMAT_VERSION, PAYLOAD_MAP, genesis_hash, hash_hex
 from ledger.crypto.attestation import VERDICT_UNCHECKED, VERDICT_VALID
-from ledger.crypto.trust import TrustStore, check_attestation
+from ledger.crypto.trust import TrustStore, check_attestation, time_problem
 from ledger.errors import (
     NotFound,
     NotInitialized,
@@ -31,6 +31,7 @@ from ledger.ops.trust import (
 from ledger.ops.append import (
     AppendResult,
     AttestationJudge,
+    Recheck,
     commit_batch,
     commit_one_pg,
     default_judge,
@@ -110,8 +111,8 @@ class Ledger:
                     ) -> list[AppendResult]:
         """Append a batch under one lock and one commit; results in input order.
 
-        Rejected items (contract, format, idempotency conflict) are quarantined
-        and reported with ``ok=False``; they do not stop the other items.
+        Rejected items (contract, format, attestation, idempotency conflict) are
+        quarantined and reported with ``ok=False``; they do not stop the others.
         """
         _check_producer(producer)
         prepared, rejected = validate_items(submissions, producer, self.meta.ledger_id,
@@ -119,14 +120,16 @@ class Ledger:
         raws = {p.index: p.raw for p in prepared}
         bad = [(raw_bytes(submissions[r.index]), r.error) for r in rejected]
         results = list(rejected)
+        committed: list[AppendResult] = []
         if len(prepared) == 1 and prepared[0].idempotency_key is None and \
                 self.engine.dialect.name == "postgresql":
-            committed = [commit_one_pg(self.engine, self.meta.ledger_id, self.clock, prepared[0])]
-            results.extend(committed)
-        elif prepared:
-            committed = commit_batch(self.engine, self.meta.ledger_id, self.clock, prepared)
-            results.extend(committed)
-            bad.extend((raws[r.index], r.error) for r in committed if not r.ok)
+            one = commit_one_pg(self.engine, self.clock, prepared[0])
+            committed = [one] if one is not None else []
+        if prepared and not committed:
+            committed = commit_batch(self.engine, self.meta.ledger_id, self.clock, prepared,
+                                     self._recheck())
+        results.extend(committed)
+        bad.extend((raws[r.index], r.error) for r in committed if not r.ok)
         if bad:
             self._quarantine(bad, producer)
         results.sort(key=lambda r: r.index)
@@ -153,15 +156,34 @@ class Ledger:
             if not cache:
                 cache.append(ledger.trust_store())
             store = cache[0]
-            r = check_attestation(sub.attestation, store=store, seq=store.last_event_seq + 1,
-                                  recorded_at_us=ledger.clock.now_us(), proof_ref=sub.proof_ref,
-                                  query=sub.query, admission=sub.admission)
-            if r.disposition == "failed":
-                raise SubmissionError(r.message, code=r.code, field="attestation")
-            verdict = VERDICT_VALID if r.disposition == "verified" else VERDICT_UNCHECKED
-            return {"att_verdict": verdict, "att_kid": r.kid, "att_iss": r.iss}
+            fields = _judged(sub, store, store.last_event_seq + 1, ledger.clock.now_us())
+            return {**fields, "_trust_seq": store.last_event_seq}
 
         return judge
+
+    def _recheck(self) -> Recheck:
+        """Under the append lock: judge again only if key events arrived since the
+        item was judged; otherwise check the token's time bounds at recorded_at."""
+        ledger = self
+        latest: list[int] = []
+
+        def recheck(p: Any, seq: int, recorded_at: int) -> Any:
+            if not latest:
+                latest.append(last_key_event_seq(ledger.engine))
+            if p.trust_seq is not None and latest[0] != p.trust_seq:
+                try:
+                    fields = _judged(p.sub, ledger.trust_store(), seq, recorded_at)
+                except SubmissionError as exc:
+                    return exc
+                fields.pop("_bounds", None)
+                return fields if any(p.fields.get(k) != v for k, v in fields.items()) else None
+            if p.att_bounds is not None:
+                bad = time_problem(*p.att_bounds, recorded_at)
+                if bad:
+                    return SubmissionError(bad[1], code=bad[0], field="attestation")
+            return None
+
+        return recheck
 
     def trust_issuer(self, issuer: str, jwks: dict[str, Any], *, reason: str | None = None,
                      producer: str | None = None) -> list[AppendResult]:
@@ -236,6 +258,19 @@ def validate_raw(item: Any) -> bytes:
     from ledger.ops.append import _raw_bytes
 
     return _raw_bytes(item)
+
+
+def _judged(sub: Any, store: TrustStore, seq: int, recorded_at: int) -> dict[str, Any]:
+    """Attestation fields for an entry at (seq, recorded_at); raises SubmissionError."""
+    r = check_attestation(sub.attestation, store=store, seq=seq, recorded_at_us=recorded_at,
+                          proof_ref=sub.proof_ref, query=sub.query, admission=sub.admission)
+    if r.disposition == "failed":
+        raise SubmissionError(r.message, code=r.code, field="attestation")
+    verdict = VERDICT_VALID if r.disposition == "verified" else VERDICT_UNCHECKED
+    out: dict[str, Any] = {"att_verdict": verdict, "att_kid": r.kid, "att_iss": r.iss}
+    if r.disposition == "verified":
+        out["_bounds"] = (r.iat, r.exp)
+    return out
 
 
 def _check_producer(producer: str | None) -> None:

@@ -300,11 +300,6 @@ def test_two_active_keys_under_one_kid_are_both_tried(db_url):
     assert report["outcome"] == "passed" and report["summary"]["verified"] == 4
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the append check judges the token at the clock "
-                   "time read before the head lock, but the row is recorded at max(clock, "
-                   "head.last_recorded_at); behind a writer whose clock is ahead, a token that "
-                   "has expired by the recorded time is stored as 'valid' and the audit then "
-                   "fails it (attestation_expired_at_record)")
 def test_a_row_accepted_as_valid_never_fails_its_attestation_in_the_audit(db_url):
     hour = 3600 * 1_000_000
     with Ledger.init(db_url, clock=FixedClock(T0 + 10 * hour)) as ahead:

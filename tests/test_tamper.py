@@ -277,9 +277,6 @@ def test_attestation_digest_columns_swapped(db_url):
     assert report["summary"]["failed"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a payload-column edit also reports the payload "
-                   "named by the envelope as missing (class deleted) although it is still "
-                   "stored: payloads are fetched by the column digests, not the envelope's")
 def test_attestation_digest_columns_swapped_reports_no_false_deletion(db_url):
     build_attested(db_url).close()
     with T.unlocked(db_url) as conn:

@@ -92,6 +92,8 @@ class RowOutcome:
     findings: list[Finding] = field(default_factory=list)
     abstentions: list[Abstention] = field(default_factory=list)
     verified_checks: int = 0
+    # about the ledger around this row (entries missing before it), not the row itself
+    gap_findings: list[Finding] = field(default_factory=list)
 
     @property
     def disposition(self) -> str:
@@ -106,10 +108,13 @@ AttestationJudge = Callable[[str, Any, dict[str, Any] | None, str | None], tuple
 
 class ChainAuditor:
     """Stateful walk over ``[start, end)``; ``anchor_hash`` is the prev_hash the
-    first row must link to (genesis for seq 0, else the stored hash of start-1)."""
+    first row must link to (genesis for seq 0, else the stored hash of start-1;
+    None: nothing to link to, e.g. the first row of a filtered export run)."""
 
-    def __init__(self, ledger_id: str, start: int, anchor_hash: bytes, last_time: int,
-                 policy: Policy, judge_attestation: AttestationJudge | None = None) -> None:
+    def __init__(self, ledger_id: str, start: int, anchor_hash: bytes | None, last_time: int,
+                 policy: Policy, judge_attestation: AttestationJudge | None = None,
+                 lookup: Callable[[str], bytes | None] | None = None) -> None:
+        self.lookup = lookup  # payloads the envelope names but the row's columns did not
         self.ledger_id = ledger_id
         self.expected_seq = start
         self.prev_hash = anchor_hash
@@ -143,7 +148,7 @@ class ChainAuditor:
         envelope, body = _as_bytes(row.envelope), _as_bytes(row.body_hash)
         prev, stored_hash = _as_bytes(row.prev_hash), _as_bytes(row.entry_hash)
         if row.seq != self.expected_seq:
-            f.append(Finding("seq_gap", self.expected_seq, DELETED,
+            out.gap_findings.append(Finding("seq_gap", self.expected_seq, DELETED,
                              f"entries {self.expected_seq}..{row.seq - 1} are missing",
                              self.expected_seq, row.seq))
         own_ok = True
@@ -163,7 +168,8 @@ class ChainAuditor:
                 f.append(Finding("entry_hash_mismatch", row.seq, PAYLOAD_MODIFIED,
                                  "entry_hash does not recompute from prev/seq/time/body",
                                  hash_hex(recomputed), hash_hex(stored_hash)))
-        if prev != self.prev_hash and row.seq == self.expected_seq:
+        if self.prev_hash is not None and prev != self.prev_hash \
+                and row.seq == self.expected_seq:
             if own_ok and not self.prev_failed_hash and row.seq > 0:
                 f.append(Finding("hash_not_committed", row.seq - 1, FORKED,
                                  f"entry {row.seq - 1} is not the entry that {row.seq} links to "
@@ -233,6 +239,8 @@ class ChainAuditor:
             if d is None:
                 continue
             data = blobs.get(d)
+            if data is None and self.lookup is not None and d != getattr(row, column):
+                data = self.lookup(d)
             if data is None:
                 f.append(Finding("payload_missing", row.seq, DELETED,
                                  f"payload {name} ({d}) is not stored", d, None))

@@ -118,6 +118,8 @@ class AttestationCheck:
     kid: str | None = None
     iss: str | None = None
     thumbprint: str | None = None
+    iat: int | None = None  # set when verified: the time bounds the row must fall in
+    exp: int | None = None
 
 
 def _fail(code: str, message: str, kid: str | None, iss: str | None) -> AttestationCheck:
@@ -220,18 +222,25 @@ def _judge(token: _JWS, header: dict[str, Any], candidates: list[TrustedKey], se
     if bad:
         return _fail(bad[0], bad[1], kid, iss)
     return AttestationCheck("verified", "attestation_valid", "signature and binding verified",
-                            kid, iss, key.thumbprint)
+                            kid, iss, key.thumbprint, claims["iat"], claims["exp"])
 
 
-def _claims_problem(claims: dict[str, Any], t: int, proof_ref: str | None, query: str | None,
-                    admission: str | None) -> tuple[str, str] | None:
-    iat, exp = claims.get("iat"), claims.get("exp")
-    if not isinstance(iat, int) or not isinstance(exp, int):
+def time_problem(iat: Any, exp: Any, t: int) -> tuple[str, str] | None:
+    """Was a token with these iat/exp (seconds) valid at time ``t`` (µs)?"""
+    if type(iat) is not int or type(exp) is not int:
         return "attestation_claims_missing", "iat and exp must be integers"
     if iat * 1_000_000 > t + CLOCK_SKEW_US:
         return "attestation_not_yet_valid", "issued after the row was recorded"
     if exp * 1_000_000 <= t:
         return "attestation_expired_at_record", "already expired when the row was recorded"
+    return None
+
+
+def _claims_problem(claims: dict[str, Any], t: int, proof_ref: str | None, query: str | None,
+                    admission: str | None) -> tuple[str, str] | None:
+    bad = time_problem(claims.get("iat"), claims.get("exp"), t)
+    if bad:
+        return bad
     q = claims.get("qwed")
     res = q.get("result") if isinstance(q, dict) else None
     if not isinstance(q, dict) or not isinstance(res, dict):

@@ -8,6 +8,8 @@ batch) and reported per item; they never enter the chain.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +70,9 @@ class Prepared:
     index: int = 0
     digests: dict[str, str | None] = field(default_factory=dict)
     envelope: bytes = b""
+    sub: Submission | None = None  # for re-judging the attestation under the lock
+    att_bounds: tuple[int, int] | None = None  # verified token's (iat, exp), seconds
+    trust_seq: int | None = None  # last key_event seq the attestation was judged with
 
     def seal(self, ledger_id: str) -> Prepared:
         """Compute payload digests and the canonical envelope (before any lock is taken).
@@ -119,13 +124,32 @@ def _encodable(text: str) -> bool:
 
 
 def prepare_result(sub: Submission, producer: str | None, judge: AttestationJudge) -> Prepared:
+    verdict = dict(judge(sub))
+    bounds, trust_seq = verdict.pop("_bounds", None), verdict.pop("_trust_seq", None)
     fields = {
         "engine": sub.engine, "status": sub.status, "constraint_id": sub.constraint_id,
         "proof_ref": sub.proof_ref, "subject": sub.subject, "producer": producer,
         "idempotency_key": sub.idempotency_key, "admission": sub.admission,
-        **check_hints(judge(sub)),
+        **check_hints(verdict),
     }
-    return Prepared("result", fields, dict(sub.payloads), sub.idempotency_key)
+    return Prepared("result", fields, dict(sub.payloads), sub.idempotency_key, sub=sub,
+                    att_bounds=bounds, trust_seq=trust_seq)
+
+
+# Re-checks an item's attestation at its final (seq, recorded_at) under the lock:
+# None = unchanged; a dict = new attestation fields (re-seal); an error = reject.
+Recheck = Callable[[Prepared, int, int], "dict[str, Any] | SubmissionError | None"]
+
+
+def _same_content(stored: bytes, new: bytes) -> bool:
+    """Idempotent replay: the same envelope, ignoring the attestation verdict (which
+    may change between the first try and a retry, e.g. when its issuer is trusted)."""
+    if stored == new:
+        return True
+    a, b = json.loads(stored), json.loads(new)
+    a.pop("att_verdict", None)
+    b.pop("att_verdict", None)
+    return a == b
 
 
 def prepare_event(kind: str, fields: dict[str, Any], payload_name: str, doc: dict[str, Any],
@@ -142,8 +166,7 @@ def raw_bytes(item: Any) -> bytes:
         return item
     if isinstance(item, str):
         return item.encode("utf-8", "surrogatepass")
-    import json
-
+    
     try:
         return json.dumps(item, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
     except (TypeError, ValueError):
@@ -176,19 +199,30 @@ def _columns(p: Prepared, digests: dict[str, str | None]) -> dict[str, Any]:
     return cols
 
 
-def commit_one_pg(engine: Engine, ledger_id: str, clock: Clock, p: Prepared) -> AppendResult:
-    """One entry, one statement, one round trip (PostgreSQL, no idempotency key)."""
-    digests = p.digests
+def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | None:
+    """One entry, one statement, one round trip (PostgreSQL, no idempotency key).
+
+    Returns None — nothing written — when the entry cannot be decided in one
+    statement: its attestation would be expired at the recorded time, or key
+    events arrived since it was judged.  The caller then uses commit_batch.
+    """
+    row = _columns(p, p.digests)
     body = body_hash(p.envelope)
-    row = _columns(p, digests)
     row.update(kind=p.kind, envelope=p.envelope, body_hash=body)
-    blobs = {digests[k]: v for k, v in p.payloads.items() if v is not None}
+    blobs = {p.digests[k]: v for k, v in p.payloads.items() if v is not None}
+    guard = None
+    if p.sub is not None and p.sub.attestation is not None:
+        exp = p.att_bounds[1] * 1_000_000 if p.att_bounds else repo.MAX_BIGINT
+        guard = (exp, -1 if p.trust_seq is None else p.trust_seq)
     try:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            seq, t, prev, eh = repo.pg_append_one(conn, row, blobs,  # type: ignore[arg-type]
-                                                  clock.now_us(), ENTRY_TAG)
+            got = repo.pg_append_one(conn, row, blobs, clock.now_us(),  # type: ignore[arg-type]
+                                     ENTRY_TAG, guard)
     except DBAPIError as exc:
         raise StoreUnavailable(f"append failed: {exc.orig}") from exc
+    if got is None:
+        return None
+    seq, t, prev, eh = got
     if eh != entry_hash(prev, seq, t, body):
         raise LedgerError(f"database computed a different link for seq {seq}",
                           code="link_mismatch")
@@ -196,7 +230,7 @@ def commit_one_pg(engine: Engine, ledger_id: str, clock: Clock, p: Prepared) -> 
 
 
 def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
-                 ) -> list[AppendResult]:
+                 recheck: Recheck | None = None) -> list[AppendResult]:
     """Link and insert ``prepared`` under one head lock and one commit.
 
     Idempotency: an item whose key is already in the ledger (or earlier in the
@@ -223,7 +257,7 @@ def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequenc
             key = p.idempotency_key
             if key is not None and key in known:
                 env, prior = known[key]
-                if env == envelope:
+                if _same_content(env, envelope):
                     results.append(AppendResult(True, prior.seq, prior.entry_hash,
                                                 prior.recorded_at, replayed=True, index=p.index))
                 else:
@@ -232,6 +266,15 @@ def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequenc
                         field="idempotency_key", detail={"seq": prior.seq})
                     results.append(AppendResult(False, error=err.to_dict(), index=p.index))
                 continue
+            if recheck is not None and p.sub is not None and p.sub.attestation is not None:
+                change = recheck(p, size, now)
+                if isinstance(change, SubmissionError):
+                    results.append(AppendResult(False, error=change.to_dict(), index=p.index))
+                    continue
+                if change:
+                    p.fields.update(check_hints(change))
+                    p.seal(ledger_id)
+                    digests, envelope = p.digests, p.envelope
             e = link(prev, size, now, envelope)
             row = _columns(p, digests)
             row.update(seq=size, kind=p.kind, recorded_at=now, envelope=envelope,

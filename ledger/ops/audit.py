@@ -103,13 +103,15 @@ def _attestation_judge(store: TrustStore) -> Callable[..., tuple[str, str, str]]
     return judge
 
 
-def _anchor(conn: Connection, ledger_id: str, start: int) -> tuple[bytes, int]:
+def _anchor(conn: Connection, ledger_id: str, start: int) -> tuple[bytes | None, int]:
+    """The hash the first row must link to; None when the predecessor is itself
+    missing (the range before reports that gap; there is nothing to link to)."""
     if start == 0:
         return genesis_hash(ledger_id), 0
     row = conn.execute(select(entries.c.entry_hash, entries.c.recorded_at).where(
         entries.c.seq == start - 1)).first()
-    if row is None:  # the predecessor itself is gone: the walk reports the gap
-        return b"\x00" * 32, 0
+    if row is None:
+        return None, 0
     return bytes(row.entry_hash), row.recorded_at
 
 
@@ -122,7 +124,8 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
     with engine.connect() as conn:
         anchor, last_time = _anchor(conn, ledger_id, start)
         auditor = ChainAuditor(ledger_id, start, anchor, last_time, policy,
-                               _attestation_judge(store) if store is not None else None)
+                               _attestation_judge(store) if store is not None else None,
+                               lookup=lambda d: repo.get_payloads(conn, [d]).get(d))
         if state:
             auditor.prev_failed_hash = state.get("prev_failed_hash", False)
         for page in repo.iter_entry_pages(conn, start, end, PAGE):
@@ -137,12 +140,12 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
                 "seq_gap", auditor.expected_seq, DELETED,
                 f"entries {auditor.expected_seq}..{end - 1} are missing",
                 auditor.expected_seq, None).to_dict())
-            tally.failed += 1
     return tally
 
 
 def _tally(t: Tally, outcome: Any) -> None:
     t.rows += 1
+    t.findings += [x.to_dict() for x in outcome.gap_findings]
     if not outcome.findings and not outcome.abstentions:
         t.verified += 1
         return
@@ -266,7 +269,7 @@ EXIT_CODES = {"passed": 0, "failed": 1, "unverified": 3}
 
 
 # Findings about the ledger as a whole (not counted as failed rows).
-LEDGER_LEVEL_CODES = frozenset({"head_missing", "entries_beyond_head", "head_beyond_entries",
+LEDGER_LEVEL_CODES = frozenset({"seq_gap", "head_missing", "entries_beyond_head", "head_beyond_entries",
                                 "head_hash_mismatch", "rewritten_since_audit",
                                 "checkpoint_truncated", "checkpoint_inconsistent",
                                 "checkpoint_unverified", "checkpoint_origin_mismatch",
@@ -286,8 +289,10 @@ def summary_line(report: dict[str, Any]) -> str:
 
 # -- since-last, resume, record -------------------------------------------------
 def _since_last(conn: Connection, ledger: Any) -> tuple[int, list[Finding]]:
+    # the last audit that passed: a failed audit establishes no baseline
     row = conn.execute(select(entries.c.seq, entries.c.doc_digest).where(
-        entries.c.kind == "audit_run").order_by(entries.c.seq.desc()).limit(1)).first()
+        entries.c.kind == "audit_run", entries.c.status == "passed").order_by(
+        entries.c.seq.desc()).limit(1)).first()
     if row is None:
         return 0, []
     blob = repo.get_payloads(conn, [row.doc_digest]).get(row.doc_digest)

@@ -68,8 +68,9 @@ def trust_events(store: TrustStore, issuer: str, jwks: dict[str, Any], reason: s
         try:
             jwk = public_jwk(raw)
             thumb = jwk_thumbprint(jwk)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise UsageError(f"keys[{i}]: {exc}", field="jwks") from None
+        except Exception as exc:  # noqa: BLE001 - any malformed JWK is the user's input
+            raise UsageError(f"keys[{i}]: not a usable P-256 public JWK ({exc})",
+                             field="jwks") from None
         kid = jwk.pop("kid", None) or f"{issuer}#{thumb}"
         if any(k.issuer == issuer and k.kid == kid and k.thumbprint == thumb
                and k.until_seq is None for k in store.keys):

@@ -60,15 +60,18 @@ _HOT = {True: _HotSQL(True), False: _HotSQL(False)}
 # exactly as ledger.core.entry.entry_hash computes it; the caller re-checks it.
 _LINKED_COLUMNS = [c for c in ENTRY_COLUMNS
                    if c not in ("seq", "recorded_at", "prev_hash", "entry_hash")]
+MAX_BIGINT = 2**63 - 1
 _PG_APPEND_ONE = """
 WITH h AS (SELECT size, head_hash, GREATEST(%s::bigint, last_recorded_at) AS ts
            FROM head WHERE id = 1 FOR UPDATE),
+g AS (SELECT * FROM h WHERE h.ts < %s::bigint
+      AND NOT EXISTS (SELECT 1 FROM entries WHERE kind = 'key_event' AND seq > %s::bigint)),
 {payloads}
 e AS (INSERT INTO entries (seq, recorded_at, prev_hash, entry_hash, {cols})
-      SELECT h.size, h.ts, h.head_hash,
-             sha256(%s::bytea || h.head_hash || int8send(h.size) || int8send(h.ts) || %s::bytea),
+      SELECT g.size, g.ts, g.head_hash,
+             sha256(%s::bytea || g.head_hash || int8send(g.size) || int8send(g.ts) || %s::bytea),
              {values}
-      FROM h RETURNING seq, recorded_at, prev_hash, entry_hash),
+      FROM g RETURNING seq, recorded_at, prev_hash, entry_hash),
 u AS (UPDATE head SET size = e.seq + 1, head_hash = e.entry_hash,
       last_recorded_at = e.recorded_at FROM e WHERE head.id = 1)
 SELECT seq, recorded_at, prev_hash, entry_hash FROM e
@@ -76,22 +79,32 @@ SELECT seq, recorded_at, prev_hash, entry_hash FROM e
 
 
 def pg_append_one(conn: Connection, row: dict[str, Any], items: dict[str, bytes], now_us: int,
-                  entry_tag: bytes) -> tuple[int, int, bytes, bytes]:
+                  entry_tag: bytes, guard: tuple[int, int] | None = None,
+                  ) -> tuple[int, int, bytes, bytes] | None:
     """Append one entry in one statement (PostgreSQL).  ``row`` holds every entries
-    column but seq/recorded_at/prev_hash/entry_hash; returns those four."""
-    params: list[Any] = [now_us]
+    column but seq/recorded_at/prev_hash/entry_hash; returns those four.
+
+    ``guard`` = (recorded_at must stay below this µs, no key_event after this seq);
+    when it does not hold nothing is written (payloads included) and None is returned.
+    """
+    before, key_seq = guard if guard is not None else (MAX_BIGINT, MAX_BIGINT)
+    params: list[Any] = [now_us, before, key_seq]
     payload_sql = ""
     if items:
-        payload_sql = ("p AS (INSERT INTO payloads (digest, data) VALUES "
-                       + ", ".join(["(%s, %s)"] * len(items))
-                       + " ON CONFLICT (digest) DO NOTHING),")
+        payload_sql = ("p AS (INSERT INTO payloads (digest, data) SELECT v.d, v.b FROM (VALUES "
+                       + ", ".join(["(%s::varchar, %s::bytea)"] * len(items))
+                       + ") AS v(d, b) WHERE EXISTS (SELECT 1 FROM g)"
+                       " ON CONFLICT (digest) DO NOTHING),")
         for d, b in items.items():
             params += [d, b]
     sql = _PG_APPEND_ONE.format(payloads=payload_sql, cols=", ".join(_LINKED_COLUMNS),
                                 values=", ".join(["%s"] * len(_LINKED_COLUMNS)))
     params += [entry_tag, row["body_hash"]]
     params += [row.get(c) for c in _LINKED_COLUMNS]
-    seq, t, prev, eh = conn.exec_driver_sql(sql, tuple(params)).one()
+    got = conn.exec_driver_sql(sql, tuple(params)).first()
+    if got is None:
+        return None
+    seq, t, prev, eh = got
     return seq, t, bytes(prev), bytes(eh)
 
 
@@ -241,13 +254,16 @@ def iter_entries(conn: Connection, start: int = 0, end: int | None = None,
 EntryRow = namedtuple("EntryRow", ENTRY_COLUMNS)  # type: ignore[misc]
 _DIGEST_COLUMNS = ("doc_digest", "preimage_digest", "attestation_digest", "query_digest",
                    "meta_digest")
+# The page is limited *before* the payload joins, so every planner does one index
+# range scan of at most ``limit`` entries and primary-key lookups for payloads.
 _PAGE_SQL = (
     "SELECT " + ", ".join(f"e.{c}" for c in ENTRY_COLUMNS) + ", "
     + ", ".join(f"p{i}.data" for i in range(len(_DIGEST_COLUMNS)))
-    + " FROM entries e "
+    + " FROM (SELECT * FROM entries WHERE seq >= {ph} AND seq < {ph} ORDER BY seq"
+    " LIMIT {limit}) e "
     + " ".join(f"LEFT JOIN payloads p{i} ON p{i}.digest = e.{c}"
                for i, c in enumerate(_DIGEST_COLUMNS))
-    + " WHERE e.seq >= {ph} AND e.seq < {ph} ORDER BY e.seq LIMIT {limit}")
+    + " ORDER BY e.seq")
 
 
 def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
