@@ -25,8 +25,8 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +44,18 @@ from ledger.ops.tree import StoredTree, sync_tree
 from ledger.store.tree import read_store
 
 CHECKPOINTS = 30
+ROUNDS = 5
 
 
-def best(n: int, fn: Any, repeat: int = 3) -> float:
-    """Best of ``repeat`` rates (the machine is shared; the best run is the least disturbed)."""
-    return max(rate(n, fn) for _ in range(repeat))
+def interleaved(cases: dict[str, tuple[int, Callable[[], Any]]],
+                rounds: int = ROUNDS) -> dict[str, float]:
+    """Best rate of each case over ``rounds`` rounds in which the cases take turns, so
+    that load from other processes on a shared machine hits every case alike."""
+    out = dict.fromkeys(cases, 0.0)
+    for _ in range(rounds):
+        for name, (n, fn) in cases.items():
+            out[name] = max(out[name], rate(n, fn))
+    return out
 
 
 def _fill(url: str, n: int) -> tuple[Ledger, float]:
@@ -61,70 +68,76 @@ def _fill(url: str, n: int) -> tuple[Ledger, float]:
 
 
 def _side_by_side(n: int, tmp: Path, backends: list[str]) -> None:
-    proofs = 5000
-    with sqlite_url(tmp) as url:
+    with sqlite_url(tmp) as url, ExitStack() as stack:
         ledger, sync_rate = _fill(url, n)
+        stack.callback(ledger.close)
         hashes = [bytes(r.entry_hash) for r in ledger.iter_entries()]
         mem = MemoryTree(hashes)
         pm_mem = InmemoryTree(algorithm="sha256")
         for h in hashes:
             pm_mem.append_entry(h)
         pm_sql = SqliteTree(str(tmp / "pymerkle.db"), algorithm="sha256")
+        stack.callback(pm_sql.close)
         pm_sql.append_entries(hashes)
         root = tree_root(ledger, n)
         assert root == mem.root() == pm_mem.get_root() == pm_sql.get_root(), "roots differ"
         rng = random.Random(5)
-        idx = [rng.randrange(n) for _ in range(proofs)]
-        few = idx[:1000]
-        op = best(proofs, lambda: [inclusion_proof(ledger, i, n) for i in idx])
-        with read_store(ledger.engine) as store:
-            tree = StoredTree(store, n)
-            conn = best(proofs, lambda: [tree.inclusion_proof(i, n) for i in idx])
-        ours_mem = best(proofs, lambda: [mem.inclusion_proof(i, n) for i in idx])
-        pms = best(len(few), lambda: [pm_sql.prove_inclusion(i + 1) for i in few])
-        pmm = best(proofs, lambda: [pm_mem.prove_inclusion(i + 1) for i in idx])
+        idx = [rng.randrange(n) for _ in range(2000)]
+        few = idx[:500]
+        tree = StoredTree(stack.enter_context(read_store(ledger.engine)), n)
         ours_p = [(i, mem.leaf_hash(i), mem.inclusion_proof(i, n)) for i in idx]
         pm_p = [(pm_mem.get_leaf(i + 1), pm_mem.prove_inclusion(i + 1)) for i in idx]
-        v_ours = best(proofs, lambda: [verify_inclusion(i, n, leaf, p, root)
-                                       for i, leaf, p in ours_p])
-        v_pm = best(proofs, lambda: [pm_verify_inclusion(leaf, root, p) for leaf, p in pm_p])
         ring = Keyring.load(tmp / "keys")
         ring.generate(ledger.meta.origin, ledger.clock.now_us())
         make_checkpoint(ledger, ring)
-        bundles = [inclusion_bundle(ledger, i) for i in few[:300]]
+        bundles = [inclusion_bundle(ledger, i) for i in few[:200]]
         keys = ring.public_keys()
-        v_bundle = best(len(bundles), lambda: [verify_bundle(b, keys) for b in bundles])
-        pg_rows = _pg_side_by_side(n, idx) if "postgresql" in backends and pg_available() else []
-        ledger.close()
-        pm_sql.close()
+        r = interleaved({
+            "op": (len(idx), lambda: [inclusion_proof(ledger, i, n) for i in idx]),
+            "conn": (len(idx), lambda: [tree.inclusion_proof(i, n) for i in idx]),
+            "pms": (len(few), lambda: [pm_sql.prove_inclusion(i + 1) for i in few]),
+            "mem": (len(idx), lambda: [mem.inclusion_proof(i, n) for i in idx]),
+            "pmm": (len(idx), lambda: [pm_mem.prove_inclusion(i + 1) for i in idx]),
+            "v_ours": (len(idx), lambda: [verify_inclusion(i, n, leaf, p, root)
+                                          for i, leaf, p in ours_p]),
+            "v_pm": (len(idx), lambda: [pm_verify_inclusion(leaf, root, p) for leaf, p in pm_p]),
+            "v_bundle": (len(bundles), lambda: [verify_bundle(b, keys) for b in bundles]),
+        })
+    pg_rows = _pg_side_by_side(n, idx) if "postgresql" in backends and pg_available() else []
+    pms, pmm, v_pm = r["pms"], r["pmm"], r["v_pm"]
     print_table(
         f"Inclusion proofs, {n:,} entries, same leaves as pymerkle 7 (roots equal)",
         ["implementation", "proofs/s", "vs pymerkle"],
-        [["ours, stored nodes, SQLite: inclusion_proof() per call", op, f"{op / pms:.1f}x"],
-         ["ours, stored nodes, SQLite: StoredTree, one connection", conn, f"{conn / pms:.1f}x"],
-         *[[label, r, f"{r / pms:.1f}x"] for label, r in pg_rows],
+        [["ours, stored nodes, SQLite: inclusion_proof() per call", r["op"],
+          f"{r['op'] / pms:.1f}x"],
+         ["ours, stored nodes, SQLite: StoredTree, one connection", r["conn"],
+          f"{r['conn'] / pms:.1f}x"],
          ["pymerkle SqliteTree.prove_inclusion", pms, "1.0x"],
-         ["ours, MemoryTree.inclusion_proof", ours_mem, f"{ours_mem / pmm:.1f}x"],
-         ["pymerkle InmemoryTree.prove_inclusion", pmm, "1.0x"]])
+         ["ours, MemoryTree.inclusion_proof", r["mem"], f"{r['mem'] / pmm:.1f}x"],
+         ["pymerkle InmemoryTree.prove_inclusion", pmm, "1.0x"],
+         *[[label, rate_, "-"] for label, rate_ in pg_rows]])
     print_table(
         f"Inclusion proof verification, {n:,} entries",
         ["implementation", "verifications/s", "vs pymerkle"],
-        [["ours, ledger.core.merkle.verify_inclusion", v_ours, f"{v_ours / v_pm:.1f}x"],
+        [["ours, ledger.core.merkle.verify_inclusion", r["v_ours"],
+          f"{r['v_ours'] / v_pm:.1f}x"],
          ["pymerkle verify_inclusion", v_pm, "1.0x"],
-         ["ours, whole bundle (payloads, entry hash, path, Ed25519)", v_bundle, "-"]])
-    print(f"(tree sync of {n:,} appended entries: {sync_rate:,.0f} entries/s)")
+         ["ours, whole bundle (payloads, entry hash, path, Ed25519)", r["v_bundle"], "-"]])
+    print(f"(rates: best of {ROUNDS} interleaved rounds; tree sync of {n:,} appended"
+          f" entries: {sync_rate:,.0f} entries/s)")
 
 
 def _pg_side_by_side(n: int, idx: list[int]) -> list[tuple[str, float]]:
     with pg_url() as url:
         ledger, _ = _fill(url, n)
-        op = best(len(idx), lambda: [inclusion_proof(ledger, i, n) for i in idx])
         with read_store(ledger.engine) as store:
             tree = StoredTree(store, n)
-            conn = best(len(idx), lambda: [tree.inclusion_proof(i, n) for i in idx])
+            r = interleaved({
+                "op": (len(idx), lambda: [inclusion_proof(ledger, i, n) for i in idx]),
+                "conn": (len(idx), lambda: [tree.inclusion_proof(i, n) for i in idx])}, 3)
         ledger.close()
-    return [("ours, stored nodes, PostgreSQL: inclusion_proof() per call", op),
-            ("ours, stored nodes, PostgreSQL: StoredTree, one connection", conn)]
+    return [("ours, stored nodes, PostgreSQL: inclusion_proof() per call", r["op"]),
+            ("ours, stored nodes, PostgreSQL: StoredTree, one connection", r["conn"])]
 
 
 def _leaves(n: int) -> Iterator[bytes]:
@@ -180,45 +193,63 @@ def _set_sizes(cur: Any, kind: str, n: int) -> None:
     cur.execute(f"UPDATE tree_state SET size = {ph} WHERE id = 1", (n,))
 
 
-def _scale_row(kind: str, tmp: Path, n: int) -> list[Any]:
-    t0 = time.perf_counter()
-    with synthetic(kind, tmp, n, CHECKPOINTS + 1) as ledger:
-        build = time.perf_counter() - t0
-        rng = random.Random(9)
-        idx = [rng.randrange(n) for _ in range(5000)]
-        op = best(len(idx), lambda: [inclusion_proof(ledger, i, n) for i in idx])
-        with read_store(ledger.engine) as store:
-            tree = StoredTree(store, n)
-            conn = best(len(idx), lambda: [tree.inclusion_proof(i, n) for i in idx])
-        ring = Keyring.load(tmp / f"keys-{kind}-{n}")
-        ring.generate(ledger.meta.origin, ledger.clock.now_us())
-        make_checkpoint(ledger, ring)  # the first has no predecessor to check
-        times = []
-        for k in range(1, CHECKPOINTS + 1):
-            raw = ledger.engine.raw_connection()
-            cur = raw.cursor()
-            _set_sizes(cur, kind, n + k)
-            raw.commit()
-            cur.close()
-            raw.close()
+def _bump(ledger: Ledger, kind: str, size: int) -> None:
+    raw = ledger.engine.raw_connection()
+    cur = raw.cursor()
+    _set_sizes(cur, kind, size)
+    raw.commit()
+    cur.close()
+    raw.close()
+
+
+def _scale_rows(kind: str, tmp: Path, sizes: tuple[int, int]) -> list[list[Any]]:
+    """Both sizes side by side: proofs interleaved, checkpoints alternating."""
+    with ExitStack() as stack:
+        built, ledgers = [], []
+        for n in sizes:
             t0 = time.perf_counter()
-            make_checkpoint(ledger, ring)
-            times.append(time.perf_counter() - t0)
-    return [kind, f"{n:,}", op, conn, statistics.median(times) * 1000, f"{build:.1f}"]
+            ledgers.append(stack.enter_context(synthetic(kind, tmp, n, CHECKPOINTS + 1)))
+            built.append(time.perf_counter() - t0)
+        cases: dict[str, tuple[int, Callable[[], Any]]] = {}
+        for n, ledger in zip(sizes, ledgers, strict=True):
+            rng = random.Random(9)
+            idx = [rng.randrange(n) for _ in range(2000)]
+            tree = StoredTree(stack.enter_context(read_store(ledger.engine)), n)
+            cases[f"op{n}"] = (len(idx), lambda L=ledger, x=idx, n=n:
+                               [inclusion_proof(L, i, n) for i in x])
+            cases[f"conn{n}"] = (len(idx), lambda t=tree, x=idx, n=n:
+                                 [t.inclusion_proof(i, n) for i in x])
+        r = interleaved(cases)
+        rings = []
+        for n, ledger in zip(sizes, ledgers, strict=True):
+            ring = Keyring.load(tmp / f"keys-{kind}-{n}")
+            ring.generate(ledger.meta.origin, ledger.clock.now_us())
+            make_checkpoint(ledger, ring)  # the first has no predecessor to check
+            rings.append(ring)
+        times: list[list[float]] = [[], []]
+        for k in range(1, CHECKPOINTS + 1):
+            for j, (n, ledger) in enumerate(zip(sizes, ledgers, strict=True)):
+                _bump(ledger, kind, n + k)
+                t0 = time.perf_counter()
+                make_checkpoint(ledger, rings[j])
+                times[j].append(time.perf_counter() - t0)
+    rows = [[kind, f"{n:,}", r[f"op{n}"], r[f"conn{n}"], statistics.median(t) * 1000,
+             f"{b:.1f}"] for n, t, b in zip(sizes, times, built, strict=True)]
+    a, b = rows
+    rows.append([kind, f"slowdown at {sizes[1] // sizes[0]}x size", a[2] / b[2], a[3] / b[3],
+                 b[4] / a[4], "-"])
+    return rows
 
 
 def run(backends: list[str], scale: float = 1.0) -> None:
     small, large = max(1000, int(10_000 * scale)), max(10_000, int(1_000_000 * scale))
     with tempfile.TemporaryDirectory() as tmp:
         _side_by_side(small, Path(tmp), backends)
-        rows = []
         kinds = ["sqlite"] + (["postgresql"] if "postgresql" in backends and pg_available()
                               else [])
-        for kind in kinds:
-            a, b = _scale_row(kind, Path(tmp), small), _scale_row(kind, Path(tmp), large)
-            rows += [a, b, [kind, f"slowdown at {large // small}x size", a[2] / b[2],
-                            a[3] / b[3], b[4] / a[4], "-"]]
-    print_table("Stored-tree proofs and checkpoints at two sizes (checkpoint: median of"
-                f" {CHECKPOINTS}, excluding tree sync)",
+        rows = [row for kind in kinds for row in _scale_rows(kind, Path(tmp), (small, large))]
+    print_table("Stored-tree proofs and checkpoints at two sizes (proofs: best of"
+                f" {ROUNDS} interleaved rounds; checkpoint: median of {CHECKPOINTS},"
+                " excluding tree sync)",
                 ["backend", "entries", "proofs/s per call", "proofs/s one conn",
                  "checkpoint ms", "build s"], rows)
