@@ -8,6 +8,7 @@ import ast
 import base64
 import csv
 import io
+import itertools
 import json
 import shutil
 import subprocess
@@ -183,7 +184,7 @@ def test_filtered_export_has_one_proof_per_run_and_only_matching_rows(source):
         want = [r.seq for r in led.iter_entries()
                 if r.engine in ("math", "logic") and r.status == "VERIFIED"]
     assert [g["seq"] for g in got] == want
-    runs = sum(1 for a, b in zip(want, want[1:]) if b != a + 1) + 1
+    runs = sum(1 for a, b in itertools.pairwise(want) if b != a + 1) + 1
     proofs = [p for p in lines(bundle / "proofs.jsonl") if p["file"] == "entries.jsonl"]
     assert len(proofs) == runs > 1
     manifest = json.loads((bundle / MANIFEST).read_bytes())
@@ -312,7 +313,7 @@ def test_swapped_or_forged_manifest_signatures_fail(source, tmp_path):
         (source["full"] / MANIFEST_JWT).read_bytes().rsplit(b".", 1)[0] + b"." +
         (other / MANIFEST_JWT).read_bytes().rsplit(b".", 1)[1],  # its signature only
     ):
-        dst = corrupt(source["full"], tmp_path, MANIFEST_JWT, lambda _: token)
+        dst = corrupt(source["full"], tmp_path, MANIFEST_JWT, lambda _, t=token: t)
         codes = {f["code"] for f in verify_export(dst, source["jwks"])["findings"]}
         assert codes & {"manifest_digest_mismatch", "manifest_signature_invalid"}
     body = (source["full"] / MANIFEST).read_bytes()
@@ -359,7 +360,7 @@ assert not any(m.startswith(("sqlalchemy", "ledger.store")) for m in sys.modules
 print("ok")
 """
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120)
+                         cwd=ROOT, timeout=120, check=False)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
 
 

@@ -20,6 +20,8 @@ from ledger.ops.query import (
     Filters,
     iter_query,
     make_filters,
+)
+from ledger.ops.query import (
     query as run_query,
 )
 

@@ -53,7 +53,8 @@ def run_demo(directory: Path) -> Iterator[str]:
         yield f"{summary_line(report)} — recorded as entry {report['recorded_seq']}"
         yield from _tampered_copy(directory)
         from ledger.crypto.keys import Keyring
-        from ledger.ops.verify_export import summary_line as export_line, verify_export
+        from ledger.ops.verify_export import summary_line as export_line
+        from ledger.ops.verify_export import verify_export
 
         ring, out = Keyring.load(directory / "ledger-keys"), directory / "export"
         if not ring.active(ledger.meta.origin):

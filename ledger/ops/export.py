@@ -118,7 +118,7 @@ class _Out:
     """A file written in binary with its SHA-256 and size computed on the way."""
 
     def __init__(self, directory: Path, name: str) -> None:
-        self.name, self.fh = name, open(directory / name, "wb")
+        self.name, self.fh = name, open(directory / name, "wb")  # noqa: SIM115 - closed by close()
         self.sha, self.size = hashlib.sha256(), 0
 
     def write(self, data: bytes) -> None:

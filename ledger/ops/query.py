@@ -147,7 +147,7 @@ def make_filters(**kw: Any) -> Filters:
     unknown = set(kw) - set(STRING_FILTERS) - {"since", "until", "start", "end"}
     if unknown:
         raise UsageError(f"unknown filter(s): {', '.join(sorted(unknown))}",
-                         field=sorted(unknown)[0])
+                         field=min(unknown))
     args: dict[str, Any] = {n: _text_values(n, kw.get(n)) for n in STRING_FILTERS}
     args["since_us"], args["until_us"] = _time("since", kw.get("since")), _time(
         "until", kw.get("until"))

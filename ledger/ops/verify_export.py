@@ -164,8 +164,8 @@ class _Line:
         if not isinstance(self.obj, dict):
             self.problem = ("line_unreadable", f"line {lineno} is not a JSON object")
         elif dump_line(self.obj) != raw:
-            self.problem = ("line_not_canonical", f"line {lineno} is not byte-identical to "
-                            "its canonical form (edited, re-encoded or truncated)")
+            self.problem = ("line_not_canonical", f"line {lineno} is not byte-identical "
+                            + "to its canonical form (edited, re-encoded or truncated)")
 
     def _guess_seq(self) -> None:
         """The seq of an unreadable line, if its text still shows one (to name it)."""
@@ -206,14 +206,14 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[str, bytes], list[t
     problems: list[tuple[str, str]] = []
     if set(obj["payloads"]) != set(committed) and env:
         problems.append(("payload_set_mismatch", f"payloads {sorted(obj['payloads'])} differ"
-                         f" from those the envelope commits to {sorted(committed)}"))
+                         + f" from those the envelope commits to {sorted(committed)}"))
     blobs: dict[str, bytes] = {}
     for name, p in obj["payloads"].items():
         if not isinstance(p, dict) or set(p) != {"digest", "data_b64"}:
             raise ValueError(f"payload {name} is not {{digest, data_b64}}")
         if p["digest"] != committed.get(name, p["digest"]):
             problems.append(("payload_label_mismatch", f"payload {name} is labelled "
-                             f"{p['digest']} but the envelope commits to {committed[name]}"))
+                             + f"{p['digest']} but the envelope commits to {committed[name]}"))
         data = p["data_b64"]
         if data is None:
             continue
@@ -222,8 +222,8 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[str, bytes], list[t
         except (binascii.Error, ValueError):
             raw = None
         if raw is None or base64.b64encode(raw).decode("ascii") != data:
-            problems.append(("payload_encoding_invalid", f"payload {name} is not canonical "
-                             "base64"))
+            problems.append(("payload_encoding_invalid",
+                             f"payload {name} is not canonical base64"))
             continue
         blobs[committed.get(name, p["digest"])] = raw
     row = BundleRow({**cols, "seq": seq, "kind": kind, "recorded_at": t, "envelope": envelope,
@@ -250,6 +250,8 @@ def matches(filters: dict[str, Any], row: BundleRow) -> bool:
 
 # -- signatures (Ed25519: the manifest JWT and the checkpoint note) --------------------
 JWT_TYP = "ledger-export+jwt"
+_UNTRUSTED = ("the %s verifies only with the bundle's own jwks.json; give the ledger's keys "
+              "with --jwks")
 _B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
@@ -266,7 +268,7 @@ def parse_jwt(token: bytes) -> tuple[dict[str, Any], dict[str, Any], bytes, byte
         raise ValueError("a compact JWS has three parts")
     header, claims = (json.loads(_b64url(p), object_pairs_hook=_unique) for p in parts[:2])
     if not isinstance(header, dict) or not isinstance(claims, dict):
-        raise ValueError("header and claims must be JSON objects")
+        raise ValueError("header and claims must be JSON objects")  # noqa: TRY004
     return header, claims, f"{parts[0]}.{parts[1]}".encode("ascii"), _b64url(parts[2])
 
 
@@ -288,15 +290,14 @@ def check_jwt(token: bytes, keys: list[PublicKeyRef], trusted: bool,
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return "failed", "manifest_jwt_malformed", f"not a compact JWS: {exc}", None
     if header.get("alg") != "EdDSA" or header.get("typ") != JWT_TYP or "crit" in header:
-        return ("failed", "manifest_jwt_header", f"header must be alg EdDSA, typ {JWT_TYP},"
-                " no crit", claims)
+        return ("failed", "manifest_jwt_header",
+                f"header must be alg EdDSA, typ {JWT_TYP}, no crit", claims)
     kid = header.get("kid")
     ordered = sorted(keys, key=lambda k: jwk_thumbprint(k.public_raw) != kid)
     if any(_verifies(k.public_raw, signature, signing_input) for k in ordered):
         if trusted:
             return "verified", "manifest_signature_valid", "signed by a trusted key", claims
-        return ("abstained", "untrusted_key", "the signature verifies only with the bundle's "
-                "own jwks.json; give the ledger's keys with --jwks", claims)
+        return "abstained", "untrusted_key", _UNTRUSTED % "signature", claims
     where = "any trusted key" if trusted else "any key of the bundle's jwks.json"
     return "failed", "manifest_signature_invalid", f"signature does not verify with {where}", \
         claims
@@ -324,8 +325,7 @@ def check_note(data: bytes, keys: list[PublicKeyRef], trusted: bool,
         where = "a trusted key" if trusted else "a key of the bundle's jwks.json"
         return "failed", "checkpoint_signature_invalid", f"no signature by {where}", cp
     if not trusted:
-        return ("abstained", "untrusted_key", "the checkpoint verifies only with the bundle's"
-                " own jwks.json; give the ledger's keys with --jwks", cp)
+        return "abstained", "untrusted_key", _UNTRUSTED % "checkpoint", cp
     return "verified", "checkpoint_signature_valid", "signed by a trusted key", cp
 
 
