@@ -292,3 +292,31 @@ def test_unusable_checkpoints_are_findings_not_errors(ledger, keyring, tmp_path)
     name, key = foreign.signers("someone.else/log")[0]
     [f] = check_against_checkpoint(ledger, body + "\n" + sign_note(body, name, key), None)
     assert f["code"] == "checkpoint_origin_mismatch"
+
+
+def test_checkpoints_made_while_appending_stay_consistent(ledger, keyring):
+    import threading
+
+    errors: list[BaseException] = []
+
+    def appender():
+        try:
+            for k in range(12):
+                _append(ledger, 7, start=1000 + 7 * k)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=appender)
+    t.start()
+    notes = []
+    while t.is_alive():
+        notes.append(make_checkpoint(ledger, keyring))
+    t.join()
+    notes.append(make_checkpoint(ledger, keyring))
+    assert not errors
+    mem = MemoryTree(_entry_hashes(ledger))
+    assert mem.size == 84 and tree_root(ledger, 84) == mem.root()
+    for note in notes:
+        cp = parse_checkpoint_body(parse_note(note).text)
+        assert cp.root_hash == mem.root(cp.size)
+        assert check_against_checkpoint(ledger, note, _keys(keyring)) == []
