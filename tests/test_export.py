@@ -381,3 +381,15 @@ def test_export_memory_does_not_grow_with_the_export(tmp_path):
             peaks.append(tracemalloc.get_traced_memory()[1])
             tracemalloc.stop()
     assert peaks[1] < 1.3 * peaks[0] + 512 * 1024, peaks
+
+
+@pytest.mark.parametrize("text", ['{"a":"x"}', '{"s":"\\"q\\" \\\\ \\u0001 \\n"}', "Zürich 😀 𝔘",
+                                  "\u2028\u2029\x7f", "</script>", ""])
+def test_the_fast_line_writer_is_the_canonical_line(text):
+    from ledger.ops.verify_export import dump_line, entry_line, entry_record
+
+    payloads = {"result": ("sha256:" + "a" * 64, text.encode()), "meta": ("sha256:" + "b" * 64,
+                                                                          None)}
+    args = (7, "result", 1767225600123456, text.encode(), "sha256:" + "1" * 64,
+            "sha256:" + "2" * 64, "sha256:" + "3" * 64, payloads)
+    assert entry_line(*args) == dump_line(entry_record(*args))

@@ -55,8 +55,7 @@ from ledger.ops.verify_export import (
     csv_bytes,
     csv_row,
     dump_line,
-    entry_record,
-    envelope_columns,
+    entry_line,
 )
 from ledger.store import repository as repo
 from ledger.store.tree import read_store
@@ -174,18 +173,16 @@ def _write_entries(conn: Any, f: Filters, out: _Out, proofs: _Out, tree: StoredT
                 _prove(tree, proofs, out.name, first, prev, size)  # type: ignore[arg-type]
                 first = None
             first = seq if first is None else first
-            envelope = bytes(row.envelope)
+            entry = hash_hex(bytes(row.entry_hash))
             digests = {name: getattr(row, col) for name, col in PAYLOAD_MAP[row.kind].items()}
-            out.write(dump_line(entry_record(
-                seq, row.kind, row.recorded_at, envelope, hash_hex(bytes(row.body_hash)),
-                hash_hex(bytes(row.prev_hash)), hash_hex(bytes(row.entry_hash)),
-                {name: (d, blobs.get(d)) for name, d in digests.items() if d is not None})))
+            out.write(entry_line(
+                seq, row.kind, row.recorded_at, bytes(row.envelope),
+                hash_hex(bytes(row.body_hash)), hash_hex(bytes(row.prev_hash)), entry,
+                {name: (d, blobs.get(d)) for name, d in digests.items() if d is not None}))
             if view is not None and counts is not None:
-                cols = envelope_columns(row.kind, json.loads(envelope))
                 msg = agent_message(row.kind, blobs.get(row.doc_digest))
-                rows.writerow(csv_row(seq, row.kind, row.recorded_at, cols, msg,
-                                      hash_hex(bytes(row.entry_hash))))
-                counts["by_status"][str(cols.get("status"))] += 1
+                rows.writerow(csv_row(seq, row.kind, row.recorded_at, row, msg, entry))
+                counts["by_status"][str(row.status)] += 1
                 counts["by_kind"][row.kind] += 1
             prev, n = seq, n + 1
         if view is not None:

@@ -30,6 +30,7 @@ from sqlalchemy import Connection, Engine, and_, select
 from ledger.clock import format_us, parse_rfc3339
 from ledger.core.entry import PAYLOAD_MAP, hash_hex
 from ledger.errors import UsageError
+from ledger.store.repository import ENTRY_COLUMNS, EntryRow
 from ledger.store.schema import entries, payloads
 
 LAYERS = ("agent", "developer", "auditor")
@@ -222,27 +223,36 @@ def iter_pages(conn: Connection, f: Filters, *, after: int = -1, page: int = 100
                digest_columns: Iterable[str] = _DIGEST_COLUMNS,
                ) -> Iterator[list[tuple[Any, dict[str, bytes]]]]:
     """Pages of ``(row, {digest: payload bytes})`` matching ``f`` with ``seq > after``,
-    in seq order; memory is one page.  ``row`` has the entries columns as attributes."""
+    in seq order; memory is one page.  ``row`` is a ``repository.EntryRow``."""
     digest_columns = tuple(digest_columns)
     lo, hi = seq_window(conn, f)
     if hi is not None and lo >= hi:
         return
     while True:
-        rows = conn.execute(statement(f, lo, hi, after, page, digest_columns)).all()
+        rows = _rows(conn, statement(f, lo, hi, after, page, digest_columns), digest_columns)
         if not rows:
             return
-        yield [(r, _blobs(r, digest_columns)) for r in rows]
+        yield rows
         if len(rows) < page:
             return
-        after = rows[-1].seq
+        after = rows[-1][0].seq
 
 
-def _blobs(row: Any, digest_columns: tuple[str, ...]) -> dict[str, bytes]:
-    out = {}
-    for name in digest_columns:
-        d, data = getattr(row, name), getattr(row, f"{name}_data")
-        if d is not None and data is not None:
-            out[d] = bytes(data)
+_N = len(ENTRY_COLUMNS)
+
+
+def _rows(conn: Connection, stmt: Any, digest_columns: tuple[str, ...],
+          ) -> list[tuple[EntryRow, dict[str, bytes]]]:
+    """(entry as a namedtuple — cheap attribute access —, {digest: payload bytes})."""
+    positions = [ENTRY_COLUMNS.index(c) for c in digest_columns]
+    out = []
+    for t in conn.execute(stmt):
+        blobs = {}
+        for i, pos in enumerate(positions):
+            d, data = t[pos], t[_N + i]
+            if d is not None and data is not None:
+                blobs[d] = bytes(data)
+        out.append((EntryRow(*t[:_N]), blobs))
     return out
 
 
@@ -262,12 +272,12 @@ def query(engine: Engine, f: Filters, *, after: int = -1, limit: int = 100,
     names = _payload_names(layer)
     with engine.connect() as conn:
         lo, hi = seq_window(conn, f)
-        rows = [] if hi is not None and lo >= hi else conn.execute(
-            statement(f, lo, hi, after, limit + 1, names)).all()
+        rows = [] if hi is not None and lo >= hi else _rows(
+            conn, statement(f, lo, hi, after, limit + 1, names), names)
     more = len(rows) > limit
     rows = rows[:limit]
-    out = [project(row_view(r, _blobs(r, names)), layer) for r in rows]
-    return QueryPage(out, rows[-1].seq if more else None, layer, f)
+    out = [project(row_view(r, blobs), layer) for r, blobs in rows]
+    return QueryPage(out, rows[-1][0].seq if more else None, layer, f)
 
 
 def iter_query(engine: Engine, f: Filters, *, after: int = -1, layer: str = "agent",
