@@ -121,17 +121,19 @@ class Ledger:
         bad = [(raw_bytes(submissions[r.index]), r.error) for r in rejected]
         results = list(rejected)
         committed: list[AppendResult] = []
-        if len(prepared) == 1 and prepared[0].idempotency_key is None and \
-                self.engine.dialect.name == "postgresql":
-            one = commit_one_pg(self.engine, self.clock, prepared[0])
-            committed = [one] if one is not None else []
-        if prepared and not committed:
-            committed = commit_batch(self.engine, self.meta.ledger_id, self.clock, prepared,
-                                     self._recheck())
+        try:
+            if len(prepared) == 1 and prepared[0].idempotency_key is None and \
+                    self.engine.dialect.name == "postgresql":
+                one = commit_one_pg(self.engine, self.clock, prepared[0])
+                committed = [one] if one is not None else []
+            if prepared and not committed:
+                committed = commit_batch(self.engine, self.meta.ledger_id, self.clock,
+                                         prepared, self._recheck())
+        finally:  # rejected items are quarantined even if the batch itself failed
+            bad.extend((raws[r.index], r.error) for r in committed if not r.ok)
+            if bad:
+                self._quarantine(bad, producer)
         results.extend(committed)
-        bad.extend((raws[r.index], r.error) for r in committed if not r.ok)
-        if bad:
-            self._quarantine(bad, producer)
         results.sort(key=lambda r: r.index)
         return results
 

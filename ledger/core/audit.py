@@ -54,6 +54,14 @@ def _as_bytes(value: Any) -> bytes:
     return bytes(value)
 
 
+# Non-result documents: payload name, {envelope field: document key} that must agree.
+_DOC_FIELDS = {
+    "key_event": ("event", {"action": "action", "issuer": "issuer", "kid": "kid",
+                            "thumbprint": "thumbprint"}),
+    "audit_run": ("report", {"outcome": "outcome"}),
+}
+
+
 # Fast equality of envelope fields vs columns (the slow path names the column).
 _GETTERS = {k: _pair(m) for k, m in COLUMN_MAP.items()}
 _PAYLOAD_GETTERS = {k: _pair(m) for k, m in PAYLOAD_MAP.items()}
@@ -72,7 +80,17 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["class"] = d.pop("cls")
+        d["expected"], d["actual"] = _jsonable(d["expected"]), _jsonable(d["actual"])
         return d
+
+
+def _jsonable(value: Any) -> Any:
+    """Report values as JSON (a tampered column may hold bytes)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "0x" + bytes(value).hex()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
 
 
 @dataclass
@@ -254,6 +272,8 @@ class ChainAuditor:
             out.verified_checks += 1
         if row.kind == "result":
             self._check_result(row, env, texts, out)
+        elif row.kind in _DOC_FIELDS:
+            self._check_event_doc(row, env, texts, out)
 
     def _check_result(self, row: Any, env: dict[str, Any], texts: dict[str, bytes],
                       out: RowOutcome) -> None:
@@ -288,6 +308,28 @@ class ChainAuditor:
             f.append(Finding(f"policy:{rule.id}", seq, POLICY_VIOLATION, rule.message,
                              None, {"engine": env.get("engine"), "status": status}))
         self._check_attestation(row, env, doc, texts, out)
+
+    @staticmethod
+    def _check_event_doc(row: Any, env: dict[str, Any], texts: dict[str, bytes],
+                         out: RowOutcome) -> None:
+        """A key_event/audit_run document must say what its hashed envelope says."""
+        payload, fields = _DOC_FIELDS[row.kind]
+        if payload not in texts:
+            return
+        try:
+            doc = json.loads(texts[payload])
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            out.findings.append(Finding("document_unreadable", row.seq, PAYLOAD_MODIFIED,
+                                        f"the {payload} document is not a JSON object"))
+            return
+        for name, doc_key in fields.items():
+            if doc.get(doc_key) != env.get(name):
+                out.findings.append(Finding("document_envelope_mismatch", row.seq,
+                                            PAYLOAD_MODIFIED,
+                                            f"{payload}.{doc_key} differs from the envelope",
+                                            env.get(name), doc.get(doc_key)))
 
     @staticmethod
     def _result_doc(seq: int, texts: dict[str, bytes], f: list[Finding]) -> dict[str, Any] | None:

@@ -285,9 +285,14 @@ def _evidence_preimage(sub: dict[str, Any], status: str, proof_ref: str | None) 
 
 
 def parse_submission(obj: Any) -> Submission:
-    """Validate one parsed submission object.  Raises SubmissionError."""
+    """Validate one parsed submission object.  Raises SubmissionError.
+
+    Objects that did not come through :func:`loads` (the Python API) get the same
+    depth limit here and the same size limit on the bytes they become.
+    """
     if not isinstance(obj, dict):
         raise _fail("not_an_object", None, "a submission must be a JSON object")
+    _check_depth(obj)
     unknown = sorted(obj.keys() - TOP_LEVEL_FIELDS)
     if unknown:
         raise _fail("unknown_field", unknown[0], "not a submission field; allowed: "
@@ -345,6 +350,10 @@ def parse_submission(obj: Any) -> Submission:
         "query": query.encode("utf-8") if query is not None else None,
         "meta": _encode_json_safe(meta, "meta") if meta is not None else None,
     }
+    size = sum(len(v) for v in payloads.values() if v is not None)
+    if size > MAX_SUBMISSION_BYTES:
+        raise SubmissionTooLarge(f"submission stores {size} bytes; the limit is "
+                                 f"{MAX_SUBMISSION_BYTES} bytes", code="too_large", field=None)
     return Submission(
         engine=engine, status=status, agent_message=result["agent_message"],
         developer_fields=dev, proof_ref=proof_ref, constraint_id=constraint_id,

@@ -1,7 +1,7 @@
 """The attestation trust store (folded from ``key_event`` entries) and the
 attestation check of design §2.3.
 
-Trust rules (docs/trust.md):
+Trust rules (docs/audit.md, section "Trust store"):
 
 * ``trust`` makes a producer public key (issuer, kid, JWK) acceptable for rows
   *after* the event's seq; the same kid may name several keys over time (the

@@ -1,9 +1,9 @@
 """Appending: validate outside the lock, link and insert inside one transaction.
 
-``append_batch`` takes the head lock once per call and commits once: either
+``commit_batch`` takes the head lock once per call and commits once: either
 every accepted item of the batch is in the ledger, or none is.  Rejected items
-are written to the quarantine table (in their own transaction, before the
-batch) and reported per item; they never enter the chain.
+are reported per item and written to the quarantine table by the caller, in
+their own transaction after the batch; they never enter the chain.
 """
 
 from __future__ import annotations
@@ -295,13 +295,23 @@ def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequenc
     return results
 
 
+QUARANTINE_MAX_RAW = 64 * 1024  # a rejected submission is kept up to this many bytes
+
+
 def quarantine_rows(clock: Clock, producer: str | None,
                     items: Sequence[tuple[bytes, LedgerError | dict[str, Any]]],
                     ) -> list[dict[str, Any]]:
+    """Quarantine rows; a raw submission over QUARANTINE_MAX_RAW bytes is kept
+    truncated (its full size is in the message), so rejects cannot fill the disk."""
     now = clock.now_us()
     rows = []
     for raw, err in items:
         d = err.to_dict() if isinstance(err, LedgerError) else err
+        message = d["message"]
+        if len(raw) > QUARANTINE_MAX_RAW:
+            message += f" [raw submission of {len(raw)} bytes kept truncated to " \
+                       f"{QUARANTINE_MAX_RAW}]"
+            raw = raw[:QUARANTINE_MAX_RAW]
         rows.append({"received_at": now, "code": d["code"], "field": d.get("field"),
-                     "message": d["message"], "producer": producer, "raw": raw})
+                     "message": message, "producer": producer, "raw": raw})
     return rows

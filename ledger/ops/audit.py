@@ -219,6 +219,9 @@ def run_audit(ledger: Any, opts: AuditOptions,
     run_id, tally = None, Tally()
     if opts.resume:
         run_id, start, tally, state = _resume(engine, opts)
+        end = opts.end if opts.end is not None else end
+        policy = _policy(opts.policy_path)
+        store = load_trust_store(engine) if opts.check_attestations else None
     elif opts.workers <= 1:
         run_id, state = _new_run(engine, ledger, opts, start, end), {}
     if opts.workers > 1 and not opts.resume and end - start > opts.workers:
@@ -279,11 +282,15 @@ LEDGER_LEVEL_CODES = frozenset({"seq_gap", "head_missing", "entries_beyond_head"
 
 def summary_line(report: dict[str, Any]) -> str:
     s = report["summary"]
+    review = s["unverified"] or report.get("abstentions") and report["outcome"] != "failed"
     line = (f"audit complete: {s['rows']} rows, {s['verified']} verified, {s['failed']} failed, "
-            f"{s['unverified']} unverified" + (" (human review needed)" if s["unverified"] else ""))
+            f"{s['unverified']} unverified" + (" (human review needed)" if review else ""))
     extra = sum(1 for f in report["findings"] if f["code"] in LEDGER_LEVEL_CODES)
     if extra:
         line += f"; {extra} ledger-level finding(s)"
+    unrowed = sum(1 for a in report.get("abstentions", []) if a.get("seq") is None)
+    if unrowed:
+        line += f"; {unrowed} ledger-level check(s) not verified"
     return line
 
 
@@ -383,8 +390,11 @@ def _resume(engine: Any, opts: AuditOptions) -> tuple[int, int, Tally, dict[str,
                                        .where(audit_findings.c.run_id == run.id)
                                        .order_by(audit_findings.c.id)):
             (tally.findings if kind == "finding" else tally.abstentions).append(json.loads(body))
+    saved = json.loads(run.options)
     opts.start, opts.end = run.range_start, run.range_end
-    state = json.loads(run.options).get("state", {})
+    opts.policy_path, opts.check_attestations = saved.get("policy"), saved.get(
+        "attestations", True)
+    state = saved.get("state", {})
     return int(run.id), int(run.next_seq), tally, state
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from ledger.crypto.trust import TrustStore, jwk_thumbprint, public_jwk
+from ledger.core.entry import digest_text
+from ledger.crypto.trust import ACTIONS, TrustStore, jwk_thumbprint, public_jwk
 from ledger.errors import NotFound, UsageError
 from ledger.ops.append import AppendResult, Prepared, commit_batch, prepare_event
 from ledger.store import repository as repo
@@ -28,8 +29,19 @@ def load_trust_store(engine: Engine, since: TrustStore | None = None) -> TrustSt
         blobs = repo.get_payloads(conn, [r.doc_digest for r in rows])
     for r in rows:
         data = blobs.get(r.doc_digest)
-        if data is not None:
-            store.apply(r.seq, json.loads(data))
+        # only documents that match their digest are folded in; a missing, modified
+        # or unreadable key event is the audit's finding, never trust
+        if data is None or digest_text(data) != r.doc_digest:
+            continue
+        try:
+            event = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("action") in ACTIONS:
+            try:
+                store.apply(r.seq, event)
+            except (KeyError, TypeError):
+                continue
     return store
 
 
