@@ -232,7 +232,7 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[str, bytes], list[t
     envelope = obj["envelope"].encode("utf-8")
     hashes = {k: parse_hash_hex(obj[k]) for k in ("body_hash", "prev_hash", "entry_hash")}
     try:
-        env = json.loads(envelope)
+        env = json.loads(obj["envelope"])
     except ValueError:
         env = None
     env = env if isinstance(env, dict) else {}
