@@ -393,3 +393,34 @@ def test_the_fast_line_writer_is_the_canonical_line(text):
     args = (7, "result", 1767225600123456, text.encode(), "sha256:" + "1" * 64,
             "sha256:" + "2" * 64, "sha256:" + "3" * 64, payloads)
     assert entry_line(*args) == dump_line(entry_record(*args))
+
+
+def test_the_demo_exports_and_verifies_a_bundle(tmp_path):
+    from ledger.ops.demo import run_demo
+
+    lines = list(run_demo(tmp_path))
+    assert any(line.startswith("exported ") for line in lines)
+    verified = [line for line in lines if line.startswith("verify-export complete")]
+    assert verified and " 0 failed, 0 unverified" in verified[0], lines[-3:]
+    assert verify_export(tmp_path / "export", tmp_path / "ledger-keys" / "jwks.json")[
+        "outcome"] == "passed"
+
+
+@pytest.mark.slow
+def test_flipping_any_byte_of_a_small_bundle_fails_naming_the_file(source, tmp_path):
+    if "postgresql" in source["url"]:
+        pytest.skip("the bundle format does not depend on the engine; SQLite covers it")
+    small = tmp_path / "small"
+    with Ledger.open(source["url"]) as led:
+        led.export(small, keys=source["keys"], kind="key_event")
+    missed = []
+    for name in ALL_FILES:
+        data = (small / name).read_bytes()
+        for i in range(len(data)):
+            (small / name).write_bytes(data[:i] + bytes([data[i] ^ 0x20]) + data[i + 1:])
+            report = verify_export(small, source["jwks"])
+            if report["outcome"] != "failed" or not any(f["file"] == name
+                                                        for f in report["findings"]):
+                missed.append((name, i))
+        (small / name).write_bytes(data)
+    assert not missed, missed[:10]

@@ -50,9 +50,10 @@ def export(obj: dict, out_dir: str, start: int, end: int | None, key_file: str |
         origin = ledger.meta.origin
         signer = (signer_from_pem(key_file, origin, ledger.clock.now_us()) if key_file
                   else signer_from_keyring(Keyring.load(keys_dir), origin))
-        show = sys.stderr.isatty()
-        with click.progressbar(length=0, label="exporting", file=sys.stderr,
-                               hidden=not show) as bar:
+        size = ledger.head()["size"]
+        total = max(1, min(end if end is not None else size, size) - start)  # an upper bound
+        with click.progressbar(length=total, label="exporting", file=sys.stderr,
+                               hidden=not sys.stderr.isatty()) as bar:
             manifest = export_bundle(ledger, out_dir, signer, f, proofs=proofs,
                                      progress=bar.update)
     c = manifest["counts"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, select
@@ -364,5 +364,3 @@ def with_window(f: Filters, start: int, end: int | None) -> Filters:
     new_end = end if f.end is None else (f.end if end is None else min(f.end, end))
     return replace(f, start=max(f.start, start), end=new_end)
 
-
-FILTER_NAMES = tuple(x.name for x in fields(Filters))
