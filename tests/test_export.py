@@ -424,3 +424,15 @@ def test_flipping_any_byte_of_a_small_bundle_fails_naming_the_file(source, tmp_p
                 missed.append((name, i))
         (small / name).write_bytes(data)
     assert not missed, missed[:10]
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: ledger.crypto.keys.load_public_keys lets "
+                   "binascii.Error escape for a JWK whose x is not base64url (e.g. 5 "
+                   "characters); it should raise KeyringError (usage, exit 2)")
+def test_a_jwks_with_a_malformed_key_is_a_keyring_error(tmp_path):
+    from ledger.crypto.keys import load_public_keys
+
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "abcde"}]}))
+    with pytest.raises(KeyringError):
+        load_public_keys(path)
