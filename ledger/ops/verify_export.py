@@ -444,7 +444,7 @@ class _ProofCursor:
             o = line.obj if isinstance(line.obj, dict) else {}
             self.v.finding("proof_without_entry", DELETED, f"line {line.lineno} proves "
                            f"{o.get('file')} entries that are not in the bundle (or is out "
-                           "of place)", PROOFS, line.seq)
+                           "of place)", PROOFS, line.seq, pair=str(o.get("file")))
 
 
 class _Tracker:
@@ -459,7 +459,7 @@ class _Tracker:
                 self.cur = self.cursor.next_for(self.file)
             if self.cur is None or seq < self.cur.first:
                 self.v.finding("proof_missing", DELETED, f"no interval of proofs.jsonl "
-                               f"covers {self.file} entry {seq}", PROOFS, seq)
+                               f"covers {self.file} entry {seq}", PROOFS, seq, pair=self.file)
                 self.tally["failed"] += 1
                 return
             if seq <= self.cur.last:
@@ -468,7 +468,7 @@ class _Tracker:
         iv = self.cur
         if seq != iv.expected:
             self.v.finding("seq_gap", DELETED, f"entries {iv.expected}..{seq - 1} of the "
-                           "proven interval are missing", self.file, iv.expected)
+                           "proven interval are missing", self.file, iv.expected, pair=PROOFS)
             iv.broken = True
         iv.expected = seq + 1
         iv.counts[disp] += 1
@@ -478,15 +478,17 @@ class _Tracker:
                 try:
                     verify_inclusion(seq, cp.size, leaf_hash(entry_hash), iv.path, cp.root_hash)
                 except (ProofError, ValueError) as exc:
-                    self.v.finding("inclusion_invalid", FORKED, f"not in the checkpointed "
-                                   f"tree: {exc}", self.file, seq)
+                    self.v.finding("inclusion_invalid", FORKED, f"the proof on line "
+                                   f"{iv.lineno} for {self.file} entry {seq} does not reach the "
+                                   f"checkpoint root (the proof or the entry changed): {exc}",
+                                   PROOFS, seq, pair=self.file)
                     iv.broken = True
             self._settle(iv)
 
     def _close(self) -> None:
         iv = self.cur
         self.v.finding("entry_missing", DELETED, f"entries {iv.expected}..{iv.last} are "
-                       "declared in proofs.jsonl but missing", self.file, iv.expected)
+                       "declared in proofs.jsonl but missing", self.file, iv.expected, pair=PROOFS)
         iv.broken = True
         self._settle(iv)
 
@@ -531,9 +533,14 @@ class Verifier:
 
     # -- bookkeeping ------------------------------------------------------------------
     def finding(self, code: str, cls: str, message: str, file: str, seq: int | None = None,
-                expected: Any = None, actual: Any = None) -> None:
-        self.findings.append({"code": code, "seq": seq, "class": cls, "message": message,
-                              "expected": expected, "actual": actual, "file": file})
+                expected: Any = None, actual: Any = None, pair: str | None = None) -> None:
+        """``pair``: the other file of a disagreement (an entries file and proofs.jsonl);
+        the finding is moved to whichever of the two no longer has its signed digest."""
+        f = {"code": code, "seq": seq, "class": cls, "message": message,
+             "expected": expected, "actual": actual, "file": file}
+        if pair is not None:
+            f["_pair"] = pair
+        self.findings.append(f)
 
     def abstain(self, check: str, reason: str, message: str, file: str,
                 seq: int | None = None) -> None:
@@ -758,6 +765,15 @@ class Verifier:
 
     # -- the manifest's claims --------------------------------------------------------
     def _file_digests(self) -> None:
+        self._check_digests()
+        bad = {f["file"] for f in self.findings if f["code"] in ("file_digest_mismatch",
+                                                                  "file_missing")}
+        for f in self.findings:
+            other = f.pop("_pair", None)
+            if other is not None and (f["file"] in bad) != (other in bad):
+                f["file"] = f["file"] if f["file"] in bad else other
+
+    def _check_digests(self) -> None:
         listed = self.manifest.get("files") or {}
         if self.manifest and set(listed) != set(LISTED_FILES):
             self.finding("manifest_malformed", PAYLOAD_MODIFIED, f"files lists {sorted(listed)}"
