@@ -224,9 +224,10 @@ def test_layers_are_allow_lists_and_agent_never_sees_developer_data(led):
     assert attested[0]["attestation"].count(".") == 2
 
 
+# SQLite only: PostgreSQL plans depend on table statistics, so its plan is shown at 1M
+# rows by bench/query.py (docs/performance.md) rather than asserted on a small table.
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_filtered_page_is_answered_from_an_index(db_url):
-    if not db_url.startswith("sqlite"):
-        pytest.skip("PostgreSQL plans depend on statistics; see bench/query.py at 1M rows")
     with build(db_url) as led:
         plan = " ".join(explain(led.engine, make_filters(engine="math", status="VERIFIED",
                                                          since=format_us(T0))))

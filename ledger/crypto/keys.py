@@ -200,7 +200,10 @@ def _jwk_ref(jwk: dict[str, Any]) -> PublicKeyRef:
     if jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519" or not isinstance(jwk.get("x"),
                                                                                  str):
         raise KeyringError(f"JWK {jwk.get('kid')!r} is not an Ed25519 OKP key", code="bad_jwks")
-    raw = _b64url_decode(jwk["x"])
+    try:
+        raw = _b64url_decode(jwk["x"])
+    except ValueError:  # binascii.Error is a ValueError
+        raw = b""
     if len(raw) != 32:
         raise KeyringError(f"JWK {jwk.get('kid')!r} has a bad x", code="bad_jwks")
     return PublicKeyRef(jwk.get("key_name"), raw)
