@@ -276,8 +276,9 @@ def drop_line(data: bytes) -> bytes:
 
 def reorder(data: bytes) -> bytes:
     ls = _lines(data)
-    if len(ls) < 2:
-        pytest.skip("a one-line file has no order")
+    if len(ls) < 2:  # one line: reorder its two halves instead
+        half = len(data) // 2
+        return data[half:] + data[:half]
     k = max(0, len(ls) // 2 - 1)
     ls[k], ls[k + 1] = ls[k + 1], ls[k]
     return b"".join(ls)
