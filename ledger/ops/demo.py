@@ -12,9 +12,16 @@ from pathlib import Path
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from ledger.core.note import parse_checkpoint_body, parse_note
+from ledger.crypto.keys import Keyring, load_public_keys
+from ledger.crypto.proof_verify import verify_bundle
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, run_audit, summary_line
+from ledger.ops.checkpoint import make_checkpoint
+from ledger.ops.prove import inclusion_bundle
 from ledger.ops.samples import attested, realistic, rejected_examples
+from ledger.ops.verify_export import summary_line as export_line
+from ledger.ops.verify_export import verify_export
 
 ISSUER = "did:qwed:node:demo"
 
@@ -51,22 +58,62 @@ def run_demo(directory: Path) -> Iterator[str]:
         yield f"inspect it: ledger --db {url} show 1 --format json"
         report = run_audit(ledger, AuditOptions(record=True, producer="demo"))
         yield f"{summary_line(report)} — recorded as entry {report['recorded_seq']}"
-        yield from _tampered_copy(directory)
-        from ledger.crypto.keys import Keyring
-        from ledger.ops.verify_export import summary_line as export_line
-        from ledger.ops.verify_export import verify_export
-
-        ring, out = Keyring.load(directory / "ledger-keys"), directory / "export"
+        ring = Keyring.load(directory / "ledger-keys")
         if not ring.active(ledger.meta.origin):
             ring.generate(ledger.meta.origin, ledger.clock.now_us())
-        shutil.rmtree(out, ignore_errors=True)
-        m = ledger.export(out, keys=ring.path)
-        yield (f"exported {m['counts']['entries']} entries and {m['counts']['key_events']} key "
-               f"event(s) to {out} (checkpoint size {m['checkpoint']['size']}, signed manifest)")
-        yield export_line(verify_export(out, ring.path / "jwks.json")) + \
-            f" — offline: ledger verify-export {out} --jwks {ring.path / 'jwks.json'}"
+        yield from _checkpoint_and_proof(ledger, ring, directory)
+        yield from _export(ledger, ring, directory)
+        yield from _tampered_copy(directory)
+        yield from _truncated_copy(directory, ring)
     finally:
         ledger.close()
+
+
+def _checkpoint_and_proof(ledger: Ledger, ring: Keyring, directory: Path) -> Iterator[str]:
+    note = make_checkpoint(ledger, ring)
+    (directory / "checkpoint.txt").write_text(note, encoding="utf-8")
+    cp = parse_checkpoint_body(parse_note(note).text)
+    yield (f"signed checkpoint: size {cp.size}, root {cp.root_hash.hex()[:16]}… "
+           f"-> {directory / 'checkpoint.txt'} (keep it outside the database)")
+    bundle = inclusion_bundle(ledger, 1, note)
+    path = directory / "proof-1.json"
+    path.write_text(json.dumps(bundle, indent=1), encoding="utf-8")
+    verified = verify_bundle(path.read_bytes(), load_public_keys(ring.path / "jwks.json"))
+    yield (f"inclusion proof of entry 1 verified offline ({len(bundle['inclusion_path'])} "
+           f"hashes, signed by {', '.join(verified.signers)}): ledger verify-proof {path} "
+           f"--key {ring.path / 'jwks.json'}")
+
+
+def _export(ledger: Ledger, ring: Keyring, directory: Path) -> Iterator[str]:
+    out = directory / "export"
+    shutil.rmtree(out, ignore_errors=True)
+    m = ledger.export(out, keys=ring.path)
+    yield (f"exported {m['counts']['entries']} entries and {m['counts']['key_events']} key "
+           f"event(s) to {out} (checkpoint size {m['checkpoint']['size']}, signed manifest)")
+    yield export_line(verify_export(out, ring.path / "jwks.json")) + \
+        f" — offline: ledger verify-export {out} --jwks {ring.path / 'jwks.json'}"
+
+
+def _truncated_copy(directory: Path, ring: Keyring) -> Iterator[str]:
+    """Delete the newest entries and move the head back: the chain alone cannot tell."""
+    dst = _copy_db(directory, "truncated.db")
+    with sqlite3.connect(dst) as c:
+        c.execute("DROP TRIGGER entries_no_delete")
+        size = c.execute("SELECT size FROM head").fetchone()[0]
+        c.execute("DELETE FROM entries WHERE seq >= ?", (size - 3,))
+        last = c.execute("SELECT entry_hash, recorded_at FROM entries WHERE seq = ?",
+                         (size - 4,)).fetchone()
+        c.execute("UPDATE head SET size = ?, head_hash = ?, last_recorded_at = ?",
+                  (size - 3, last[0], last[1]))
+    with Ledger.open(f"sqlite:///{dst}") as t:
+        plain = run_audit(t, AuditOptions())
+        kept = run_audit(t, AuditOptions(checkpoints=(str(directory / "checkpoint.txt"),),
+                                         keys=(str(ring.path / "jwks.json"),)))
+    yield f"truncated copy {dst.name}: the newest 3 entries deleted and the head moved back"
+    yield f"  without the checkpoint: {summary_line(plain)}"
+    yield f"  with the kept checkpoint: {summary_line(kept)}"
+    for f in kept["findings"]:
+        yield f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}"
 
 
 def _attestations(ledger: Ledger) -> Iterator[str]:
@@ -89,11 +136,17 @@ def _attestations(ledger: Ledger) -> Iterator[str]:
           f"({(bad.error or {}).get('code')})"
 
 
-def _tampered_copy(directory: Path) -> Iterator[str]:
-    src, dst = directory / "ledger.db", directory / "tampered.db"
+def _copy_db(directory: Path, name: str) -> Path:
+    """A copy of the demo ledger file (its WAL folded in first)."""
+    src, dst = directory / "ledger.db", directory / name
     with sqlite3.connect(src) as c:
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     shutil.copyfile(src, dst)
+    return dst
+
+
+def _tampered_copy(directory: Path) -> Iterator[str]:
+    dst = _copy_db(directory, "tampered.db")
     with sqlite3.connect(dst) as c:  # what a database superuser could do
         for t in ("entries_no_update", "payloads_no_update"):
             c.execute(f"DROP TRIGGER {t}")

@@ -1,0 +1,27 @@
+"""`ledger demo` — the README's first command — runs end to end and shows each capability."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from ledger.cli.main import cli
+
+
+def test_demo_narrates_every_capability(tmp_path):
+    res = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "d")])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "appended 60 results in one batch" in out
+    assert "(replayed=True)" in out and "rejected (idempotency_conflict)" in out
+    assert "proof_on_non_verified [result.proof_ref] — quarantined" in out
+    assert "verdict valid" in out and "rejected (attestation_signature_invalid)" in out
+    assert "0 failed, 0 unverified — recorded as entry" in out
+    assert "inclusion proof of entry 1 verified offline" in out
+    assert "verify-export complete:" in out and ", 0 failed, 0 unverified — offline" in out
+    assert "seq 0: payload_modified payload_digest_mismatch" in out
+    assert "seq 3: payload_modified column_mismatch" in out
+    assert "without the checkpoint: audit complete: 64 rows, 64 verified, 0 failed" in out
+    assert "truncated checkpoint_truncated" in out
+    # a second run starts fresh
+    again = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "d")])
+    assert again.exit_code == 0, again.output
