@@ -1,0 +1,135 @@
+"""The HTTP service: ``create_app(settings)`` builds one FastAPI application.
+
+One process holds one :class:`Service`: the open ledger, the ledger signing key
+(receipts), the token verifier and the group committer.  Several processes
+(``ledger serve --workers N``, or several hosts against one PostgreSQL) each
+hold their own; the database lock serializes their transactions.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from sqlalchemy.exc import InterfaceError, OperationalError
+from starlette.requests import Request
+
+from ledger import __version__
+from ledger.api import errors
+from ledger.api.auth import JwksSource, TokenVerifier
+from ledger.api.groupcommit import GroupCommitter
+from ledger.api.limits import OTHER_MAX_BYTES, BodyLimit
+from ledger.api.receipts import sign_receipt
+from ledger.api.settings import Settings
+from ledger.core.submission import MAX_SUBMISSION_BYTES
+from ledger.crypto.keys import Keyring
+from ledger.errors import StoreUnavailable
+from ledger.facade import Ledger
+from ledger.ops.append import AppendResult
+from ledger.ops.tokens import ACCESS_TOKEN_TYP, ledger_signer
+
+DESCRIPTION = """Append-only, hash-chained, Merkle-committed audit ledger for verification
+results.  Every endpoint but `/v1/health` and `/.well-known/jwks.json` needs a bearer JWT
+(roles: producer, auditor, developer, agent).  Errors are
+`{"error": {"code", "message", "field"?}}` with the same stable codes as the CLI.
+See docs/http.md."""
+
+
+class Service:
+    """What every request of one process shares.  Raises (at construction) the
+    errors that keep a service from starting: NotInitialized, StoreUnavailable,
+    KeyringError (no active ledger key), UsageError (bad JWKS)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.ledger = Ledger.open(settings.db_url)
+        try:
+            self.origin = self.ledger.meta.origin
+            self.keyring = Keyring.load(settings.keys_dir)
+            self.signer = ledger_signer(self.keyring, self.origin)
+            if settings.external_jwks:
+                source = JwksSource(location=settings.external_jwks)
+                typs: tuple[str | None, ...] = (ACCESS_TOKEN_TYP, "jwt", None)
+            else:
+                source = JwksSource(fixed=self.signer.jwks())
+                typs = (ACCESS_TOKEN_TYP,)
+            self.verifier = TokenVerifier(
+                source, issuer=settings.issuer or self.origin,
+                audience=settings.audience or self.origin, typs=typs,
+                role_claim=settings.role_claim, leeway_s=settings.token_leeway_s)
+        except BaseException:
+            self.ledger.close()
+            raise
+        self.committer = GroupCommitter(
+            self.append_many, finish=self.finish, max_wait_ms=settings.group_wait_ms,
+            max_items=settings.group_max_items, max_queue=settings.queue_max)
+        self.checkpoint_lock = threading.Lock()
+
+    def append_many(self, items: Any, producer: str | None) -> list[AppendResult]:
+        return self.ledger.append_many(items, producer=producer)
+
+    def finish(self, result: AppendResult, producer: str | None) -> dict[str, Any]:
+        """The JSON outcome of one item; appended items get their signed receipt."""
+        out = result.to_dict()
+        if result.ok:
+            out["receipt"] = sign_receipt(self.signer, result, origin=self.origin,
+                                          ledger_id=self.ledger.meta.ledger_id,
+                                          producer=producer, now_s=int(time.time()))
+        return out
+
+    def close(self) -> None:
+        self.ledger.close()
+
+
+def limit_for(settings: Settings) -> Any:
+    def limit(path: str) -> int:
+        if path == "/v1/entries":
+            return MAX_SUBMISSION_BYTES
+        if path == "/v1/entries/batch":
+            return settings.batch_max_bytes
+        return OTHER_MAX_BYTES
+
+    return limit
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The application for ``settings``.  Opens the ledger and loads the keys now (so a
+    misconfiguration fails before serving); the group committer starts with the app."""
+    from ledger.api import routes_append, routes_export, routes_meta, routes_read
+
+    service = Service(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await service.committer.start()
+        try:
+            yield
+        finally:
+            await service.committer.stop()
+            service.close()
+
+    app = FastAPI(title="ledger", version=__version__, description=DESCRIPTION,
+                  lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.service = service
+    app.state.verifier = service.verifier
+    errors.install(app)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    async def _db_down(_: Request, exc: Exception) -> Any:
+        errors.log.warning("database error: %s", exc)
+        return errors.ledger_error_response(StoreUnavailable("the database is unreachable"))
+
+    for module in (routes_append, routes_read, routes_export, routes_meta):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit, limit_for=limit_for(settings))
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """Factory for ``uvicorn --factory`` worker processes (settings from the environment)."""
+    return create_app(Settings.from_env())

@@ -1,0 +1,187 @@
+"""Bearer-token authentication and the role policy of every route.
+
+A token is accepted only if all of these hold (anything else is 401):
+
+- at most 8 KiB; header ``alg`` is ``EdDSA`` or ``ES256`` (pinned: never ``none``,
+  never HMAC, never RSA) and matches the key type (Ed25519 / P-256); no ``crit``;
+- ``typ`` is ``at+jwt`` (self-hosted tokens; an external issuer may also use ``JWT``
+  or no ``typ``) — so a ledger *receipt* can never be used as an access token;
+- the signature verifies with a key of the trusted JWKS (``kid`` picks the key;
+  it is only a hint: a token is accepted only if that key's signature verifies);
+- ``iss`` and ``aud`` equal the configured issuer and audience; ``exp``, ``iat``
+  and ``sub`` present; ``exp``/``nbf`` honoured with a small leeway;
+- the role claim is one of producer, auditor, developer, agent (else 403).
+
+The trusted JWKS is the ledger keyring's (tokens minted by ``ledger token issue``)
+or, instead, an external issuer's JWKS (a file, re-read when it changes, or an
+``http(s)`` URL, cached and re-fetched at most every 30 s for an unknown ``kid``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jwt
+from fastapi import Depends, Request
+from fastapi.security import HTTPBearer
+
+from ledger.api.errors import Forbidden, Unauthenticated
+from ledger.errors import UsageError
+from ledger.ops.tokens import ACCESS_TOKEN_TYP, ROLES, JwksSource, check_subject
+
+ALGORITHMS = ("EdDSA", "ES256")
+MAX_TOKEN_CHARS = 8192
+LAYER = {"auditor": 3, "developer": 2, "agent": 1}  # disclosure layer of each reading role
+
+# Who may do what.  Every route names one action; tests check every cell.
+POLICY: dict[str, frozenset[str]] = {
+    "append": frozenset({"producer", "auditor"}),
+    "read": frozenset({"auditor", "developer", "agent"}),
+    "checkpoint": frozenset({"auditor", "developer", "agent"}),
+    "export": frozenset({"auditor", "developer", "agent"}),
+    "schema": frozenset(ROLES),
+}
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The verified caller."""
+
+    role: str
+    subject: str
+    claims: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def layer(self) -> int:
+        """Disclosure layer (1 agent, 2 developer, 3 auditor); 0 for a producer."""
+        return LAYER.get(self.role, 0)
+
+
+class TokenVerifier:
+    """Verifies bearer tokens; caches verified tokens for at most 60 s (and never past exp)."""
+
+    CACHE_S = 60.0
+    CACHE_SIZE = 4096
+
+    def __init__(self, source: JwksSource, *, issuer: str, audience: str,
+                 typs: Iterable[str | None] = (ACCESS_TOKEN_TYP,), role_claim: str = "role",
+                 leeway_s: int = 30) -> None:
+        self.source = source
+        self.issuer = issuer
+        self.audience = audience
+        self.typs = {t.lower() if t else None for t in typs}
+        self.role_claim = role_claim
+        self.leeway_s = leeway_s
+        self._cache: dict[str, tuple[Principal, Any]] = {}
+
+    def header_kid(self, token: str) -> Any:
+        try:
+            return jwt.get_unverified_header(token).get("kid")
+        except jwt.InvalidTokenError:
+            return None
+
+    def cached(self, token: str) -> Principal | None:
+        """The principal of a token verified less than 60 s ago (and not expired since)."""
+        hit = self._cache.get(token)
+        return hit[0] if hit is not None and hit[1] > time.time() else None
+
+    def verify(self, token: str) -> Principal:
+        """The principal of a valid token.  Raises Unauthenticated or Forbidden."""
+        hit = self.cached(token)
+        if hit is not None:
+            return hit
+        now = time.time()
+        principal, exp = self._verify(token)
+        if len(self._cache) >= self.CACHE_SIZE:
+            self._cache.clear()
+        self._cache[token] = (principal, min(now + self.CACHE_S, exp))
+        return principal
+
+    def _verify(self, token: str) -> tuple[Principal, Any]:
+        if len(token) > MAX_TOKEN_CHARS:
+            raise Unauthenticated("token too long", code="invalid_token")
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.InvalidTokenError:
+            raise Unauthenticated("malformed token", code="invalid_token") from None
+        alg = header.get("alg")
+        if alg not in ALGORITHMS:
+            raise Unauthenticated(f"token algorithm must be one of {', '.join(ALGORITHMS)}",
+                                  code="invalid_token")
+        if "crit" in header:
+            raise Unauthenticated("token has critical header parameters", code="invalid_token")
+        typ = header.get("typ")
+        typ = typ.lower().removeprefix("application/") if isinstance(typ, str) else typ
+        if typ not in self.typs:
+            raise Unauthenticated("token type is not an access token", code="invalid_token")
+        keys = self.source.keyset.candidates(header.get("kid"), alg)
+        if not keys:
+            raise Unauthenticated("token signed by an unknown key", code="invalid_token")
+        claims = self._decode(token, alg, keys)
+        role = claims.get(self.role_claim)
+        try:
+            subject = check_subject(claims.get("sub"))
+        except UsageError:
+            raise Unauthenticated("token subject must be 1..256 characters",
+                                  code="invalid_token") from None
+        if role not in ROLES:
+            raise Forbidden(f"token role must be one of {', '.join(ROLES)}")
+        return Principal(role, subject, claims), claims["exp"] + self.leeway_s
+
+    def _decode(self, token: str, alg: str, keys: list[Any]) -> dict[str, Any]:
+        for key in keys:
+            try:
+                return jwt.decode(token, key, algorithms=[alg], audience=self.audience,
+                                  issuer=self.issuer, leeway=self.leeway_s,
+                                  options={"require": ["exp", "iat", "iss", "aud", "sub"]})
+            except jwt.InvalidSignatureError:
+                continue
+            except jwt.ExpiredSignatureError:
+                raise Unauthenticated("token expired", code="token_expired") from None
+            except jwt.InvalidTokenError as exc:
+                raise Unauthenticated(f"token rejected: {exc}", code="invalid_token") from None
+        raise Unauthenticated("token signature does not verify", code="invalid_token")
+
+
+bearer_scheme = HTTPBearer(auto_error=False, description="JWT access token (see docs/http.md)")
+
+
+async def authenticate(request: Request) -> Principal:
+    """The verified principal of this request.  Raises Unauthenticated / Forbidden."""
+    header = request.headers.get("authorization")
+    if not header:
+        raise Unauthenticated("an Authorization: Bearer token is required",
+                              code="missing_token")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthenticated("the Authorization header must be 'Bearer <token>'",
+                              code="invalid_token")
+    verifier: TokenVerifier = request.app.state.verifier
+    hit = verifier.cached(token)
+    if hit is not None:
+        return hit
+    if verifier.source.location is not None and \
+            verifier.source.stale(verifier.header_kid(token)):
+        from starlette.concurrency import run_in_threadpool
+
+        await run_in_threadpool(verifier.source.refresh)
+    return verifier.verify(token)
+
+
+def require(action: str) -> Any:
+    """A dependency that authenticates and checks ``POLICY[action]``."""
+    allowed = POLICY[action]
+
+    async def dependency(request: Request, _: Any = Depends(bearer_scheme)) -> Principal:
+        principal = await authenticate(request)
+        if principal.role not in allowed:
+            raise Forbidden(f"role {principal.role!r} may not {action}",
+                            detail={"role": principal.role, "action": action})
+        return principal
+
+    dependency.action = action  # type: ignore[attr-defined]
+    return Depends(dependency)

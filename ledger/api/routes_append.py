@@ -1,0 +1,141 @@
+"""POST /v1/entries (one submission, group-committed) and POST /v1/entries/batch.
+
+The body of a single append is one submission, exactly as the CLI takes it
+(docs/submissions.md); the body of a batch is a JSON array of them.  Each item
+is handed to the ledger as its own exact bytes, so a rejected item is
+quarantined byte for byte, as with ``ledger append``.
+
+``Idempotency-Key`` header: the submission's ``idempotency_key`` (batch item i:
+``<key>#<i>``).  A body that names its own, different key is refused (422
+``idempotency_key_mismatch``).  Retrying with the same key and the same body
+returns the same entry (``replayed: true``, HTTP 200); another body: 409.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from ledger.api.auth import Principal, require
+from ledger.api.errors import rejection_status
+from ledger.api.schemas import APPEND_RESPONSES, BATCH_BODY, BATCH_RESPONSES, SUBMISSION_BODY
+from ledger.core.submission import loads
+from ledger.errors import SubmissionError, SubmissionTooLarge
+
+router = APIRouter(tags=["append"])
+
+IDEMPOTENCY_KEY_RE = r"^[!-~]{1,200}$"  # visible ASCII; "#<i>" must still fit in 256
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _with_key(raw: bytes, key: str | None, where: str = "") -> Any:
+    """``raw`` itself, or the parsed submission carrying ``key``.  Unparseable bodies
+    stay bytes: the ledger rejects and quarantines them as they are."""
+    if key is None:
+        return raw
+    try:
+        obj = loads(raw)
+    except SubmissionError:
+        return raw
+    if not isinstance(obj, dict):
+        return raw
+    own = obj.get("idempotency_key")
+    if own is not None and own != key:
+        raise SubmissionError("the Idempotency-Key header and the body's idempotency_key "
+                              "differ", code="idempotency_key_mismatch",
+                              field=f"{where}idempotency_key")
+    obj["idempotency_key"] = key
+    return obj
+
+
+@router.post("/v1/entries", status_code=201, summary="Append one submission",
+             openapi_extra=SUBMISSION_BODY, responses=APPEND_RESPONSES)
+async def append_one(request: Request, principal: Principal = require("append"),
+                     idempotency_key: str | None = Header(None, alias="Idempotency-Key",
+                                                          pattern=IDEMPOTENCY_KEY_RE),
+                     ) -> JSONResponse:
+    """Append one submission; the response (201, or 200 for a replay) carries the seq,
+    entry hash, recorded_at and a signed receipt, and is sent only after the entry's
+    transaction has committed.  Concurrent calls are group-committed."""
+    raw = await request.body()
+    item = _with_key(raw, idempotency_key)
+    outcome = await request.app.state.service.committer.submit(item, principal.subject)
+    if not outcome["ok"]:
+        return JSONResponse({"error": outcome["error"]}, status_code=rejection_status(
+            outcome["error"]))
+    return JSONResponse(outcome, status_code=200 if outcome.get("replayed") else 201)
+
+
+def split_array(body: bytes, max_items: int) -> list[bytes]:
+    """The exact text of each element of a JSON array (cheap scan, no objects built).
+
+    Raises SubmissionError (not an array, malformed) or SubmissionTooLarge
+    (more than ``max_items`` elements).
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SubmissionError(f"body is not UTF-8 (byte {exc.start})", code="invalid_json"
+                              ) from None
+    scan = json.JSONDecoder(object_pairs_hook=lambda _: None, parse_float=lambda _: None,
+                            parse_int=lambda _: None, parse_constant=lambda _: None)
+    pos = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    if text[pos:pos + 1] != "[":
+        raise SubmissionError("a batch is a JSON array of submissions", code="not_an_array")
+    pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+    items: list[bytes] = []
+    if text[pos:pos + 1] == "]":
+        pos += 1
+    else:
+        while True:
+            try:
+                _, end = scan.raw_decode(text, pos)
+            except RecursionError:
+                raise SubmissionError("batch nested too deeply", code="too_deep") from None
+            except ValueError as exc:
+                raise SubmissionError(f"batch is not valid JSON: {exc}", code="invalid_json"
+                                      ) from None
+            items.append(text[pos:end].encode("utf-8"))
+            if len(items) > max_items:
+                raise SubmissionTooLarge(f"a batch holds at most {max_items} submissions",
+                                         code="batch_too_large")
+            pos = _WS.match(text, end).end()  # type: ignore[union-attr]
+            sep = text[pos:pos + 1]
+            pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+            if sep == "]":
+                break
+            if sep != ",":
+                raise SubmissionError("batch is not valid JSON: expected ',' or ']' at "
+                                      f"character {pos}", code="invalid_json")
+    if _WS.match(text, pos).end() != len(text):  # type: ignore[union-attr]
+        raise SubmissionError("batch is not valid JSON: data after the array",
+                              code="invalid_json")
+    return items
+
+
+@router.post("/v1/entries/batch", summary="Append a batch (one transaction)",
+             openapi_extra=BATCH_BODY, responses=BATCH_RESPONSES)
+async def append_batch(request: Request, principal: Principal = require("append"),
+                       idempotency_key: str | None = Header(None, alias="Idempotency-Key",
+                                                            pattern=IDEMPOTENCY_KEY_RE),
+                       ) -> JSONResponse:
+    """Append a JSON array of submissions under one lock and one commit.  200 with one
+    result per item, in order: ``{"ok": true, seq, entry_hash, recorded_at, receipt}``
+    or ``{"ok": false, "error": {...}}`` (rejected items are quarantined; they do not
+    stop the others)."""
+    service = request.app.state.service
+    raw_items = split_array(await request.body(), service.settings.batch_max_items)
+    items = [_with_key(raw, None if idempotency_key is None else f"{idempotency_key}#{i}",
+                       f"[{i}].") for i, raw in enumerate(raw_items)]
+    producer = principal.subject
+
+    def work() -> list[dict[str, Any]]:
+        results = service.append_many(items, producer) if items else []
+        return [service.finish(r, producer) for r in results]
+
+    return JSONResponse({"results": await run_in_threadpool(work)})

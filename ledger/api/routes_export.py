@@ -1,0 +1,116 @@
+"""GET /v1/export: stream matching entries as JSON Lines (memory: one page).
+
+``format=rows`` (default): one ``ledger.ops.query.project``-ed row per line in
+the caller's layer (what ``ledger query --all --format jsonl`` prints).
+``format=records`` (auditors only): the ``entries.jsonl`` records of a
+``ledger export`` bundle (envelope, payload bytes in base64, body/prev/entry
+hashes), so every digest and chain link can be recomputed offline.  The
+offline-verifiable *bundle* (manifest, proofs, signed checkpoint) is
+``ledger export``; this endpoint is its streaming view.
+
+The range is fixed when the request starts (``X-Ledger-Export-End``: the head
+size then), so an export never chases concurrent appends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+
+from ledger.api.auth import Principal, require
+from ledger.api.errors import Forbidden
+from ledger.api.routes_read import MAX_SEQ, TEXT, check_filters, check_params, layer_of
+from ledger.api.schemas import READ_ERRORS
+from ledger.core.entry import PAYLOAD_MAP, hash_hex
+from ledger.ops.query import (
+    STRING_FILTERS,
+    Filters,
+    iter_pages,
+    iter_query,
+    make_filters,
+    with_window,
+)
+from ledger.ops.verify_export import dump_line, entry_record
+from ledger.store import repository as repo
+
+router = APIRouter(tags=["read"])
+CHUNK_BYTES = 64 * 1024
+PAGE = 1000
+
+
+def _chunks(lines: Iterator[bytes]) -> Iterator[bytes]:
+    """Lines gathered into ~64 KiB writes (each write is one thread hop)."""
+    buf: list[bytes] = []
+    size = 0
+    for line in lines:
+        buf.append(line)
+        size += len(line)
+        if size >= CHUNK_BYTES:
+            yield b"".join(buf)
+            buf, size = [], 0
+    if buf:
+        yield b"".join(buf)
+
+
+def _rows(engine: Any, f: Filters, layer: str) -> Iterator[bytes]:
+    for row in iter_query(engine, f, layer=layer, page=PAGE):
+        yield dump_line(row)
+
+
+def _records(engine: Any, f: Filters) -> Iterator[bytes]:
+    with engine.connect() as conn:
+        for page in iter_pages(conn, f, page=PAGE):
+            for row, blobs in page:
+                digests = {n: getattr(row, c) for n, c in PAYLOAD_MAP[row.kind].items()}
+                yield dump_line(entry_record(
+                    row.seq, row.kind, row.recorded_at, bytes(row.envelope),
+                    hash_hex(bytes(row.body_hash)), hash_hex(bytes(row.prev_hash)),
+                    hash_hex(bytes(row.entry_hash)),
+                    {n: (d, blobs.get(d)) for n, d in digests.items() if d is not None}))
+
+
+@router.get("/v1/export", summary="Stream matching entries as JSON Lines",
+            response_class=StreamingResponse,
+            responses={200: {"content": {"application/x-ndjson": {}}}, **READ_ERRORS})
+def export(
+        request: Request,
+        kind: list[str] = Query([], **TEXT), engine: list[str] = Query([], **TEXT),
+        status: list[str] = Query([], **TEXT), constraint_id: list[str] = Query([], **TEXT),
+        proof_ref: list[str] = Query([], **TEXT), subject: list[str] = Query([], **TEXT),
+        producer: list[str] = Query([], **TEXT), att_verdict: list[str] = Query([], **TEXT),
+        att_kid: list[str] = Query([], **TEXT),
+        since: str | None = Query(None, max_length=64, description="RFC 3339, inclusive",
+                                  json_schema_extra={"format": "date-time"}),
+        until: str | None = Query(None, max_length=64, description="RFC 3339, exclusive",
+                                  json_schema_extra={"format": "date-time"}),
+        start: int = Query(0, ge=0, le=MAX_SEQ, description="first seq"),
+        end: int | None = Query(None, ge=0, le=MAX_SEQ, description="seq end (exclusive)"),
+        limit: int | None = Query(None, ge=1, le=MAX_SEQ, description="at most this many"),
+        format: str = Query("rows", pattern="^(rows|records)$"),
+        principal: Principal = require("export")) -> StreamingResponse:
+    """JSON Lines of every matching entry in seq order (the caller's layer), streamed."""
+    check_params(request, set(STRING_FILTERS) | {"since", "until", "start", "end", "limit",
+                                                 "format"})
+    layer = layer_of(principal)
+    if format == "records" and layer != "auditor":
+        raise Forbidden("format=records carries every payload: auditors only",
+                        code="forbidden_format", field="format")
+    given = {"kind": kind, "engine": engine, "status": status, "constraint_id": constraint_id,
+             "proof_ref": proof_ref, "subject": subject, "producer": producer,
+             "att_verdict": att_verdict, "att_kid": att_kid, "since": since, "until": until}
+    check_filters(layer, given)
+    f = make_filters(**{k: (v or None) for k, v in given.items()}, start=start, end=end)
+    ledger = request.app.state.service.ledger
+    with ledger.engine.connect() as conn:
+        size = repo.read_head(conn).size  # type: ignore[union-attr]
+    f = with_window(f, 0, size)
+    lines = _records(ledger.engine, f) if format == "records" else _rows(ledger.engine, f,
+                                                                         layer)
+    if limit is not None:
+        lines = (line for _, line in zip(range(limit), lines))
+    return StreamingResponse(_chunks(lines), media_type="application/x-ndjson",
+                             headers={"X-Ledger-Layer": layer,
+                                      "X-Ledger-Export-End": str(f.end)})

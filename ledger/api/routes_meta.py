@@ -1,0 +1,61 @@
+"""Health, the ledger's JWKS, the latest checkpoint, and the OpenAPI document.
+
+Only ``/v1/health`` and ``/.well-known/jwks.json`` answer without a token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from ledger.api.auth import Principal, require
+from ledger.api.errors import error_body
+from ledger.api.schemas import READ_ERRORS
+from ledger.errors import LedgerError, NotFound, StoreUnavailable
+from ledger.ops.checkpoint import latest_checkpoint
+
+router = APIRouter(tags=["meta"])
+
+
+@router.get("/v1/health", summary="Database reachable; head size and hash (no token)",
+            responses={503: READ_ERRORS[503]})
+def health(request: Request) -> JSONResponse:
+    """200 ``{"status": "ok", "database": "reachable", size, head_hash, ...}`` or 503."""
+    service = request.app.state.service
+    try:
+        head = service.ledger.head()
+    except LedgerError as exc:
+        return JSONResponse(error_body(exc.code, exc.message), status_code=503)
+    except Exception:  # noqa: BLE001 - any driver failure means "not reachable"
+        err = StoreUnavailable("the database is unreachable")
+        return JSONResponse(error_body(err.code, err.message), status_code=503)
+    return JSONResponse({"status": "ok", "database": "reachable", **head,
+                         "pending_appends": service.committer.pending})
+
+
+@router.get("/.well-known/jwks.json", summary="The ledger's public keys (no token)")
+def jwks(request: Request) -> JSONResponse:
+    """Every ledger key, active and retired: receipts, checkpoints and self-issued tokens
+    verify against these."""
+    return JSONResponse(request.app.state.service.signer.jwks(),
+                        headers={"Cache-Control": "max-age=300"})
+
+
+@router.get("/v1/checkpoint", summary="The latest signed checkpoint (C2SP signed note)",
+            response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {}}}, **READ_ERRORS})
+def checkpoint(request: Request, principal: Principal = require("checkpoint"),
+               ) -> PlainTextResponse:
+    """The signed-note text of the stored checkpoint with the largest tree size
+    (docs/format-checkpoint.md); 404 ``no_checkpoint`` before the first one."""
+    row = latest_checkpoint(request.app.state.service.ledger)
+    if row is None:
+        raise NotFound("no checkpoint has been signed yet", code="no_checkpoint")
+    return PlainTextResponse(row.note, media_type="text/plain; charset=utf-8")
+
+
+@router.get("/openapi.json", include_in_schema=False)
+def openapi(request: Request, principal: Principal = require("schema")) -> dict[str, Any]:
+    return request.app.openapi()

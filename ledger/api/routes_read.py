@@ -1,0 +1,132 @@
+"""GET /v1/entries/{seq} and GET /v1/entries: layered reads.
+
+Every row leaves through ``ledger.ops.query.project`` with the caller's layer
+(auditor: everything; developer: layers 1-2; agent: layer 1 only).  Filters
+are layered too: a caller may filter only on fields its layer shows
+(``LAYER_FIELDS``), since a filter on a hidden field would reveal that field
+one yes/no at a time; anything else is 403 ``forbidden_filter``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Path, Query, Request
+
+from ledger.api.auth import Principal, require
+from ledger.api.errors import BadRequest, Forbidden
+from ledger.api.schemas import READ_ERRORS
+from ledger.errors import NotFound
+from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
+from ledger.ops.prove import inclusion_bundle
+from ledger.ops.query import LAYER_FIELDS, STRING_FILTERS, make_filters, query
+
+router = APIRouter(tags=["read"])
+
+MAX_SEQ = 2**53 - 1  # beyond any ledger; keeps path/query integers inside SQL's bigint
+LAYER_NAME = {3: "auditor", 2: "developer", 1: "agent"}
+TEXT = {"max_length": 1024}
+# the part of an auditor's inclusion bundle a caller without layer 3 receives
+PATH_ONLY = ("origin", "seq", "tree_size", "leaf_index", "inclusion_path", "checkpoint")
+
+
+def layer_of(principal: Principal) -> str:
+    return LAYER_NAME[principal.layer]
+
+
+def check_params(request: Request, allowed: set[str]) -> None:
+    unknown = sorted(set(request.query_params.keys()) - allowed)
+    if unknown:
+        raise BadRequest(f"unknown query parameter {unknown[0]!r}", code="unknown_parameter",
+                         field=unknown[0])
+
+
+def check_filters(layer: str, given: dict[str, Any]) -> None:
+    """Filtering on a field the layer cannot see is refused (it would leak it)."""
+    visible = set(LAYER_FIELDS[layer])
+    for name, value in given.items():
+        if not value:
+            continue
+        column = "recorded_at" if name in ("since", "until") else name
+        if column not in visible:
+            raise Forbidden(f"the {layer} layer cannot filter on {name}",
+                            code="forbidden_filter", field=name)
+
+
+def entry_proof(service: Any, seq: int, layer: str) -> dict[str, Any]:
+    """Inclusion proof of ``seq`` against the latest checkpoint (signing a new one if none
+    covers ``seq`` and on-demand checkpoints are enabled)."""
+    ledger = service.ledger
+    latest = latest_checkpoint(ledger)
+    if latest is None or latest.size <= seq:
+        if not service.settings.checkpoint_on_demand:
+            raise NotFound(f"no checkpoint covers seq {seq} yet", code="not_checkpointed",
+                           field="proof")
+        with service.checkpoint_lock:  # concurrent requests share one new checkpoint
+            latest = latest_checkpoint(ledger)
+            note = latest.note if latest is not None and latest.size > seq else \
+                make_checkpoint(ledger, service.keyring)
+    else:
+        note = latest.note
+    bundle = inclusion_bundle(ledger, seq, note)
+    if layer == "auditor":
+        return bundle
+    out = {k: bundle[k] for k in PATH_ONLY}
+    out["entry_hash"] = bundle["entry"]["entry_hash"]
+    out["format"] = "ledger-inclusion-path/1"
+    return out
+
+
+@router.get("/v1/entries/{seq:int}", summary="One entry (layered), optionally with its proof",
+            responses=READ_ERRORS)
+def get_entry(request: Request, seq: int = Path(ge=0, le=MAX_SEQ),
+              proof: bool = Query(False, description="add the inclusion proof against the "
+                                  "latest checkpoint"),
+              principal: Principal = require("read")) -> dict[str, Any]:
+    """The entry at ``seq`` projected for the caller's layer.  ``proof=true``: auditors get
+    the full ``ledger-inclusion-proof/1`` bundle; other readers get the audit path, the
+    entry hash and the signed checkpoint (no envelope: it names layer-3 fields)."""
+    check_params(request, {"proof"})
+    service = request.app.state.service
+    layer = layer_of(principal)
+    page = query(service.ledger.engine, make_filters(start=seq, end=seq + 1), limit=1,
+                 layer=layer)
+    if not page.rows:
+        raise NotFound(f"no entry with seq {seq}", field="seq")
+    out = {"layer": layer, "entry": page.rows[0]}
+    if proof:
+        out["proof"] = entry_proof(service, seq, layer)
+    return out
+
+
+@router.get("/v1/entries", summary="Query entries (filters, keyset pagination)",
+            responses=READ_ERRORS)
+def list_entries(
+        request: Request,
+        kind: list[str] = Query([], **TEXT), engine: list[str] = Query([], **TEXT),
+        status: list[str] = Query([], **TEXT), constraint_id: list[str] = Query([], **TEXT),
+        proof_ref: list[str] = Query([], **TEXT), subject: list[str] = Query([], **TEXT),
+        producer: list[str] = Query([], **TEXT), att_verdict: list[str] = Query([], **TEXT),
+        att_kid: list[str] = Query([], **TEXT),
+        since: str | None = Query(None, max_length=64, description="RFC 3339, inclusive",
+                                  json_schema_extra={"format": "date-time"}),
+        until: str | None = Query(None, max_length=64, description="RFC 3339, exclusive",
+                                  json_schema_extra={"format": "date-time"}),
+        after: int = Query(-1, ge=-1, le=MAX_SEQ, description="keyset: rows with seq > after"),
+        limit: int = Query(100, ge=1, le=1000),
+        principal: Principal = require("read")) -> dict[str, Any]:
+    """One page of matching entries in seq order, projected for the caller's layer.
+    Each text filter is repeatable (any of the values); different filters must all match.
+    ``next_after`` is the ``after`` of the next page (null: no more rows now)."""
+    names = set(STRING_FILTERS) | {"since", "until", "after", "limit"}
+    check_params(request, names)
+    service = request.app.state.service
+    layer = layer_of(principal)
+    given = {"kind": kind, "engine": engine, "status": status, "constraint_id": constraint_id,
+             "proof_ref": proof_ref, "subject": subject, "producer": producer,
+             "att_verdict": att_verdict, "att_kid": att_kid, "since": since, "until": until}
+    check_filters(layer, given)
+    limit = min(limit, service.settings.page_max)
+    f = make_filters(**{k: (v or None) for k, v in given.items()})  # UsageError: 400
+    page = query(service.ledger.engine, f, after=after, limit=limit, layer=layer)
+    return {"layer": layer, "entries": page.rows, "next_after": page.next_after}

@@ -1,0 +1,88 @@
+"""OpenAPI fragments: request bodies are read as exact bytes (so the ledger stores and
+quarantines what was sent), and documented here rather than parsed by pydantic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.core.submission import MAX_SHORT_TEXT
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["error"],
+    "properties": {"error": {
+        "type": "object", "required": ["code", "message"],
+        "properties": {"code": {"type": "string"}, "message": {"type": "string"},
+                       "field": {"type": "string"}, "detail": {"type": "object"}}}},
+}
+
+RESULT_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["status", "agent_message"],
+    "description": "DiagnosticResult.to_dict(), or the flattened upstream API shape",
+    "properties": {
+        "status": {"type": "string", "enum": ["VERIFIED", "UNVERIFIABLE", "BLOCKED"]},
+        "agent_message": {"type": "string", "minLength": 1},
+        "developer_fields": {"type": "object"},
+        "proof_ref": {"type": ["string", "null"], "pattern": "^sha256:[0-9a-f]{64}$"},
+        "is_authoritative": {"type": "boolean"},
+        "attestation": {"type": "string"},
+    },
+}
+
+SUBMISSION_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["result", "engine"], "additionalProperties": False,
+    "description": "One submission (docs/submissions.md); at most 1 MiB, nesting depth 64",
+    "properties": {
+        "result": RESULT_SCHEMA,
+        "engine": {"type": "string", "pattern": "^[a-z0-9_.-]{1,64}$"},
+        "proof_preimage": {"type": "string"},
+        "evidence": {},
+        "evidence_kind": {"type": "string", "enum": ["json", "string"]},
+        "attestation": {"type": "string"},
+        "query": {"type": "string"},
+        "admission": {"type": "string", "enum": ["ADMIT", "BLOCKED"]},
+        "subject": {"type": "string", "maxLength": MAX_SHORT_TEXT},
+        "idempotency_key": {"type": "string", "minLength": 1, "maxLength": MAX_SHORT_TEXT},
+        "meta": {"type": "object"},
+    },
+}
+
+APPENDED_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["ok", "seq", "entry_hash", "recorded_at", "receipt"],
+    "properties": {
+        "ok": {"type": "boolean"}, "seq": {"type": "integer"},
+        "entry_hash": {"type": "string"}, "recorded_at": {"type": "string"},
+        "replayed": {"type": "boolean"},
+        "receipt": {"type": "string", "description": "EdDSA JWT (docs/http.md#receipts)"},
+    },
+}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    text = {400: "Malformed request", 401: "Missing or invalid token",
+            403: "Role not allowed", 404: "Not found", 409: "Conflict",
+            413: "Body too large", 422: "Rejected submission / invalid request",
+            503: "Database unreachable or overloaded"}
+    return {c: {"description": text[c], **_json(ERROR_SCHEMA)} for c in codes}
+
+
+SUBMISSION_BODY = {"requestBody": {"required": True, **_json(SUBMISSION_SCHEMA)}}
+BATCH_BODY = {"requestBody": {"required": True, **_json(
+    {"type": "array", "items": SUBMISSION_SCHEMA, "maxItems": 1000})}}
+
+APPEND_RESPONSES: dict[int | str, dict[str, Any]] = {
+    201: {"description": "Appended (durable)", **_json(APPENDED_SCHEMA)},
+    200: {"description": "Replayed (same idempotency key, same content)",
+          **_json(APPENDED_SCHEMA)},
+    **_errors(400, 401, 403, 409, 413, 422, 503),
+}
+BATCH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "One result per item, in order", **_json({
+        "type": "object", "properties": {"results": {"type": "array", "items": {
+            "type": "object"}}}})},
+    **_errors(400, 401, 403, 413, 422, 503),
+}
+READ_ERRORS = _errors(400, 401, 403, 404, 422, 503)

@@ -1,0 +1,62 @@
+"""Service settings (one dataclass; ``ledger serve`` options map 1:1 onto it)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from ledger.crypto.keys import DEFAULT_KEYS_DIR
+from ledger.errors import UsageError
+
+ENV_VAR = "LEDGER_SERVE_SETTINGS"  # how `ledger serve --workers N` hands settings to workers
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a service process needs.
+
+    ``issuer``/``audience`` default to the ledger origin.  With ``external_jwks``
+    (a JWKS file path or an http(s) URL) access tokens are verified against that
+    issuer's keys only, and ``issuer`` must be given; the ledger keyring still
+    signs receipts and is still published at ``/.well-known/jwks.json``.
+    """
+
+    db_url: str
+    keys_dir: str = DEFAULT_KEYS_DIR
+    issuer: str | None = None
+    audience: str | None = None
+    external_jwks: str | None = None
+    role_claim: str = "role"
+    token_leeway_s: int = 30
+    group_wait_ms: float = 0.0       # extra wait of a first item for company (0: none)
+    group_max_items: int = 256       # largest group-commit batch
+    queue_max: int = 4096            # appends waiting; beyond: 503 overloaded
+    batch_max_items: int = 1000      # items of one POST /v1/entries/batch
+    batch_max_bytes: int = 8 * 1024 * 1024
+    page_max: int = 1000             # largest page of GET /v1/entries
+    checkpoint_on_demand: bool = True  # ?proof=true signs a checkpoint if none covers seq
+
+    def __post_init__(self) -> None:
+        if self.external_jwks and not self.issuer:
+            raise UsageError("an external JWKS needs --issuer (the iss its tokens carry)",
+                             code="missing_issuer", field="issuer")
+        for name in ("group_max_items", "queue_max", "batch_max_items", "batch_max_bytes",
+                     "page_max"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"{name} must be at least 1", field=name)
+        if self.group_wait_ms < 0 or self.group_wait_ms > 1000:
+            raise UsageError("group wait must be 0..1000 ms", field="group_wait_ms")
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        raw = (environ if environ is not None else os.environ).get(ENV_VAR)
+        if not raw:
+            raise UsageError(f"{ENV_VAR} is not set", code="no_settings")
+        data: dict[str, Any] = json.loads(raw)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,94 @@
+"""``ledger serve``: the HTTP service (FastAPI on uvicorn; see docs/http.md).
+
+Exit codes: 2 usage (bad option, no ledger signing key, bad JWKS); 4 could not
+run (database unreachable, ledger not initialized).  Stops on SIGINT/SIGTERM
+after in-flight requests and queued appends are done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import click
+
+from ledger.cli.signing import keys_dir_option
+
+SETTINGS_ENV = "LEDGER_SERVE_SETTINGS"  # read by ledger.api.settings.Settings.from_env
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to listen on (0.0.0.0: every interface).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Worker processes (each with its own group committer; the database "
+                   "lock serializes their commits).")
+@keys_dir_option()
+@click.option("--issuer", default=None, metavar="ISS",
+              help="Accepted token issuer (default: the ledger origin).")
+@click.option("--audience", default=None, metavar="AUD",
+              help="Accepted token audience (default: the ledger origin).")
+@click.option("--jwks", "external_jwks", default=None, metavar="FILE|URL",
+              help="Verify access tokens with this external issuer's JWKS instead of the "
+                   "ledger key (needs --issuer).")
+@click.option("--role-claim", default="role", show_default=True,
+              help="Claim holding the role in external tokens.")
+@click.option("--group-wait-ms", type=click.FloatRange(0, 1000), default=0.0,
+              show_default=True, help="Group commit: longest wait for more appends.")
+@click.option("--group-max", type=click.IntRange(1, 10_000), default=256, show_default=True,
+              help="Group commit: largest batch.")
+@click.option("--queue-max", type=click.IntRange(1, 1_000_000), default=4096,
+              show_default=True, help="Appends allowed to wait; beyond: 503 overloaded.")
+@click.option("--no-checkpoint-on-demand", is_flag=True,
+              help="?proof=true answers 404 not_checkpointed instead of signing a "
+                   "checkpoint when none covers the entry yet.")
+@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info",
+                                                "debug"]), default="info", show_default=True)
+@click.option("--access-log/--no-access-log", default=True, show_default=True)
+@click.pass_obj
+def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: str | None,
+          audience: str | None, external_jwks: str | None, role_claim: str,
+          group_wait_ms: float, group_max: int, queue_max: int,
+          no_checkpoint_on_demand: bool, log_level: str, access_log: bool) -> None:
+    """Serve the ledger over HTTP (OpenAPI document at /openapi.json, with a token).
+
+    Needs an initialized ledger (`ledger init`) and an active ledger signing key
+    (`ledger keys generate`): it signs receipts and self-issued tokens.
+    """
+    import uvicorn
+
+    if external_jwks and not issuer:
+        raise click.UsageError("--jwks needs --issuer (the iss its tokens carry)")
+    settings = {
+        "db_url": obj["db_url"], "keys_dir": keys_dir, "issuer": issuer, "audience": audience,
+        "external_jwks": external_jwks, "role_claim": role_claim,
+        "group_wait_ms": group_wait_ms, "group_max_items": group_max, "queue_max": queue_max,
+        "checkpoint_on_demand": not no_checkpoint_on_demand}
+    origin = _preflight(settings)
+    os.environ[SETTINGS_ENV] = json.dumps(settings)
+    click.echo(f"serving {origin} on http://{host}:{port}"
+               + (f" with {workers} workers" if workers > 1 else ""), err=True)
+    # by import string: the CLI and the HTTP layer never import each other
+    uvicorn.run("ledger.api.app:app_from_env", factory=True, workers=workers, host=host,
+                port=port, log_level=log_level, access_log=access_log,
+                timeout_graceful_shutdown=30)
+
+
+def _preflight(settings: dict[str, Any]) -> str:
+    """Fail here, with the CLI's exit codes, on what would keep the service from starting:
+    no ledger (4), no active signing key or an unreadable JWKS (2).  Returns the origin."""
+    from ledger.crypto.keys import Keyring
+    from ledger.facade import Ledger
+    from ledger.ops.tokens import JwksSource, ledger_signer
+
+    with Ledger.open(settings["db_url"]) as ledger:
+        origin = ledger.meta.origin
+    ledger_signer(Keyring.load(settings["keys_dir"]), origin)
+    if settings["external_jwks"]:
+        JwksSource(location=settings["external_jwks"])
+    return origin
+
+
+COMMANDS = [serve]
