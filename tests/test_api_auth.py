@@ -342,3 +342,70 @@ def test_serve_hands_settings_to_the_app_under_the_agreed_name() -> None:
     assert SETTINGS_ENV == ENV_VAR
     s = Settings.from_env({ENV_VAR: json.dumps({"db_url": "sqlite:///x.db", "future": 1})})
     assert s.db_url == "sqlite:///x.db" and s.group_max_items == 256
+
+
+def test_jwks_url_source_refetches_for_unknown_kids_at_a_bounded_rate() -> None:
+    from ledger.ops.tokens import JwksSource
+
+    k1, k2 = ec.generate_private_key(ec.SECP256R1()), Ed25519PrivateKey.generate()
+    served = {"keys": [_jwk(k1, "k1")]}
+    fetched: list[str] = []
+
+    def fetch(url: str) -> bytes:
+        fetched.append(url)
+        if served is None:
+            raise OSError("issuer down")
+        return json.dumps(served).encode()
+
+    src = JwksSource(location="https://idp.example/jwks.json", fetch=fetch)
+    assert src.keyset.knows("k1") and len(fetched) == 1
+    assert not src.stale("k1")           # known kid, fresh: no fetch
+    assert not src.stale("k2")           # unknown kid, but fetched < 30 s ago
+    src._fetched_at -= 31
+    assert src.stale("k2") and not src.stale("k1")
+    served["keys"].append(_jwk(k2, "k2"))
+    src.refresh()
+    assert src.keyset.knows("k2") and len(fetched) == 2
+    served = None  # an outage keeps the keys already known
+    src.refresh()
+    assert src.keyset.knows("k1") and src.keyset.knows("k2")
+    src._fetched_at -= 301
+    assert src.stale("k1")               # older than 5 min: refresh even for known kids
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_external_issuer_jwks_over_http(kind: str, request: pytest.FixtureRequest,
+                                        tmp_path: Path) -> None:
+    """--jwks http://127.0.0.1:<port>/jwks.json: fetched with the standard library."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    key = Ed25519PrivateKey.generate()
+    body = json.dumps({"keys": [_jwk(key, "idp-1")]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200 if self.path == "/jwks.json" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    idp = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=idp.serve_forever, daemon=True)
+    thread.start()
+    db_url = fresh_db_url(kind, request, tmp_path)
+    prepare_ledger(db_url, tmp_path / "keys", f"test.example/url-{kind}")
+    proc, url = start_server(db_url, tmp_path / "keys", tmp_path / "serve.log", "--jwks",
+                             f"http://127.0.0.1:{idp.server_address[1]}/jwks.json",
+                             "--issuer", ISSUER, "--audience", AUDIENCE)
+    try:
+        tok = _ext_token(key, "idp-1", "developer", "dev@idp")
+        r = httpx.get(url + "/v1/entries", headers={"Authorization": f"Bearer {tok}"})
+        assert r.status_code == 200 and r.json()["layer"] == "developer"
+    finally:
+        stop_process(proc)
+        idp.shutdown()
+        idp.server_close()

@@ -162,3 +162,19 @@ def test_stopped_committer_refuses() -> None:
 def test_bounds_are_validated() -> None:
     with pytest.raises(ValueError):
         GroupCommitter(FakeLedger().append_many, max_items=0)
+
+
+def test_stop_commits_the_batch_in_flight_and_everything_queued() -> None:
+    fake = FakeLedger(delay=0.05)
+
+    async def main() -> list[Any]:
+        gc = GroupCommitter(fake.append_many, max_items=2)
+        await gc.start()
+        calls = [asyncio.create_task(gc.submit(f"s{i}", None)) for i in range(5)]
+        await asyncio.sleep(0.01)  # the first batch is committing
+        await gc.stop()
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    out = run(main())
+    assert all(isinstance(x, AppendResult) for x in out), out
+    assert fake.committed == {f"s{i}" for i in range(5)}

@@ -68,6 +68,7 @@ class Service:
             self.append_many, finish=self.finish, max_wait_ms=settings.group_wait_ms,
             max_items=settings.group_max_items, max_queue=settings.queue_max)
         self.checkpoint_lock = threading.Lock()
+        self.last_on_demand = 0.0  # time.monotonic() of the last on-demand checkpoint
 
     def append_many(self, items: Any, producer: str | None) -> list[AppendResult]:
         return self.ledger.append_many(items, producer=producer)

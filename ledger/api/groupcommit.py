@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from ledger.errors import StoreUnavailable
 from ledger.ops.append import AppendResult
 
 log = logging.getLogger("ledger.api.groupcommit")
+_STOP: Any = object()  # queued by stop(): everything before it is committed, then the loop ends
 
 # append_many(items, producer) -> one result per item, in order, after the commit
 AppendMany = Callable[[Sequence[Any], "str | None"], list[AppendResult]]
@@ -85,17 +85,20 @@ class GroupCommitter:
         self._task = asyncio.create_task(self._run(), name="group-commit")
 
     async def stop(self) -> None:
-        """Refuse new items, commit what is queued, stop the consumer."""
+        """Refuse new items, commit everything queued (the batch in flight included: no
+        caller is told "failed" about an append that commits), then stop the consumer."""
         self._closed = True
         if self._task is not None and self._queue is not None:
-            deadline = time.monotonic() + 30
-            while not self._queue.empty() and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-            self._task.cancel()
             try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+                await asyncio.wait_for(self._queue.put(_STOP), 30)
+                await asyncio.wait_for(asyncio.shield(self._task), 60)
+            except TimeoutError:
+                log.error("group commit did not drain in time; stopping it")
+                self._task.cancel()
+                try:
+                    await self._task
+                except asyncio.CancelledError:
+                    pass
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
@@ -120,28 +123,42 @@ class GroupCommitter:
         assert self._queue is not None
         loop = asyncio.get_running_loop()
         while True:
-            batch = [await self._queue.get()]
-            self._drain(batch)
-            if len(batch) < self.max_items and self.max_wait > 0:
+            first = await self._queue.get()
+            if first is _STOP:
+                return
+            batch = [first]
+            stopping = self._drain(batch)
+            if not stopping and len(batch) < self.max_items and self.max_wait > 0:
                 deadline = loop.time() + self.max_wait
-                while len(batch) < self.max_items:
+                while not stopping and len(batch) < self.max_items:
                     remaining = deadline - loop.time()
                     if remaining <= 0:
                         break
                     try:
-                        batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+                        item = await asyncio.wait_for(self._queue.get(), remaining)
                     except TimeoutError:
                         break
-                    self._drain(batch)
+                    if item is _STOP:
+                        stopping = True
+                        break
+                    batch.append(item)
+                    stopping = self._drain(batch)
             await self._commit(loop, batch)
+            if stopping:
+                return
 
-    def _drain(self, batch: list[Any]) -> None:
+    def _drain(self, batch: list[Any]) -> bool:
+        """Move waiting items into ``batch`` (up to the bound); True if the stop mark came."""
         assert self._queue is not None
         while len(batch) < self.max_items:
             try:
-                batch.append(self._queue.get_nowait())
+                item = self._queue.get_nowait()
             except asyncio.QueueEmpty:
-                return
+                return False
+            if item is _STOP:
+                return True
+            batch.append(item)
+        return False
 
     async def _commit(self, loop: asyncio.AbstractEventLoop, batch: list[Any]) -> None:
         items = [b[0] for b in batch]

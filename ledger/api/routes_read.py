@@ -9,6 +9,7 @@ one yes/no at a time; anything else is 403 ``forbidden_filter``.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -27,6 +28,7 @@ MAX_SEQ = 2**53 - 1  # beyond any ledger; keeps path/query integers inside SQL's
 LAYER_NAME = {3: "auditor", 2: "developer", 1: "agent"}
 TEXT = {"max_length": 1024}
 # the part of an auditor's inclusion bundle a caller without layer 3 receives
+ON_DEMAND_INTERVAL_S = 1.0  # bounds how many checkpoints ?proof=true can make
 PATH_ONLY = ("origin", "seq", "tree_size", "leaf_index", "inclusion_path", "checkpoint")
 
 
@@ -55,7 +57,8 @@ def check_filters(layer: str, given: dict[str, Any]) -> None:
 
 def entry_proof(service: Any, seq: int, layer: str) -> dict[str, Any]:
     """Inclusion proof of ``seq`` against the latest checkpoint (signing a new one if none
-    covers ``seq`` and on-demand checkpoints are enabled)."""
+    covers ``seq`` and on-demand checkpoints are enabled; at most one a second, so proof
+    requests during a stream of appends cannot flood the checkpoints table)."""
     ledger = service.ledger
     latest = latest_checkpoint(ledger)
     if latest is None or latest.size <= seq:
@@ -64,8 +67,13 @@ def entry_proof(service: Any, seq: int, layer: str) -> dict[str, Any]:
                            field="proof")
         with service.checkpoint_lock:  # concurrent requests share one new checkpoint
             latest = latest_checkpoint(ledger)
-            note = latest.note if latest is not None and latest.size > seq else \
-                make_checkpoint(ledger, service.keyring)
+            if latest is not None and latest.size > seq:
+                note = latest.note
+            else:  # at most one on-demand checkpoint per second and process
+                time.sleep(max(0.0, service.last_on_demand + ON_DEMAND_INTERVAL_S
+                               - time.monotonic()))
+                note = make_checkpoint(ledger, service.keyring)
+                service.last_on_demand = time.monotonic()
     else:
         note = latest.note
     bundle = inclusion_bundle(ledger, seq, note)
