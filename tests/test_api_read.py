@@ -201,3 +201,24 @@ def test_health_and_jwks_need_no_token(api: Server) -> None:  # noqa: F811
     jwks = httpx.get(api.base_url + "/.well-known/jwks.json").json()
     assert jwks["keys"] and all("d" not in k for k in jwks["keys"])
     assert {k["kty"] for k in jwks["keys"]} == {"OKP"}
+
+
+def test_agents_see_result_entries_only(api: Server, tmp_path: Path) -> None:  # noqa: F811
+    """Key events and audit runs are operational internals: agents never list or get them."""
+    from ledger.facade import Ledger
+
+    with Ledger.open(api.db_url) as ledger:
+        (event,) = ledger.trust_issuer("did:test:agent-hidden", {"keys": [{
+            "kty": "EC", "crv": "P-256", "kid": "k-agent-hidden",
+            "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+            "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}, reason="test")
+    seq = event.seq
+    with api.client("agent") as c:
+        assert c.get(f"/v1/entries/{seq}").status_code == 404
+        rows = c.get("/v1/entries", params={"after": seq - 1, "limit": 1000}).json()["entries"]
+        assert all(r["kind"] == "result" for r in rows) and seq not in [r["seq"] for r in rows]
+        assert all(json.loads(x)["kind"] == "result" for x in c.get("/v1/export").text.splitlines())
+        r = c.get("/v1/entries", params={"kind": "key_event"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_filter"
+    with api.client("developer") as c:
+        assert c.get(f"/v1/entries/{seq}").json()["entry"]["kind"] == "key_event"

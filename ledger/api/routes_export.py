@@ -22,7 +22,14 @@ from fastapi.responses import StreamingResponse
 
 from ledger.api.auth import Principal, require
 from ledger.api.errors import Forbidden
-from ledger.api.routes_read import MAX_SEQ, TEXT, check_filters, check_params, layer_of
+from ledger.api.routes_read import (
+    MAX_SEQ,
+    TEXT,
+    check_filters,
+    check_params,
+    layer_of,
+    visible_kinds,
+)
 from ledger.api.schemas import READ_ERRORS
 from ledger.core.entry import PAYLOAD_MAP, hash_hex
 from ledger.ops.query import (
@@ -102,6 +109,7 @@ def export(
              "proof_ref": proof_ref, "subject": subject, "producer": producer,
              "att_verdict": att_verdict, "att_kid": att_kid, "since": since, "until": until}
     check_filters(layer, given)
+    given["kind"] = visible_kinds(layer, kind)
     f = make_filters(**{k: (v or None) for k, v in given.items()}, start=start, end=end)
     ledger = request.app.state.service.ledger
     with ledger.engine.connect() as conn:

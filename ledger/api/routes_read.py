@@ -55,6 +55,18 @@ def check_filters(layer: str, given: dict[str, Any]) -> None:
                             code="forbidden_filter", field=name)
 
 
+def visible_kinds(layer: str, kinds: list[str]) -> list[str]:
+    """Agents see verification results only, never key events or audit runs (operational
+    internals): their queries are limited to ``kind=result``, and asking for another kind
+    is 403 ``forbidden_filter``.  Other layers: as asked."""
+    if layer != "agent":
+        return kinds
+    if any(k != "result" for k in kinds):
+        raise Forbidden("the agent layer sees result entries only", code="forbidden_filter",
+                        field="kind")
+    return ["result"]
+
+
 def entry_proof(service: Any, seq: int, layer: str) -> dict[str, Any]:
     """Inclusion proof of ``seq`` against the latest checkpoint (signing a new one if none
     covers ``seq`` and on-demand checkpoints are enabled; at most one a second, so proof
@@ -97,8 +109,8 @@ def get_entry(request: Request, seq: int = Path(ge=0, le=MAX_SEQ),
     check_params(request, {"proof"})
     service = request.app.state.service
     layer = layer_of(principal)
-    page = query(service.ledger.engine, make_filters(start=seq, end=seq + 1), limit=1,
-                 layer=layer)
+    f = make_filters(start=seq, end=seq + 1, kind=visible_kinds(layer, []) or None)
+    page = query(service.ledger.engine, f, limit=1, layer=layer)
     if not page.rows:
         raise NotFound(f"no entry with seq {seq}", field="seq")
     out = {"layer": layer, "entry": page.rows[0]}
@@ -134,6 +146,7 @@ def list_entries(
              "proof_ref": proof_ref, "subject": subject, "producer": producer,
              "att_verdict": att_verdict, "att_kid": att_kid, "since": since, "until": until}
     check_filters(layer, given)
+    given["kind"] = visible_kinds(layer, kind)
     limit = min(limit, service.settings.page_max)
     f = make_filters(**{k: (v or None) for k, v in given.items()})  # UsageError: 400
     page = query(service.ledger.engine, f, after=after, limit=limit, layer=layer)
