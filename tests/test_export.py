@@ -28,6 +28,7 @@ import tests.tamper as T
 from ledger import Ledger
 from ledger.cli.main import cli
 from ledger.clock import FixedClock
+from ledger.core.bundle import CSV_HEADER, LISTED_FILES, MANIFEST, MANIFEST_JWT
 from ledger.core.merkle import leaf_hash, verify_inclusion
 from ledger.crypto.keys import Keyring, KeyringError
 from ledger.errors import UsageError
@@ -35,13 +36,7 @@ from ledger.ops.checkpoint import latest_checkpoint
 from ledger.ops.export import export_bundle, signer_from_keyring
 from ledger.ops.query import make_filters
 from ledger.ops.samples import realistic
-from ledger.ops.verify_export import (
-    CSV_HEADER,
-    LISTED_FILES,
-    MANIFEST,
-    MANIFEST_JWT,
-    verify_export,
-)
+from ledger.ops.verify_export import verify_export
 from tests.test_query import HOSTILE, hostile_sub, leaky_subs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -387,7 +382,7 @@ def test_export_memory_does_not_grow_with_the_export(tmp_path):
 @pytest.mark.parametrize("text", ['{"a":"x"}', '{"s":"\\"q\\" \\\\ \\u0001 \\n"}', "Zürich 😀 𝔘",
                                   "\u2028\u2029\x7f", "</script>", ""])
 def test_the_fast_line_writer_is_the_canonical_line(text):
-    from ledger.ops.verify_export import dump_line, entry_line, entry_record
+    from ledger.core.bundle import dump_line, entry_line, entry_record
 
     payloads = {"result": ("sha256:" + "a" * 64, text.encode()), "meta": ("sha256:" + "b" * 64,
                                                                           None)}

@@ -120,6 +120,18 @@ class RowOutcome:
         return "abstained" if self.abstentions else "verified"
 
 
+# The outcome of a whole report (``ledger audit`` and ``ledger verify-export``) and its
+# exit code: failed if anything failed, else unverified if a person must look.
+EXIT_CODES = {"passed": 0, "failed": 1, "unverified": 3}
+
+
+def outcome(report: dict[str, Any]) -> str:
+    if report["findings"]:
+        return "failed"
+    return "unverified" if report["summary"]["unverified"] or report["abstentions"] \
+        else "passed"
+
+
 # (token, row, result_doc, query_text) -> (disposition, code, message)
 AttestationJudge = Callable[[str, Any, dict[str, Any] | None, str | None], tuple[str, str, str]]
 

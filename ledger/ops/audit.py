@@ -21,10 +21,12 @@ from sqlalchemy import Connection, func, select, update
 from ledger.clock import format_us
 from ledger.core.audit import (
     DELETED,
+    EXIT_CODES,  # noqa: F401 -- re-exported: ledger.cli.audit and tests import it here
     FORKED,
     TRUNCATED,
     ChainAuditor,
     Finding,
+    outcome,
 )
 from ledger.core.entry import genesis_hash, hash_hex, parse_hash_hex
 from ledger.core.policy import Policy, parse_policy
@@ -259,16 +261,6 @@ def run_audit(ledger: Any, opts: AuditOptions,
     if opts.record:
         report["recorded_seq"] = record_run(ledger, report, opts.producer)
     return report
-
-
-def outcome(report: dict[str, Any]) -> str:
-    if report["findings"]:
-        return "failed"
-    return "unverified" if report["summary"]["unverified"] or report["abstentions"] \
-        else "passed"
-
-
-EXIT_CODES = {"passed": 0, "failed": 1, "unverified": 3}
 
 
 # Findings about the ledger as a whole (not counted as failed rows).

@@ -31,32 +31,31 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from ledger.clock import format_us
-from ledger.core.entry import PAYLOAD_MAP, hash_hex
-from ledger.core.note import parse_checkpoint_body, parse_note
-from ledger.crypto.keys import Keyring, load_public_keys, public_jwk, raw_public
-from ledger.errors import UsageError
-from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
-from ledger.ops.query import Filters, iter_pages, make_filters, with_window
-from ledger.ops.tree import StoredTree
-from ledger.ops.verify_export import (
+from ledger.core.bundle import (
     CHECKPOINT,
     CSV_HEADER,
     CSV_VIEW,
     ENTRIES,
     EXPORT_FORMAT,
     JWKS,
-    JWT_TYP,
     KEY_EVENTS,
     MANIFEST,
     MANIFEST_JWT,
     PROOFS,
     agent_message,
-    check_note,
     csv_bytes,
     csv_row,
     dump_line,
     entry_line,
 )
+from ledger.core.entry import PAYLOAD_MAP, hash_hex
+from ledger.core.note import parse_checkpoint_body, parse_note
+from ledger.crypto.bundle_sign import JWT_TYP, check_note
+from ledger.crypto.keys import Keyring, load_public_keys, public_jwk, raw_public
+from ledger.errors import UsageError
+from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
+from ledger.ops.query import Filters, iter_pages, make_filters, with_window
+from ledger.ops.tree import StoredTree
 from ledger.store import repository as repo
 from ledger.store.tree import read_store
 

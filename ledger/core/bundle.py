@@ -1,0 +1,243 @@
+"""Export bundle format ``ledger-export/1`` (docs/export.md): file names, the JSON Lines
+records of ``entries.jsonl`` / ``key_events.jsonl``, the ``entries.csv`` view, and
+reading a line back into an entries row.
+
+Pure: shared by the writer (:mod:`ledger.ops.export`) and the offline verifier
+(:mod:`ledger.crypto.bundle_verify`); no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+import io
+import json
+from functools import lru_cache
+from typing import Any
+
+from ledger.core.entry import COLUMN_MAP, PAYLOAD_MAP, parse_hash_hex
+from ledger.core.timestamp import format_us, parse_rfc3339
+
+EXPORT_FORMAT = "ledger-export/1"
+MANIFEST, MANIFEST_JWT = "manifest.json", "manifest.jwt"
+ENTRIES, CSV_VIEW, KEY_EVENTS = "entries.jsonl", "entries.csv", "key_events.jsonl"
+PROOFS, CHECKPOINT, JWKS = "proofs.jsonl", "checkpoint.txt", "jwks.json"
+LISTED_FILES = (ENTRIES, CSV_VIEW, KEY_EVENTS, PROOFS, CHECKPOINT, JWKS)
+LINE_KEYS = frozenset({"seq", "kind", "recorded_at_us", "envelope", "body_hash", "prev_hash",
+                       "entry_hash", "payloads"})
+PROOF_KEYS = frozenset({"file", "first_seq", "seq", "tree_size", "inclusion_path"})
+CSV_HEADER = ["seq", "recorded_at", "kind", "engine", "status", "constraint_id", "proof_ref",
+              "subject", "producer", "admission", "att_verdict", "att_kid", "agent_message",
+              "entry_hash"]
+_CSV_COLUMNS = CSV_HEADER[3:-2]
+_COLUMNS = tuple(dict.fromkeys(
+    ["seq", "kind", "recorded_at"] + [c for m in COLUMN_MAP.values() for c in m.values()]
+    + [c for m in PAYLOAD_MAP.values() for c in m.values()]
+    + ["envelope", "body_hash", "prev_hash", "entry_hash"]))
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+# -- writing lines ------------------------------------------------------------------------
+def dump_line(obj: dict[str, Any]) -> bytes:
+    """One JSON Lines record: sorted keys, no spaces, raw UTF-8, a final LF."""
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+            + "\n").encode("utf-8")
+
+
+def entry_record(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: str,
+                 prev: str, entry: str, payloads: dict[str, tuple[str, bytes | None]],
+                 ) -> dict[str, Any]:
+    """The ``entries.jsonl`` / ``key_events.jsonl`` object of one entry (hashes as text)."""
+    return {"seq": seq, "kind": kind, "recorded_at_us": recorded_at_us,
+            "envelope": envelope.decode("utf-8"), "body_hash": body, "prev_hash": prev,
+            "entry_hash": entry,
+            "payloads": {name: {"digest": d, "data_b64": None if data is None
+                                else base64.b64encode(data).decode("ascii")}
+                         for name, (d, data) in payloads.items()}}
+
+
+_str = json.encoder.encode_basestring  # the C string encoder json.dumps uses (no ASCII escaping)
+
+
+def entry_line(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: str,
+               prev: str, entry: str, payloads: dict[str, tuple[str, bytes | None]]) -> bytes:
+    """``dump_line(entry_record(...))``, byte for byte, without building the dicts (the
+    export's hot path; a test compares the two)."""
+    items = []
+    for name in sorted(payloads):
+        d, data = payloads[name]
+        b64 = "null" if data is None else '"' + base64.b64encode(data).decode("ascii") + '"'
+        items.append(f'{_str(name)}:{{"data_b64":{b64},"digest":{_str(d)}}}')
+    return (f'{{"body_hash":{_str(body)},"entry_hash":{_str(entry)},'
+            f'"envelope":{_str(envelope.decode("utf-8"))},"kind":{_str(kind)},'
+            f'"payloads":{{{",".join(items)}}},"prev_hash":{_str(prev)},'
+            f'"recorded_at_us":{int(recorded_at_us)},"seq":{int(seq)}}}\n').encode()
+
+
+# -- the CSV view -------------------------------------------------------------------------
+def _cell(v: Any) -> str:
+    text = "" if v is None else str(v)
+    return "'" + text if text.startswith(_FORMULA_START) else text  # no spreadsheet formulas
+
+
+_time_text = lru_cache(maxsize=4096)(format_us)  # a batch shares one recorded_at
+
+
+def csv_row(seq: int, kind: str, recorded_at_us: int, columns: Any, agent_message: str | None,
+            entry_hash: str) -> list[str]:
+    """One ``entries.csv`` row; ``columns`` has the entries columns as attributes."""
+    return [str(seq), _time_text(recorded_at_us), _cell(kind)] + [
+        _cell(getattr(columns, c)) for c in _CSV_COLUMNS] + [_cell(agent_message), entry_hash]
+
+
+def csv_bytes(rows: list[list[str]]) -> bytes:
+    buf = io.StringIO()
+    csv.writer(buf).writerows(rows)
+    return buf.getvalue().encode("utf-8")
+
+
+def envelope_columns(kind: str, env: dict[str, Any]) -> dict[str, Any]:
+    """The entries columns an envelope of ``kind`` determines (payload digests included)."""
+    cols = {c: env.get(f) for f, c in COLUMN_MAP.get(kind, {}).items()}
+    digests = env.get("payloads") if isinstance(env.get("payloads"), dict) else {}
+    cols.update({c: digests.get(n) for n, c in PAYLOAD_MAP.get(kind, {}).items()})
+    return cols
+
+
+_AGENT_MESSAGE = b'{"agent_message":"'
+
+
+def agent_message(kind: str, result_bytes: bytes | None) -> str | None:
+    """``agent_message`` of a result payload.  Its keys are sorted, so it is the first
+    string: read just that (fast path), else parse the whole document."""
+    if kind != "result" or result_bytes is None:
+        return None
+    if result_bytes.startswith(_AGENT_MESSAGE):
+        try:
+            text = result_bytes.decode("utf-8")
+            msg, end = json.decoder.scanstring(text, len(_AGENT_MESSAGE))
+            if text[end] == ",":
+                return msg
+        except (ValueError, IndexError):
+            pass
+    try:
+        doc = json.loads(result_bytes)
+    except ValueError:
+        return None
+    return doc.get("agent_message") if isinstance(doc, dict) else None
+
+
+# -- reading lines ------------------------------------------------------------------------
+class BundleRow:
+    """A bundle line as an entries row (the attributes ChainAuditor reads)."""
+
+    __slots__ = _COLUMNS
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        for c in _COLUMNS:
+            setattr(self, c, values.get(c))
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` that rejects a duplicate key with ValueError."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise ValueError("duplicate key")
+    return d
+
+
+class BundleLine:
+    """One parsed line; ``problem`` is (code, message) when it cannot be used."""
+
+    def __init__(self, raw: bytes, lineno: int) -> None:
+        self.raw, self.lineno, self.problem = raw, lineno, None
+        self.obj: dict[str, Any] = {}
+        self.seq: int | None = None
+        try:
+            # no duplicate-key hook: a duplicate key fails the canonical comparison below
+            self.obj = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError):
+            self.problem = ("line_unreadable", f"line {lineno} is not a JSON object")
+            self._guess_seq()
+            return
+        seq = self.obj.get("seq") if isinstance(self.obj, dict) else None
+        self.seq = seq if type(seq) is int and seq >= 0 else None
+        if not isinstance(self.obj, dict):
+            self.problem = ("line_unreadable", f"line {lineno} is not a JSON object")
+        elif dump_line(self.obj) != raw:
+            self.problem = ("line_not_canonical", f"line {lineno} is not byte-identical "
+                            + "to its canonical form (edited, re-encoded or truncated)")
+
+    def _guess_seq(self) -> None:
+        """The seq of an unreadable line, if its text still shows one (to name it)."""
+        for key in (b'"seq":', b'"first_seq":'):
+            i = self.raw.find(key)
+            digits = self.raw[i + len(key):i + len(key) + 20].split(b",")[0].split(b"}")[0]
+            if i >= 0 and digits.isdigit():
+                self.seq = int(digits)
+                return
+
+
+def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[str, bytes], list[tuple[str, str]]]:
+    """(row, {digest: bytes}, problems) from an entry line object.  Raises ValueError when
+    the line lacks its fields or their types are wrong."""
+    if set(obj) != LINE_KEYS:
+        raise ValueError(f"keys are {sorted(obj)}, expected {sorted(LINE_KEYS)}")
+    seq, kind, t = obj["seq"], obj["kind"], obj["recorded_at_us"]
+    if not all(type(v) is int and v >= 0 for v in (seq, t)) or not isinstance(kind, str) \
+            or not isinstance(obj["envelope"], str) or not isinstance(obj["payloads"], dict):
+        raise ValueError("seq/recorded_at_us/kind/envelope/payloads have the wrong type")
+    envelope = obj["envelope"].encode("utf-8")
+    hashes = {k: parse_hash_hex(obj[k]) for k in ("body_hash", "prev_hash", "entry_hash")}
+    try:
+        env = json.loads(obj["envelope"])
+    except ValueError:
+        env = None
+    env = env if isinstance(env, dict) else {}
+    cols = envelope_columns(kind, env)
+    committed = {n: d for n, d in (env.get("payloads") or {}).items() if d is not None} \
+        if isinstance(env.get("payloads"), dict) else {}
+    problems: list[tuple[str, str]] = []
+    if set(obj["payloads"]) != set(committed) and env:
+        problems.append(("payload_set_mismatch", f"payloads {sorted(obj['payloads'])} differ"
+                         + f" from those the envelope commits to {sorted(committed)}"))
+    blobs: dict[str, bytes] = {}
+    for name, p in obj["payloads"].items():
+        if not isinstance(p, dict) or set(p) != {"digest", "data_b64"}:
+            raise ValueError(f"payload {name} is not {{digest, data_b64}}")
+        if p["digest"] != committed.get(name, p["digest"]):
+            problems.append(("payload_label_mismatch", f"payload {name} is labelled "
+                             + f"{p['digest']} but the envelope commits to {committed[name]}"))
+        data = p["data_b64"]
+        if data is None:
+            continue
+        try:
+            raw = base64.b64decode(data, validate=True) if isinstance(data, str) else None
+        except (binascii.Error, ValueError):
+            raw = None
+        if raw is None or base64.b64encode(raw).decode("ascii") != data:
+            problems.append(("payload_encoding_invalid",
+                             f"payload {name} is not canonical base64"))
+            continue
+        blobs[committed.get(name, p["digest"])] = raw
+    row = BundleRow({**cols, "seq": seq, "kind": kind, "recorded_at": t, "envelope": envelope,
+                     **hashes})
+    return row, blobs, problems
+
+
+def matches(filters: dict[str, Any], row: BundleRow) -> bool:
+    """Does ``row`` satisfy the manifest's ``filters`` document?  Raises ValueError."""
+    for name, values in filters.items():
+        if name == "since":
+            if row.recorded_at < parse_rfc3339(values):
+                return False
+        elif name == "until":
+            if row.recorded_at >= parse_rfc3339(values):
+                return False
+        elif name in _COLUMNS and isinstance(values, list):
+            if getattr(row, name) not in values:
+                return False
+        else:
+            raise ValueError(f"unknown filter {name!r}")
+    return True
