@@ -409,3 +409,14 @@ def test_external_issuer_jwks_over_http(kind: str, request: pytest.FixtureReques
         stop_process(proc)
         idp.shutdown()
         idp.server_close()
+
+
+def test_only_keys_named_after_the_origin_are_trusted(tmp_path: Path) -> None:
+    from ledger.crypto.keys import Keyring
+    from ledger.ops.tokens import ledger_signer
+
+    ring = Keyring.load(tmp_path / "keys")
+    ring.generate("a.example/ledger", 1)
+    ring.generate("b.example/other", 2)
+    signer = ledger_signer(ring, "a.example/ledger")
+    assert [k["key_name"] for k in signer.jwks()["keys"]] == ["a.example/ledger"]

@@ -3,9 +3,9 @@ key sets tokens are verified against (the ledger's JWKS, or an external issuer's
 
 The signing key is the newest *active* Ed25519 key of the keyring
 (``ledger.crypto.keys``) named after the ledger origin; its RFC 7638
-thumbprint is the JWT ``kid``.  Every key of the keyring (active or retired)
-is published as the JWKS, so a token or receipt signed before a rotation
-still verifies.
+thumbprint is the JWT ``kid``.  Every key of the keyring named after the
+origin (active or retired) is published as the JWKS, so a token or receipt
+signed before a rotation still verifies.
 
 Access token (RFC 9068 style, header ``typ: at+jwt``, ``alg: EdDSA``)::
 
@@ -61,7 +61,8 @@ class JwtSigner:
 
 
 def ledger_signer(keyring: Keyring, origin: str) -> JwtSigner:
-    """The signer for ``origin``: its newest active key.
+    """The signer for ``origin``: its newest active key; its JWKS is every key (active or
+    retired) named ``origin`` — keys of other ledgers in the same keyring are not trusted.
 
     Raises KeyringError (a UsageError) when the keyring has no usable active
     key named ``origin`` (run ``ledger keys generate``).
@@ -69,7 +70,8 @@ def ledger_signer(keyring: Keyring, origin: str) -> JwtSigner:
     signers = keyring.signers(origin)  # validates files, modes and public keys
     jwks = keyring.active(origin)
     _, key = signers[-1]
-    return JwtSigner(jwks[-1]["kid"], key, {"keys": [dict(k) for k in keyring.jwks]})
+    mine = [dict(k) for k in keyring.jwks if k.get("key_name") == origin]
+    return JwtSigner(jwks[-1]["kid"], key, {"keys": mine})
 
 
 def parse_ttl(text: str) -> int:
