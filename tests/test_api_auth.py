@@ -420,3 +420,36 @@ def test_only_keys_named_after_the_origin_are_trusted(tmp_path: Path) -> None:
     ring.generate("b.example/other", 2)
     signer = ledger_signer(ring, "a.example/ledger")
     assert [k["key_name"] for k in signer.jwks()["keys"]] == ["a.example/ledger"]
+
+
+def _raw_jws(header: Any, claims: Any, key: Ed25519PrivateKey) -> str:
+    """A JWS with arbitrary (even ill-typed) header and claims, correctly signed."""
+    import base64
+
+    def seg(obj: Any) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    signing_input = seg(header) + "." + seg(claims)
+    sig = base64.urlsafe_b64encode(key.sign(signing_input.encode())).rstrip(b"=").decode()
+    return signing_input + "." + sig
+
+
+def test_ill_typed_headers_and_claims_are_401_never_500(api: Server) -> None:  # noqa: F811
+    kid, key = _ledger_key(api)
+    good = _claims(api)
+    cases = [
+        ({"alg": "EdDSA", "kid": kid, "typ": ["at+jwt"]}, good),
+        ({"alg": "EdDSA", "kid": {"k": 1}, "typ": "at+jwt"}, good),
+        ({"alg": ["EdDSA"], "kid": kid, "typ": "at+jwt"}, good),
+        ({"alg": "EdDSA", "kid": kid, "typ": "at+jwt"}, {**good, "exp": "9999999999"}),
+        ({"alg": "EdDSA", "kid": kid, "typ": "at+jwt"}, {**good, "exp": 10**400}),
+        ({"alg": "EdDSA", "kid": kid, "typ": "at+jwt"}, {**good, "sub": 7}),
+        ({"alg": "EdDSA", "kid": kid, "typ": "at+jwt"}, {**good, "role": ["auditor"]}),
+        ({"alg": "EdDSA", "kid": kid, "typ": "at+jwt"}, {**good, "aud": [api.origin, 1]}),
+        ({"alg": "EdDSA", "kid": kid, "typ": "at+jwt"}, [1, 2]),
+    ]
+    for header, claims in cases:
+        token = _raw_jws(header, claims, key)
+        r = httpx.get(api.base_url + "/v1/entries", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code in (200, 401, 403), (header, claims, r.status_code, r.text)
+        assert r.json().get("error", {}).get("code") != "internal_error"

@@ -114,7 +114,9 @@ class TokenVerifier:
         if "crit" in header:
             raise Unauthenticated("token has critical header parameters", code="invalid_token")
         typ = header.get("typ")
-        typ = typ.lower().removeprefix("application/") if isinstance(typ, str) else typ
+        if typ is not None and not isinstance(typ, str):
+            raise Unauthenticated("token type must be text", code="invalid_token")
+        typ = typ.lower().removeprefix("application/") if typ is not None else None
         if typ not in self.typs:
             raise Unauthenticated("token type is not an access token", code="invalid_token")
         keys = self.source.keyset.candidates(header.get("kid"), alg)
@@ -129,7 +131,7 @@ class TokenVerifier:
                                   code="invalid_token") from None
         if role not in ROLES:
             raise Forbidden(f"token role must be one of {', '.join(ROLES)}")
-        return Principal(role, subject, claims), claims["exp"] + self.leeway_s
+        return Principal(role, subject, claims), int(claims["exp"]) + self.leeway_s
 
     def _decode(self, token: str, alg: str, keys: list[Any]) -> dict[str, Any]:
         for key in keys:
