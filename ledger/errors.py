@@ -14,6 +14,8 @@ from typing import Any
 # category -> (CLI exit code, HTTP status)
 CATEGORY_STATUS: dict[str, tuple[int, int]] = {
     "usage": (2, 400),
+    "unauthenticated": (2, 401),
+    "forbidden": (2, 403),
     "invalid": (2, 422),
     "too_large": (2, 413),
     "conflict": (2, 409),

@@ -34,8 +34,6 @@ class Unauthenticated(LedgerError):
 
     category = "unauthenticated"
     default_code = "invalid_token"
-    http_status = 401  # type: ignore[assignment]
-    exit_code = 2  # type: ignore[assignment]
 
 
 class Forbidden(LedgerError):
@@ -43,8 +41,6 @@ class Forbidden(LedgerError):
 
     category = "forbidden"
     default_code = "forbidden"
-    http_status = 403  # type: ignore[assignment]
-    exit_code = 2  # type: ignore[assignment]
 
 
 class BadRequest(LedgerError):
