@@ -21,13 +21,6 @@ from ledger.errors import (
     SubmissionError,
     UsageError,
 )
-from ledger.ops.trust import (
-    append_events,
-    end_event,
-    last_key_event_seq,
-    load_trust_store,
-    trust_events,
-)
 from ledger.ops.append import (
     AppendResult,
     AttestationJudge,
@@ -38,6 +31,13 @@ from ledger.ops.append import (
     quarantine_rows,
     raw_bytes,
     validate_items,
+)
+from ledger.ops.trust import (
+    append_events,
+    end_event,
+    last_key_event_seq,
+    load_trust_store,
+    trust_events,
 )
 from ledger.store import db
 from ledger.store import repository as repo

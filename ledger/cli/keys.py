@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-
 import click
 
-from ledger.clock import format_us, parse_rfc3339
 from ledger.cli.output import dumps, emit_rows, format_option
+from ledger.clock import format_us, parse_rfc3339
 from ledger.errors import UsageError
 from ledger.facade import Ledger
 

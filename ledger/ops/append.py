@@ -9,7 +9,6 @@ their own transaction after the batch; they never enter the chain.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,8 +20,8 @@ from ledger.clock import Clock, format_us
 from ledger.core.canonical import CanonicalizationError, canonical_json
 from ledger.core.entry import (
     COLUMN_MAP,
-    PAYLOAD_MAP,
     ENTRY_TAG,
+    PAYLOAD_MAP,
     body_hash,
     build_envelope,
     digest_text,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing as mp
-from importlib import resources
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
 from sqlalchemy import Connection, func, select, update
