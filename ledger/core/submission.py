@@ -284,7 +284,7 @@ def _evidence_preimage(sub: dict[str, Any], status: str, proof_ref: str | None) 
     return pre
 
 
-def parse_submission(obj: Any) -> Submission:
+def parse_submission(obj: Any, *, parsed_by_loads: bool = False) -> Submission:
     """Validate one parsed submission object.  Raises SubmissionError.
 
     Objects that did not come through :func:`loads` (the Python API) get the same
@@ -292,7 +292,8 @@ def parse_submission(obj: Any) -> Submission:
     """
     if not isinstance(obj, dict):
         raise _fail("not_an_object", None, "a submission must be a JSON object")
-    _check_depth(obj)
+    if not parsed_by_loads:
+        _check_depth(obj)
     unknown = sorted(obj.keys() - TOP_LEVEL_FIELDS)
     if unknown:
         raise _fail("unknown_field", unknown[0], "not a submission field; allowed: "
@@ -363,4 +364,4 @@ def parse_submission(obj: Any) -> Submission:
 
 
 def parse_submission_bytes(raw: bytes | str) -> Submission:
-    return parse_submission(loads(raw))
+    return parse_submission(loads(raw), parsed_by_loads=True)

@@ -181,8 +181,10 @@ def validate_items(items: Sequence[Any], producer: str | None, ledger_id: str,
     for i, item in enumerate(items):
         raw = raw_bytes(item)
         try:
-            obj = loads(item) if isinstance(item, (bytes, str)) else item
-            p = prepare_result(parse_submission(obj), producer, judge).seal(ledger_id)
+            text = isinstance(item, (bytes, str))
+            obj = loads(item) if text else item
+            p = prepare_result(parse_submission(obj, parsed_by_loads=text), producer,
+                               judge).seal(ledger_id)
         except SubmissionError as exc:
             rejected.append(AppendResult(ok=False, error=exc.to_dict(), index=i))
             continue
