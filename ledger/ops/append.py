@@ -173,12 +173,13 @@ def raw_bytes(item: Any) -> bytes:
 
 
 def validate_items(items: Sequence[Any], producer: str | None, ledger_id: str,
-                   judge: AttestationJudge = default_judge,
+                   judge: AttestationJudge = default_judge, start: int = 0,
                    ) -> tuple[list[Prepared], list[AppendResult]]:
-    """Validate and seal each item (bytes, str or an already-parsed object)."""
+    """Validate and seal each item (bytes, str or an already-parsed object); results
+    are indexed from ``start``."""
     prepared: list[Prepared] = []
     rejected: list[AppendResult] = []
-    for i, item in enumerate(items):
+    for i, item in enumerate(items, start):
         raw = raw_bytes(item)
         try:
             text = isinstance(item, (bytes, str))
@@ -230,69 +231,93 @@ def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | N
     return AppendResult(True, seq, hash_hex(eh), format_us(t), index=p.index)
 
 
-def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
-                 recheck: Recheck | None = None) -> list[AppendResult]:
-    """Link and insert ``prepared`` under one head lock and one commit.
+class BatchWriter:
+    """Links and inserts prepared items inside one append transaction (lock held).
+
+    ``add`` may be called several times (chunks of one batch); ``finish`` moves the
+    head.  Nothing is visible to others until the transaction commits.
 
     Idempotency: an item whose key is already in the ledger (or earlier in the
     batch) with the same envelope is replayed (the existing entry is returned);
     with a different envelope it is rejected with ``idempotency_conflict``.
     """
-    for p in prepared:
-        if not p.envelope:
-            p.seal(ledger_id)
-    results: list[AppendResult] = []
-    with repo.append_transaction(engine) as txn:
+
+    def __init__(self, txn: repo.AppendTxn, ledger_id: str, clock: Clock,
+                 recheck: Recheck | None = None) -> None:
+        self.txn, self.ledger_id, self.recheck = txn, ledger_id, recheck
         h = txn.lock_head()
-        existing = txn.find_idempotent(p.idempotency_key for p in prepared if p.idempotency_key)
-        known: dict[str, tuple[bytes, AppendResult]] = {
-            k: (bytes(env), AppendResult(True, seq, hash_hex(bytes(eh)), format_us(t),
-                                         replayed=True))
-            for k, (seq, env, eh, t) in existing.items()}
-        now = max(clock.now_us(), h.last_recorded_at)
-        size, prev = h.size, h.head_hash
+        self.now = max(clock.now_us(), h.last_recorded_at)
+        self.size, self.prev = h.size, h.head_hash
+        self.known: dict[str, tuple[bytes, AppendResult]] = {}
+        self.wrote = False
+
+    def add(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
+        for p in prepared:
+            if not p.envelope:
+                p.seal(self.ledger_id)
+        keys = [p.idempotency_key for p in prepared
+                if p.idempotency_key and p.idempotency_key not in self.known]
+        for k, (seq, env, eh, t) in self.txn.find_idempotent(keys).items():
+            self.known[k] = (bytes(env), AppendResult(True, seq, hash_hex(bytes(eh)),
+                                                      format_us(t), replayed=True))
+        results: list[AppendResult] = []
         rows: list[dict[str, Any]] = []
         blobs: dict[str, bytes] = {}
         for p in prepared:
-            digests, envelope = p.digests, p.envelope
-            key = p.idempotency_key
-            if key is not None and key in known:
-                env, prior = known[key]
-                if _same_content(env, envelope):
-                    results.append(AppendResult(True, prior.seq, prior.entry_hash,
-                                                prior.recorded_at, replayed=True, index=p.index))
-                else:
-                    err = IdempotencyConflict(
-                        f"idempotency_key was used for entry {prior.seq} with other content",
-                        field="idempotency_key", detail={"seq": prior.seq})
-                    results.append(AppendResult(False, error=err.to_dict(), index=p.index))
-                continue
-            if recheck is not None and p.sub is not None and p.sub.attestation is not None:
-                change = recheck(p, size, now)
-                if isinstance(change, SubmissionError):
-                    results.append(AppendResult(False, error=change.to_dict(), index=p.index))
-                    continue
-                if change:
-                    p.fields.update(check_hints(change))
-                    p.seal(ledger_id)
-                    digests, envelope = p.digests, p.envelope
-            e = link(prev, size, now, envelope)
-            row = _columns(p, digests)
-            row.update(seq=size, kind=p.kind, recorded_at=now, envelope=envelope,
-                       body_hash=e.body_hash, prev_hash=prev, entry_hash=e.entry_hash)
-            rows.append(row)
-            for k, v in p.payloads.items():
-                if v is not None:
-                    blobs[digests[k]] = v  # type: ignore[index]
-            res = AppendResult(True, size, hash_hex(e.entry_hash), format_us(now), index=p.index)
+            res = self._one(p, rows, blobs)
             results.append(res)
-            if key is not None:
-                known[key] = (envelope, res)
-            size, prev = size + 1, e.entry_hash
         if rows:
-            txn.insert_payloads(blobs)
-            txn.insert_entries(rows)
-            txn.set_head(repo.Head(size, prev, now))
+            self.txn.insert_payloads(blobs)
+            self.txn.insert_entries(rows)
+            self.wrote = True
+        return results
+
+    def _one(self, p: Prepared, rows: list[dict[str, Any]], blobs: dict[str, bytes],
+             ) -> AppendResult:
+        key = p.idempotency_key
+        if key is not None and key in self.known:
+            env, prior = self.known[key]
+            if _same_content(env, p.envelope):
+                return AppendResult(True, prior.seq, prior.entry_hash, prior.recorded_at,
+                                    replayed=True, index=p.index)
+            err = IdempotencyConflict(
+                f"idempotency_key was used for entry {prior.seq} with other content",
+                field="idempotency_key", detail={"seq": prior.seq})
+            return AppendResult(False, error=err.to_dict(), index=p.index)
+        if self.recheck is not None and p.sub is not None and p.sub.attestation is not None:
+            change = self.recheck(p, self.size, self.now)
+            if isinstance(change, SubmissionError):
+                return AppendResult(False, error=change.to_dict(), index=p.index)
+            if change:
+                p.fields.update(check_hints(change))
+                p.seal(self.ledger_id)
+        e = link(self.prev, self.size, self.now, p.envelope)
+        row = _columns(p, p.digests)
+        row.update(seq=self.size, kind=p.kind, recorded_at=self.now, envelope=p.envelope,
+                   body_hash=e.body_hash, prev_hash=self.prev, entry_hash=e.entry_hash)
+        rows.append(row)
+        for k, v in p.payloads.items():
+            if v is not None:
+                blobs[p.digests[k]] = v  # type: ignore[index]
+        res = AppendResult(True, self.size, hash_hex(e.entry_hash), format_us(self.now),
+                           index=p.index)
+        if key is not None:
+            self.known[key] = (p.envelope, res)
+        self.size, self.prev = self.size + 1, e.entry_hash
+        return res
+
+    def finish(self) -> None:
+        if self.wrote:
+            self.txn.set_head(repo.Head(self.size, self.prev, self.now))
+
+
+def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
+                 recheck: Recheck | None = None) -> list[AppendResult]:
+    """Link and insert ``prepared`` under one head lock and one commit."""
+    with repo.append_transaction(engine) as txn:
+        writer = BatchWriter(txn, ledger_id, clock, recheck)
+        results = writer.add(prepared)
+        writer.finish()
     return results
 
 
