@@ -12,21 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, create_engine, text
+from sqlalchemy import Connection, text
 
 from ledger.core.canonical import canonical_json
 from ledger.core.entry import link
-from ledger.store.db import normalize_url
+from tests.tamper import connect
 
 
-@contextmanager
-def connection(url: str) -> Iterator[Connection]:
-    eng = create_engine(normalize_url(url))
-    try:
-        with eng.begin() as conn:
-            yield conn
-    finally:
-        eng.dispose()
+connection = connect  # one transaction on a fresh engine, committed on exit
 
 
 @contextmanager
