@@ -122,7 +122,10 @@ class Ledger:
         results = list(rejected)
         committed: list[AppendResult] = []
         try:
+            # one statement for a plain single append; an attested one needs its key
+            # events read *after* the lock is taken (one statement sees one snapshot)
             if len(prepared) == 1 and prepared[0].idempotency_key is None and \
+                    prepared[0].sub is not None and prepared[0].sub.attestation is None and \
                     self.engine.dialect.name == "postgresql":
                 one = commit_one_pg(self.engine, self.clock, prepared[0])
                 committed = [one] if one is not None else []
@@ -254,12 +257,6 @@ class Ledger:
             signer = signer_from_pem(key_file, self.meta.origin, self.clock.now_us()) \
                 if key_file else signer_from_keyring(Keyring.load(keys), self.meta.origin)
         return export_bundle(self, out_dir, signer, make_filters(**kw), proofs=proofs)
-
-
-def validate_raw(item: Any) -> bytes:
-    from ledger.ops.append import _raw_bytes
-
-    return _raw_bytes(item)
 
 
 def _judged(sub: Any, store: TrustStore, seq: int, recorded_at: int) -> dict[str, Any]:

@@ -164,8 +164,8 @@ def _parse_jws(token: str) -> _JWS:
     try:
         header, claims = json.loads(_b64d(parts[0])), json.loads(_b64d(parts[1]))
         signature = _b64d(parts[2])
-    except (ValueError, TypeError) as exc:
-        raise ValueError(str(exc)) from None
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         raise ValueError("header and claims must be JSON objects")
     return _JWS(header, claims, f"{parts[0]}.{parts[1]}".encode("ascii"), signature)

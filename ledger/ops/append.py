@@ -214,7 +214,8 @@ def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | N
     blobs = {p.digests[k]: v for k, v in p.payloads.items() if v is not None}
     guard = None
     if p.sub is not None and p.sub.attestation is not None:
-        exp = p.att_bounds[1] * 1_000_000 if p.att_bounds else repo.MAX_BIGINT
+        exp = min(p.att_bounds[1] * 1_000_000, repo.MAX_BIGINT) if p.att_bounds \
+            else repo.MAX_BIGINT
         guard = (exp, -1 if p.trust_seq is None else p.trust_seq)
     try:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:

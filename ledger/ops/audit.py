@@ -218,15 +218,16 @@ def run_audit(ledger: Any, opts: AuditOptions,
     if start < 0 or start > end:
         raise UsageError(f"empty or invalid range [{start}, {end})", field="from")
     store = load_trust_store(engine) if opts.check_attestations else None
-    run_id, tally = None, Tally()
+    run_id, tally, state = None, Tally(), {}
+    parallel = opts.workers > 1 and not opts.resume and end - start > opts.workers
     if opts.resume:
         run_id, start, tally, state = _resume(engine, opts)
         end = opts.end if opts.end is not None else end
         policy = _policy(opts.policy_path)
         store = load_trust_store(engine) if opts.check_attestations else None
-    elif opts.workers <= 1:
-        run_id, state = _new_run(engine, ledger, opts, start, end), {}
-    if opts.workers > 1 and not opts.resume and end - start > opts.workers:
+    elif not parallel:
+        run_id = _new_run(engine, ledger, opts, start, end)
+    if parallel:
         bounds = [start + (end - start) * i // opts.workers for i in range(opts.workers + 1)]
         url = engine.url.render_as_string(hide_password=False)
         args = [(url, ledger.meta.ledger_id, bounds[i], bounds[i + 1], opts.policy_path,
@@ -238,7 +239,7 @@ def run_audit(ledger: Any, opts: AuditOptions,
                 if progress:
                     progress(part.rows)
     else:
-        saver = _saver(engine, run_id) if run_id is not None else None
+        saver = _saver(engine, run_id, tally) if run_id is not None else None
         tally.add(audit_range(engine, ledger.meta.ledger_id, start, end, policy, store,
                               progress, saver, state))
         if run_id is not None:
@@ -288,28 +289,36 @@ def summary_line(report: dict[str, Any]) -> str:
 
 # -- since-last, resume, record -------------------------------------------------
 def _since_last(conn: Connection, ledger: Any) -> tuple[int, list[Finding]]:
-    # the last audit that passed: a failed audit establishes no baseline
-    row = conn.execute(select(entries.c.seq, entries.c.doc_digest).where(
+    """Where verified history ends: passed recorded audits whose ranges chain
+    contiguously from seq 0 (a partial or failed audit establishes no baseline)."""
+    rows = conn.execute(select(entries.c.seq, entries.c.doc_digest).where(
         entries.c.kind == "audit_run", entries.c.status == "passed").order_by(
-        entries.c.seq.desc()).limit(1)).first()
-    if row is None:
+        entries.c.seq)).all()
+    blobs = repo.get_payloads(conn, [r.doc_digest for r in rows])
+    covered, anchor = 0, None
+    for r in rows:
+        try:
+            doc = json.loads(blobs[r.doc_digest])
+            start, end = int(doc["range"]["start"]), int(doc["range"]["end"])
+        except (ValueError, KeyError, TypeError):
+            continue  # unreadable: not a baseline (the walk reports the modified row)
+        if start <= covered < end:
+            covered, anchor = end, (r.seq, doc)
+    if anchor is None:
         return 0, []
-    blob = repo.get_payloads(conn, [row.doc_digest]).get(row.doc_digest)
+    seq, doc = anchor
     try:
-        doc = json.loads(blob) if blob else {}
-        end = int(doc["range"]["end"])
         want = parse_hash_hex(doc["head_hash"]) if doc.get("head_hash") else None
-    except (ValueError, KeyError, TypeError):
-        return 0, []  # unreadable: audit everything (the walk reports the modified row)
-    if end == 0:
-        return 0, []
-    got = conn.execute(select(entries.c.entry_hash).where(entries.c.seq == end - 1)).scalar()
+    except ValueError:
+        want = None
+    got = conn.execute(select(entries.c.entry_hash).where(
+        entries.c.seq == covered - 1)).scalar()
     findings = []
     if want is not None and (got is None or bytes(got) != want):
-        findings.append(Finding("rewritten_since_audit", end - 1, FORKED,
-                                f"entry {end - 1} differs from the one audit {row.seq} verified",
+        findings.append(Finding("rewritten_since_audit", covered - 1, FORKED,
+                                f"entry {covered - 1} differs from the one audit {seq} verified",
                                 hash_hex(want), hash_hex(bytes(got)) if got else None))
-    return end, findings
+    return covered, findings
 
 
 def _new_run(engine: Any, ledger: Any, opts: AuditOptions, start: int, end: int) -> int:
@@ -323,13 +332,19 @@ def _new_run(engine: Any, ledger: Any, opts: AuditOptions, start: int, end: int)
         return int(res.inserted_primary_key[0])
 
 
-def _saver(engine: Any, run_id: int) -> Callable[[int, Tally, ChainAuditor], None]:
-    saved = {"findings": 0, "abstentions": 0, "at": 0}
+def _saver(engine: Any, run_id: int, base: Tally) -> Callable[[int, Tally, ChainAuditor], None]:
+    """Progress saver for one segment; ``base`` is what earlier segments (a resumed
+    run) already saved, so the stored counts always cover the whole run."""
+    saved = {"findings": len(base.findings), "abstentions": len(base.abstentions),
+             "at": base.rows}
 
-    def save(pos: int, tally: Tally, auditor: ChainAuditor) -> None:
-        if tally.rows - saved["at"] < PROGRESS_EVERY:
+    def save(pos: int, segment: Tally, auditor: ChainAuditor) -> None:
+        whole = Tally()
+        whole.add(base)
+        whole.add(segment)
+        if whole.rows - saved["at"] < PROGRESS_EVERY:
             return
-        _save(engine, run_id, pos, tally, auditor, saved)
+        _save(engine, run_id, pos, whole, auditor, saved)
     return save
 
 
