@@ -17,16 +17,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
 from ledger.api.auth import Principal, require
 from ledger.api.errors import Forbidden
 from ledger.api.routes_read import (
     MAX_SEQ,
-    TEXT,
     check_filters,
     check_params,
+    entry_filters,
     layer_of,
     visible_kinds,
 )
@@ -84,15 +84,7 @@ def _records(engine: Any, f: Filters) -> Iterator[bytes]:
             responses={200: {"content": {"application/x-ndjson": {}}}, **READ_ERRORS})
 def export(
         request: Request,
-        kind: list[str] = Query([], **TEXT), engine: list[str] = Query([], **TEXT),
-        status: list[str] = Query([], **TEXT), constraint_id: list[str] = Query([], **TEXT),
-        proof_ref: list[str] = Query([], **TEXT), subject: list[str] = Query([], **TEXT),
-        producer: list[str] = Query([], **TEXT), att_verdict: list[str] = Query([], **TEXT),
-        att_kid: list[str] = Query([], **TEXT),
-        since: str | None = Query(None, max_length=64, description="RFC 3339, inclusive",
-                                  json_schema_extra={"format": "date-time"}),
-        until: str | None = Query(None, max_length=64, description="RFC 3339, exclusive",
-                                  json_schema_extra={"format": "date-time"}),
+        given: dict[str, Any] = Depends(entry_filters),
         start: int = Query(0, ge=0, le=MAX_SEQ, description="first seq"),
         end: int | None = Query(None, ge=0, le=MAX_SEQ, description="seq end (exclusive)"),
         limit: int | None = Query(None, ge=1, le=MAX_SEQ, description="at most this many"),
@@ -105,11 +97,8 @@ def export(
     if format == "records" and layer != "auditor":
         raise Forbidden("format=records carries every payload: auditors only",
                         code="forbidden_format", field="format")
-    given = {"kind": kind, "engine": engine, "status": status, "constraint_id": constraint_id,
-             "proof_ref": proof_ref, "subject": subject, "producer": producer,
-             "att_verdict": att_verdict, "att_kid": att_kid, "since": since, "until": until}
     check_filters(layer, given)
-    given["kind"] = visible_kinds(layer, kind)
+    given["kind"] = visible_kinds(layer, given["kind"])
     f = make_filters(**{k: (v or None) for k, v in given.items()}, start=start, end=end)
     ledger = request.app.state.service.ledger
     with ledger.engine.connect() as conn:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 
 from ledger.api.auth import Principal, require
 from ledger.api.errors import BadRequest, Forbidden
@@ -27,6 +27,24 @@ router = APIRouter(tags=["read"])
 MAX_SEQ = 2**53 - 1  # beyond any ledger; keeps path/query integers inside SQL's bigint
 LAYER_NAME = {3: "auditor", 2: "developer", 1: "agent"}
 TEXT = {"max_length": 1024}
+
+
+def entry_filters(
+        kind: list[str] = Query([], **TEXT), engine: list[str] = Query([], **TEXT),
+        status: list[str] = Query([], **TEXT), constraint_id: list[str] = Query([], **TEXT),
+        proof_ref: list[str] = Query([], **TEXT), subject: list[str] = Query([], **TEXT),
+        producer: list[str] = Query([], **TEXT), att_verdict: list[str] = Query([], **TEXT),
+        att_kid: list[str] = Query([], **TEXT),
+        since: str | None = Query(None, max_length=64, description="RFC 3339, inclusive",
+                                  json_schema_extra={"format": "date-time"}),
+        until: str | None = Query(None, max_length=64, description="RFC 3339, exclusive",
+                                  json_schema_extra={"format": "date-time"}),
+) -> dict[str, Any]:
+    """The query filters shared by the list and export endpoints (each text filter is
+    repeatable: any of its values; different filters must all match)."""
+    return {"kind": kind, "engine": engine, "status": status, "constraint_id": constraint_id,
+            "proof_ref": proof_ref, "subject": subject, "producer": producer,
+            "att_verdict": att_verdict, "att_kid": att_kid, "since": since, "until": until}
 # the part of an auditor's inclusion bundle a caller without layer 3 receives
 ON_DEMAND_INTERVAL_S = 1.0  # bounds how many checkpoints ?proof=true can make
 PATH_ONLY = ("origin", "seq", "tree_size", "leaf_index", "inclusion_path", "checkpoint")
@@ -123,15 +141,7 @@ def get_entry(request: Request, seq: int = Path(ge=0, le=MAX_SEQ),
             responses=READ_ERRORS)
 def list_entries(
         request: Request,
-        kind: list[str] = Query([], **TEXT), engine: list[str] = Query([], **TEXT),
-        status: list[str] = Query([], **TEXT), constraint_id: list[str] = Query([], **TEXT),
-        proof_ref: list[str] = Query([], **TEXT), subject: list[str] = Query([], **TEXT),
-        producer: list[str] = Query([], **TEXT), att_verdict: list[str] = Query([], **TEXT),
-        att_kid: list[str] = Query([], **TEXT),
-        since: str | None = Query(None, max_length=64, description="RFC 3339, inclusive",
-                                  json_schema_extra={"format": "date-time"}),
-        until: str | None = Query(None, max_length=64, description="RFC 3339, exclusive",
-                                  json_schema_extra={"format": "date-time"}),
+        given: dict[str, Any] = Depends(entry_filters),
         after: int = Query(-1, ge=-1, le=MAX_SEQ, description="keyset: rows with seq > after"),
         limit: int = Query(100, ge=1, le=1000),
         principal: Principal = require("read")) -> dict[str, Any]:
@@ -142,11 +152,8 @@ def list_entries(
     check_params(request, names)
     service = request.app.state.service
     layer = layer_of(principal)
-    given = {"kind": kind, "engine": engine, "status": status, "constraint_id": constraint_id,
-             "proof_ref": proof_ref, "subject": subject, "producer": producer,
-             "att_verdict": att_verdict, "att_kid": att_kid, "since": since, "until": until}
     check_filters(layer, given)
-    given["kind"] = visible_kinds(layer, kind)
+    given["kind"] = visible_kinds(layer, given["kind"])
     limit = min(limit, service.settings.page_max)
     f = make_filters(**{k: (v or None) for k, v in given.items()})  # UsageError: 400
     page = query(service.ledger.engine, f, after=after, limit=limit, layer=layer)
