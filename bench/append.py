@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import select
 
-from bench.common import pg_available, pg_url, print_table, rate, sqlite_url, submissions
+from bench.common import available, pg_url, print_table, rate, sqlite_url, submissions
 from ledger import Ledger
 from ledger.store.schema import entries, payloads
 
@@ -137,10 +137,7 @@ def run(backends: list[str], scale: float = 1.0) -> list[list[Any]]:
     single_subs, batch_subs = submissions(n_single), submissions(n_batch, seed=2)
     single_rows, batch_rows = _stored_rows(single_subs), _stored_rows(batch_subs)
     with tempfile.TemporaryDirectory() as tmp:
-        for kind in backends:
-            if kind == "postgresql" and not pg_available():
-                print("PostgreSQL not reachable: skipping its rows")
-                continue
+        for kind in available(backends):
             ours, raw = _measure(kind, Path(tmp), single_subs, *single_rows, batch=1)
             rows.append([kind, "single append (1 commit each)", ours, raw, ours / raw, ">= 0.6"])
             ours, raw = _measure(kind, Path(tmp), batch_subs, *batch_rows, batch=BATCH)

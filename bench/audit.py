@@ -22,7 +22,7 @@ from typing import Any
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from bench.common import pg_available, pg_url, print_table, sqlite_url, submissions
+from bench.common import available, pg_url, print_table, sqlite_url, submissions
 from ledger import DiagnosticResult, Ledger
 from ledger.clock import FixedClock
 from ledger.ops.audit import AuditOptions, run_audit
@@ -123,10 +123,7 @@ def run(backends: list[str], scale: float = 1.0, memory_sizes: tuple[int, int] |
     n_att = int(3_000 * scale)
     rows: list[list[Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for kind in backends:
-            if kind == "postgresql" and not pg_available():
-                print("PostgreSQL not reachable: skipping its rows")
-                continue
+        for kind in available(backends):
             ctx = sqlite_url(Path(tmp)) if kind == "sqlite" else pg_url()
             with ctx as url:
                 fill(url, n)

@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from bench.common import pg_available, pg_url, print_table, sqlite_url, submissions
+from bench.common import available, pg_url, print_table, sqlite_url, submissions
 from ledger import Ledger
 from ledger.clock import format_us
 from ledger.crypto.keys import Keyring
@@ -277,10 +277,7 @@ def run(backends: list[str], scale: float = 1.0) -> list[list[Any]]:
     plans: list[tuple[str, list[str], float]] = []
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        for kind in backends:
-            if kind == "postgresql" and not pg_available():
-                print("PostgreSQL not reachable: skipping its rows")
-                continue
+        for kind in available(backends):
 
             def ctx(kind: str = kind) -> Any:
                 return sqlite_url(tmp) if kind == "sqlite" else pg_url()

@@ -33,7 +33,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import distinct, func, select
 
-from bench.common import pg_available, pg_url, print_table, sqlite_url, submissions
+from bench.common import available, pg_url, print_table, sqlite_url, submissions
 from ledger import Ledger
 from ledger.clock import SystemClock
 from ledger.crypto.keys import Keyring
@@ -258,10 +258,7 @@ def _backend(kind: str, tmp: Path, scale: float, rounds: int) -> list[list[Any]]
 def run(backends: list[str], scale: float = 1.0, rounds: int = 3) -> list[list[Any]]:
     rows: list[list[Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for kind in backends:
-            if kind == "postgresql" and not pg_available():
-                print("PostgreSQL not reachable: skipping its rows")
-                continue
+        for kind in available(backends):
             rows += _backend(kind, Path(tmp), scale, rounds)
     print_table("HTTP service: single appends/s, medians of interleaved rounds (ratio = vs "
                 "sequential single-append transactions in the same run; per-round range)",

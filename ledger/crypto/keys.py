@@ -59,7 +59,8 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _b64url_decode(text: str) -> bytes:
+def b64url_decode(text: str) -> bytes:
+    """base64url without padding (JWS/JWK), as bytes."""
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
@@ -201,7 +202,7 @@ def _jwk_ref(jwk: dict[str, Any]) -> PublicKeyRef:
                                                                                  str):
         raise KeyringError(f"JWK {jwk.get('kid')!r} is not an Ed25519 OKP key", code="bad_jwks")
     try:
-        raw = _b64url_decode(jwk["x"])
+        raw = b64url_decode(jwk["x"])
     except ValueError:  # binascii.Error is a ValueError
         raw = b""
     if len(raw) != 32:

@@ -29,6 +29,7 @@ from typing import Any
 from jwt.algorithms import ECAlgorithm
 
 from ledger.crypto.attestation import ATTESTATION_TYP
+from ledger.crypto.keys import b64url_decode
 
 ALLOWED_ALGS = ("ES256",)
 CLOCK_SKEW_US = 300 * 1_000_000
@@ -152,18 +153,14 @@ class _JWS:
     signature: bytes
 
 
-def _b64d(part: str) -> bytes:
-    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-
-
 def _parse_jws(token: str) -> _JWS:
     """Split a JWS compact serialization once (header, claims, signing input, signature)."""
     parts = token.split(".")
     if len(parts) != 3:
         raise ValueError("a JWS compact serialization has three parts")
     try:
-        header, claims = json.loads(_b64d(parts[0])), json.loads(_b64d(parts[1]))
-        signature = _b64d(parts[2])
+        header, claims = json.loads(b64url_decode(parts[0])), json.loads(b64url_decode(parts[1]))
+        signature = b64url_decode(parts[2])
     except (ValueError, TypeError, RecursionError) as exc:
         raise ValueError(str(exc) or type(exc).__name__) from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
