@@ -150,7 +150,8 @@ def test_cli_generate_list_and_retire(tmp_path, sqlite_url):
     rows = json.loads(listed.stdout)
     assert [r["status"] for r in rows] == ["active", "active"]
     assert all(r["private_key"] for r in rows)
-    r3 = run(cli, ["keys", "retire-signing", first["kid"], "--keys", keys])
+    # "--": a base64url kid may start with "-", which would read as an option
+    r3 = run(cli, ["keys", "retire-signing", "--keys", keys, "--", first["kid"]])
     assert r3.exit_code == 0 and "retired" in r3.stdout
     table = run(cli, ["keys", "list", "--keys", keys]).stdout
     assert table.splitlines()[0].split()[:4] == ["key_name", "note_key_id", "kid", "status"]

@@ -83,7 +83,8 @@ def list_(keys_dir: str, fmt: str) -> None:
 @format_option(choices=("table", "json"))
 def retire_signing(key: str, keys_dir: str, fmt: str) -> None:
     """Stop signing checkpoints with KEY (its kid or note key id); its public key stays
-    in jwks.json so the checkpoints it signed remain verifiable."""
+    in jwks.json so the checkpoints it signed remain verifiable.  A kid may start
+    with '-': give it after '--' (ledger keys retire-signing -- KID)."""
     ring = Keyring.load(keys_dir)
     jwk = ring.retire(key, SystemClock().now_us())
     emit_mapping(_row(ring, jwk), fmt)
