@@ -392,7 +392,7 @@ def test_the_fast_line_writer_is_the_canonical_line(text):
 
 
 def test_the_demo_exports_and_verifies_a_bundle(tmp_path):
-    from ledger.ops.demo import run_demo
+    from ledger.demo import run_demo
 
     lines = list(run_demo(tmp_path))
     assert any(line.startswith("exported ") for line in lines)

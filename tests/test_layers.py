@@ -1,106 +1,220 @@
-"""Import layering (docs: /work/shared/design/STYLE.md, "a pure core, I/O at the edges").
+"""The dependency rules of docs/architecture.md, read from the code with ``ast``.
 
-Parsed with ``ast`` (imports anywhere in a module, including inside functions and under
-``TYPE_CHECKING``, count):
+Every import counts: at module level, inside functions, and under ``if TYPE_CHECKING:``
+(a rule hidden behind ``TYPE_CHECKING`` is still a dependency).  The rules:
 
-* ``ledger/core/*`` imports only the standard library, ``ledger.core`` and ``ledger.errors``;
-* ``ledger/crypto/*`` never imports ``ledger.store``, ``ledger.ops``, ``ledger.cli``,
-  ``ledger.api``, SQLAlchemy or Click;
-* ``ledger/store/*`` never imports ``ledger.ops``, ``ledger.cli``, ``ledger.api`` or
-  ``ledger.crypto``;
-* ``ledger/cli/*`` never imports ``ledger.api``, and ``ledger/api/*`` never imports
-  ``ledger.cli``.
-
-A real violation in current code is not fixed here: it is listed in ``KNOWN_VIOLATIONS``
-(``xfail(strict=True)``, so the test fails again once it is fixed and the entry must go).
+* ``core``   -> the standard library, ``core``, ``errors``;
+* ``crypto`` -> ``core``, ``errors``, ``clock``, cryptography, PyJWT;
+* ``verify`` -> ``core``, ``crypto``, ``errors`` (offline: no database library);
+* ``store``  -> ``errors``, ``store``, the database libraries and the migrations;
+* ``ops``    -> ``core``, ``crypto``, ``verify``, ``store``, ``errors``, ``clock``, ``data``;
+  never the facade, the CLI or the HTTP layer;
+* ``facade`` -> ``ops``, ``errors``, ``clock``;
+* ``cli`` / ``api`` -> anything but ``store`` and each other;
+* only ``crypto`` imports cryptography or PyJWT;
+* no import cycle among the modules of ``ledger/``.
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "ledger"
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+CRYPTO_LIBS = ("cryptography", "jwt")
+DB_LIBS = ("sqlalchemy", "alembic", "psycopg", "sqlite3")
 
-FORBIDDEN = {
-    "crypto": ("ledger.store", "ledger.ops", "ledger.cli", "ledger.api", "sqlalchemy", "click"),
-    "store": ("ledger.ops", "ledger.cli", "ledger.api", "ledger.crypto"),
-    "cli": ("ledger.api",),
-    "api": ("ledger.cli",),
+# layer -> the ledger modules and third-party packages it may import (stdlib always)
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "core": ("ledger.core", "ledger.errors"),
+    "crypto": ("ledger.core", "ledger.crypto", "ledger.errors", "ledger.clock", *CRYPTO_LIBS),
+    "verify": ("ledger.core", "ledger.crypto", "ledger.verify", "ledger.errors"),
+    "store": ("ledger.store", "ledger.errors", "ledger._migrations", *DB_LIBS),
+    "ops": ("ledger.core", "ledger.crypto", "ledger.verify", "ledger.store", "ledger.ops",
+            "ledger.errors", "ledger.clock", "ledger.data", "sqlalchemy"),
+    "facade": ("ledger.ops", "ledger.errors", "ledger.clock"),
 }
-CORE_ALLOWED = ("ledger.core", "ledger.errors")
+# layer -> what it must never import (for the layers with an open list)
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "cli": ("ledger.store", "ledger.api", *CRYPTO_LIBS),
+    "api": ("ledger.store", "ledger.cli", *CRYPTO_LIBS),
+    "demo": ("ledger.store", "ledger.cli", "ledger.api"),
+}
 
-# (layer, module path relative to ledger/) -> reason; each is xfail(strict=True).
-KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
 
-
-def imported_modules(path: Path) -> set[str]:
-    """Absolute names of everything ``path`` imports (``from ledger import x`` -> ``ledger.x``)."""
+def module_name(path: Path) -> str:
     rel = path.relative_to(PKG.parent).with_suffix("")
-    package = list(rel.parts[:-1])  # the package a relative import of level 1 starts from
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path) -> Iterator[tuple[str, bool]]:
+    """(absolute module name, under TYPE_CHECKING) for every import in ``path``;
+    ``from ledger.store import db`` yields ``ledger.store`` and ``ledger.store.db``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            guarded.update(id(n) for child in node.body for n in ast.walk(child))
+    for node in ast.walk(tree):
+        under = id(node) in guarded
         if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
+            for alias in node.names:
+                yield alias.name, under
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+                base = package[:len(package) - node.level + 1]
                 module = ".".join([*base, *([node.module] if node.module else [])])
             else:
                 module = node.module or ""
-            out.add(module)
-            # `from ledger import store` / `from ledger.store import repository` import
-            # sub-modules too
-            out.update(f"{module}.{alias.name}" for alias in node.names if alias.name != "*")
-    return out
+            yield module, under
+            for alias in node.names:
+                if alias.name != "*":
+                    yield f"{module}.{alias.name}", under
 
 
 def _matches(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
-def _files(layer: str) -> list[Path]:
-    return sorted((PKG / layer).rglob("*.py")) if (PKG / layer).is_dir() else []
+def layer_of(path: Path) -> str:
+    rel = path.relative_to(PKG)
+    if len(rel.parts) > 1:
+        return rel.parts[0]
+    return rel.stem
 
 
-def _cases(layers: list[str]) -> list[object]:
-    cases = []
-    for layer in layers:
-        for path in _files(layer):
-            rel = str(path.relative_to(PKG))
-            marks = []
-            if (layer, rel) in KNOWN_VIOLATIONS:
-                marks = [pytest.mark.xfail(strict=True, reason=KNOWN_VIOLATIONS[(layer, rel)])]
-            cases.append(pytest.param(layer, path, id=rel, marks=marks))
-    return cases
+def _modules() -> list[Path]:
+    return sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def test_the_layers_exist():
-    for layer in ("core", "crypto", "store", "ops", "cli"):
-        assert _files(layer), layer
+def _is_submodule_name(name: str) -> bool:
+    """``from ledger.store import db`` names a module; ``from ledger.errors import X``
+    names a class: only real module files count as edges."""
+    rel = Path(*name.split(".")[1:])
+    return (PKG / rel).with_suffix(".py").is_file() or (PKG / rel / "__init__.py").is_file()
 
 
-def test_imported_modules_resolves_relative_and_from_imports():
-    assert "ledger.store.repository" in imported_modules(PKG / "ops" / "append.py")
-    assert "ledger.core.canonical" in imported_modules(PKG / "core" / "entry.py")
+def _violations(path: Path) -> list[str]:
+    layer = layer_of(path)
+    bad = []
+    for module, _ in imports(path):
+        top = module.split(".")[0]
+        if top in STDLIB or module == "ledger":
+            continue
+        if module.startswith("ledger.") and not _is_submodule_name(module):
+            continue
+        if layer in ALLOWED:
+            if not any(_matches(module, p) for p in ALLOWED[layer]):
+                bad.append(module)
+        elif any(_matches(module, p) for p in FORBIDDEN.get(layer, ())):
+            bad.append(module)
+    return sorted(set(bad))
 
 
-@pytest.mark.parametrize("layer,path", _cases(["core"]))
-def test_core_imports_only_stdlib_and_core(layer, path):
-    bad = sorted(m for m in imported_modules(path)
-                 if m.split(".")[0] not in STDLIB
-                 and not any(_matches(m, p) for p in CORE_ALLOWED))
-    # `from ledger import errors` names the package itself; only its sub-module counts
-    bad = [m for m in bad if m != "ledger"]
-    assert not bad, f"ledger/{path.relative_to(PKG)} imports {bad}"
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_module_keeps_its_layers_rules(path):
+    bad = _violations(path)
+    assert not bad, f"ledger/{path.relative_to(PKG)} ({layer_of(path)}) imports {bad}"
 
 
-@pytest.mark.parametrize("layer,path", _cases(sorted(FORBIDDEN)))
-def test_layer_never_imports_what_it_must_not(layer, path):
-    bad = sorted(m for m in imported_modules(path)
-                 if any(_matches(m, p) for p in FORBIDDEN[layer]))
-    assert not bad, f"ledger/{path.relative_to(PKG)} ({layer}) imports {bad}"
+def test_only_crypto_imports_cryptography_or_jwt():
+    users = sorted(str(p.relative_to(PKG)) for p in _modules() if layer_of(p) != "crypto"
+                   and any(m.split(".")[0] in CRYPTO_LIBS for m, _ in imports(p)))
+    assert users == []
+
+
+def test_type_checking_imports_are_counted_and_none_are_left():
+    """A ``TYPE_CHECKING`` import hides a dependency; the layer rules count them, and
+    the package has none left (a cycle it would hide is a design problem)."""
+    guarded = sorted(f"{p.relative_to(PKG)}: {m}" for p in _modules()
+                     for m, under in imports(p) if under)
+    assert guarded == []
+
+
+def import_graph() -> dict[str, set[str]]:
+    names = {module_name(p): p for p in _modules()}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        graph[name] = {m for m, _ in imports(path) if m in names and m != name
+                       and m != "ledger"}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_inside_the_package():
+    assert cycles(import_graph()) == []
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_imports_resolves_relative_from_and_guarded_imports():
+    probe = PKG / "ops" / "_layer_probe.py"
+    probe.write_text("from typing import TYPE_CHECKING\nfrom . import read\n"
+                     "from ..store import db\nif TYPE_CHECKING:\n    import ledger.facade\n",
+                     encoding="utf-8")
+    try:
+        got = dict(imports(probe))
+    finally:
+        probe.unlink()
+    assert got["ledger.ops.read"] is False
+    assert got["ledger.store.db"] is False
+    assert got["ledger.facade"] is True
+
+
+def test_rules_catch_a_violation():
+    """The checker itself: a core module importing sqlalchemy is reported."""
+    fake = PKG / "core" / "_layer_probe.py"
+    fake.write_text("import sqlalchemy\nfrom ledger.store import db\n", encoding="utf-8")
+    try:
+        assert _violations(fake) == ["ledger.store", "ledger.store.db", "sqlalchemy"]
+    finally:
+        fake.unlink()

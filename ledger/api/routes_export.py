@@ -31,17 +31,13 @@ from ledger.api.routes_read import (
     visible_kinds,
 )
 from ledger.api.schemas import READ_ERRORS
-from ledger.core.entry import PAYLOAD_MAP, hash_hex
 from ledger.ops.query import (
     STRING_FILTERS,
     Filters,
-    iter_pages,
-    iter_query,
     make_filters,
     with_window,
 )
-from ledger.ops.verify_export import dump_line, entry_record
-from ledger.store import repository as repo
+from ledger.core.bundle import dump_line
 
 router = APIRouter(tags=["read"])
 CHUNK_BYTES = 64 * 1024
@@ -62,21 +58,9 @@ def _chunks(lines: Iterator[bytes]) -> Iterator[bytes]:
         yield b"".join(buf)
 
 
-def _rows(engine: Any, f: Filters, layer: str) -> Iterator[bytes]:
-    for row in iter_query(engine, f, layer=layer, page=PAGE):
+def _rows(ledger: Any, f: Filters, layer: str) -> Iterator[bytes]:
+    for row in ledger.iter_query(f, layer=layer, page=PAGE):
         yield dump_line(row)
-
-
-def _records(engine: Any, f: Filters) -> Iterator[bytes]:
-    with engine.connect() as conn:
-        for page in iter_pages(conn, f, page=PAGE):
-            for row, blobs in page:
-                digests = {n: getattr(row, c) for n, c in PAYLOAD_MAP[row.kind].items()}
-                yield dump_line(entry_record(
-                    row.seq, row.kind, row.recorded_at, bytes(row.envelope),
-                    hash_hex(bytes(row.body_hash)), hash_hex(bytes(row.prev_hash)),
-                    hash_hex(bytes(row.entry_hash)),
-                    {n: (d, blobs.get(d)) for n, d in digests.items() if d is not None}))
 
 
 @router.get("/v1/export", summary="Stream matching entries as JSON Lines",
@@ -101,11 +85,8 @@ def export(
     given["kind"] = visible_kinds(layer, given["kind"])
     f = make_filters(**{k: (v or None) for k, v in given.items()}, start=start, end=end)
     ledger = request.app.state.service.ledger
-    with ledger.engine.connect() as conn:
-        size = repo.read_head(conn).size  # type: ignore[union-attr]
-    f = with_window(f, 0, size)
-    lines = _records(ledger.engine, f) if format == "records" else _rows(ledger.engine, f,
-                                                                         layer)
+    f = with_window(f, 0, ledger.head()["size"])
+    lines = ledger.export_records(f) if format == "records" else _rows(ledger, f, layer)
     if limit is not None:
         lines = (line for _, line in zip(range(limit), lines))
     return StreamingResponse(_chunks(lines), media_type="application/x-ndjson",

@@ -14,7 +14,6 @@ from ledger.api.auth import Principal, require
 from ledger.api.errors import error_body
 from ledger.api.schemas import READ_ERRORS
 from ledger.errors import LedgerError, NotFound, StoreUnavailable
-from ledger.ops.checkpoint import latest_checkpoint
 
 router = APIRouter(tags=["meta"])
 
@@ -50,7 +49,7 @@ def checkpoint(request: Request, principal: Principal = require("checkpoint"),
                ) -> PlainTextResponse:
     """The signed-note text of the stored checkpoint with the largest tree size
     (docs/format-checkpoint.md); 404 ``no_checkpoint`` before the first one."""
-    row = latest_checkpoint(request.app.state.service.ledger)
+    row = request.app.state.service.ledger.latest_checkpoint()
     if row is None:
         raise NotFound("no checkpoint has been signed yet", code="no_checkpoint")
     return PlainTextResponse(row.note, media_type="text/plain; charset=utf-8")

@@ -18,9 +18,7 @@ from ledger.api.auth import Principal, require
 from ledger.api.errors import BadRequest, Forbidden
 from ledger.api.schemas import READ_ERRORS
 from ledger.errors import NotFound
-from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
-from ledger.ops.prove import inclusion_bundle
-from ledger.ops.query import LAYER_FIELDS, STRING_FILTERS, make_filters, query
+from ledger.ops.query import LAYER_FIELDS, STRING_FILTERS, make_filters
 
 router = APIRouter(tags=["read"])
 
@@ -90,23 +88,23 @@ def entry_proof(service: Any, seq: int, layer: str) -> dict[str, Any]:
     covers ``seq`` and on-demand checkpoints are enabled; at most one a second, so proof
     requests during a stream of appends cannot flood the checkpoints table)."""
     ledger = service.ledger
-    latest = latest_checkpoint(ledger)
+    latest = ledger.latest_checkpoint()
     if latest is None or latest.size <= seq:
         if not service.settings.checkpoint_on_demand:
             raise NotFound(f"no checkpoint covers seq {seq} yet", code="not_checkpointed",
                            field="proof")
         with service.checkpoint_lock:  # concurrent requests share one new checkpoint
-            latest = latest_checkpoint(ledger)
+            latest = ledger.latest_checkpoint()
             if latest is not None and latest.size > seq:
                 note = latest.note
             else:  # at most one on-demand checkpoint per second and process
                 time.sleep(max(0.0, service.last_on_demand + ON_DEMAND_INTERVAL_S
                                - time.monotonic()))
-                note = make_checkpoint(ledger, service.keyring)
+                note = ledger.checkpoint(service.keyring)
                 service.last_on_demand = time.monotonic()
     else:
         note = latest.note
-    bundle = inclusion_bundle(ledger, seq, note)
+    bundle = ledger.prove(seq, note)
     if layer == "auditor":
         return bundle
     out = {k: bundle[k] for k in PATH_ONLY}
@@ -128,7 +126,7 @@ def get_entry(request: Request, seq: int = Path(ge=0, le=MAX_SEQ),
     service = request.app.state.service
     layer = layer_of(principal)
     f = make_filters(start=seq, end=seq + 1, kind=visible_kinds(layer, []) or None)
-    page = query(service.ledger.engine, f, limit=1, layer=layer)
+    page = service.ledger.query_page(f, limit=1, layer=layer)
     if not page.rows:
         raise NotFound(f"no entry with seq {seq}", field="seq")
     out = {"layer": layer, "entry": page.rows[0]}
@@ -156,5 +154,5 @@ def list_entries(
     given["kind"] = visible_kinds(layer, given["kind"])
     limit = min(limit, service.settings.page_max)
     f = make_filters(**{k: (v or None) for k, v in given.items()})  # UsageError: 400
-    page = query(service.ledger.engine, f, after=after, limit=limit, layer=layer)
+    page = service.ledger.query_page(f, after=after, limit=limit, layer=layer)
     return {"layer": layer, "entries": page.rows, "next_after": page.next_after}

@@ -12,7 +12,7 @@ import sys
 import click
 
 from ledger.facade import Ledger
-from ledger.ops.audit import EXIT_CODES, AuditOptions, run_audit, summary_line
+from ledger.ops.audit import EXIT_CODES, AuditOptions, summary_line
 
 
 @click.command()
@@ -54,7 +54,7 @@ def audit(obj: dict, start: int, end: int | None, workers: int, policy_path: str
         total = max(0, (end if end is not None else ledger.head()["size"]) - start)
         with click.progressbar(length=total, label="auditing", file=sys.stderr,
                                hidden=not show) as bar:
-            report = run_audit(ledger, opts, progress=bar.update)
+            report = ledger.audit(opts, progress=bar.update)
     if json_report == "-":
         click.echo(json.dumps(report, indent=2))
     elif json_report:

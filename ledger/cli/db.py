@@ -6,7 +6,7 @@ import click
 
 from ledger.cli.output import emit_mapping, format_option
 from ledger.facade import Ledger
-from ledger.store import db as store_db
+from ledger.ops import lifecycle
 
 
 @click.command()
@@ -30,17 +30,14 @@ def db_group() -> None:
 @click.pass_obj
 def upgrade(obj: dict, revision: str) -> None:
     """Apply schema migrations up to REVISION."""
-    engine = store_db.make_engine(obj["db_url"])
-    store_db.upgrade(engine, revision)
-    click.echo(f"at revision {store_db.current_revision(engine)}")
+    click.echo(f"at revision {lifecycle.upgrade_schema(obj['db_url'], revision)}")
 
 
 @db_group.command()
 @click.pass_obj
 def current(obj: dict) -> None:
     """Print the schema revision of the database."""
-    engine = store_db.make_engine(obj["db_url"])
-    click.echo(store_db.current_revision(engine) or "none")
+    click.echo(lifecycle.schema_revision(obj["db_url"]) or "none")
 
 
 COMMANDS = [init, db_group]

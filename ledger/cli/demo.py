@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ledger.ops.demo import run_demo
+from ledger.demo import run_demo
 
 
 @click.command()

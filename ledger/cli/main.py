@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ledger.errors import LedgerError
-from ledger.store.db import default_url
+from ledger.ops.lifecycle import default_url
 
 
 class LedgerGroup(click.Group):

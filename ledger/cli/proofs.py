@@ -51,10 +51,9 @@ def checkpoint(obj: dict, keys_dir: str, out: str | None, fmt: str) -> None:
     from ledger.core.note import parse_checkpoint_body, parse_note
     from ledger.crypto.keys import Keyring
     from ledger.facade import Ledger
-    from ledger.ops.checkpoint import make_checkpoint
 
     with Ledger.open(obj["db_url"]) as ledger:
-        note = make_checkpoint(ledger, Keyring.load(keys_dir))
+        note = ledger.checkpoint(Keyring.load(keys_dir))
     if out not in (None, "-"):
         _write(out, note)
     cp = parse_checkpoint_body(parse_note(note).text)
@@ -68,12 +67,10 @@ def checkpoint(obj: dict, keys_dir: str, out: str | None, fmt: str) -> None:
 
 def _note_arg(ledger: Any, arg: str, what: str) -> str:
     """A checkpoint argument: a note file, or the tree size of a stored checkpoint."""
-    from ledger.ops.checkpoint import checkpoint_at
-
     if os.path.isfile(arg) or arg == "-":
         return _read(arg)
     if arg.isdigit():
-        row = checkpoint_at(ledger, int(arg))
+        row = ledger.checkpoint_at(int(arg))
         if row is None:
             raise UsageError(f"no stored checkpoint of size {arg}", code="no_checkpoint",
                              field=what)
@@ -103,19 +100,18 @@ def prove(obj: dict, seq: int | None, checkpoint_file: str | None,
     """
     from ledger.crypto.keys import Keyring
     from ledger.facade import Ledger
-    from ledger.ops.prove import consistency_bundle, inclusion_bundle
 
     if (seq is None) == (consistency is None):
         raise click.UsageError("give either SEQ or --consistency OLD NEW")
     with Ledger.open(obj["db_url"]) as ledger:
         if consistency is not None:
             old, new = (_note_arg(ledger, a, n) for a, n in zip(consistency, ("OLD", "NEW")))
-            bundle = consistency_bundle(ledger, old, new)
+            bundle = ledger.prove_consistency(old, new)
             what = "consistency proof"
         else:
             note = _read(checkpoint_file) if checkpoint_file else None
             keyring = Keyring.load(keys_dir) if note is None else None
-            bundle = inclusion_bundle(ledger, seq, note, keyring)  # type: ignore[arg-type]
+            bundle = ledger.prove(seq, note, keyring)  # type: ignore[arg-type]
             what = f"inclusion proof for seq {seq}"
     _write(out, json.dumps(bundle, indent=2, ensure_ascii=False) + "\n")
     click.echo(f"{what} written to {out or 'stdout'}", err=True)

@@ -18,11 +18,7 @@ from ledger.ops.query import (
     STRING_FILTERS,
     TABLE_COLUMNS,
     Filters,
-    iter_query,
     make_filters,
-)
-from ledger.ops.query import (
-    query as run_query,
 )
 
 _HELP = {
@@ -88,10 +84,10 @@ def query(obj: dict, after: int, limit: int, all_pages: bool, layer: str, fmt: s
     columns = (TABLE_COLUMNS if fmt == "table" else CSV_COLUMNS)[layer]
     with Ledger.open(obj["db_url"]) as ledger:
         if all_pages:
-            emit_rows(_cells(iter_query(ledger.engine, f, after=after, layer=layer), fmt),
+            emit_rows(_cells(ledger.iter_query(f, after=after, layer=layer), fmt),
                       fmt, columns)
             return
-        page = run_query(ledger.engine, f, after=after, limit=limit, layer=layer)
+        page = ledger.query_page(f, after=after, limit=limit, layer=layer)
     emit_rows(_cells(page.rows, fmt), fmt, columns)
     if page.next_after is not None:
         click.echo(f"more rows: next page with --after {page.next_after}", err=True)

@@ -27,7 +27,7 @@ def keys_dir_option(*names: str) -> Any:
 
 
 def _db_url(ctx: click.Context) -> str:
-    from ledger.store.db import default_url
+    from ledger.ops.lifecycle import default_url
 
     obj = ctx.find_root().obj or ctx.obj
     return (obj or {}).get("db_url") or default_url()

@@ -9,6 +9,7 @@ their own transaction after the batch; they never enter the chain.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,9 +31,26 @@ from ledger.core.entry import (
     link,
 )
 from ledger.core.submission import Submission, loads, parse_submission
-from ledger.crypto.attestation import VERDICT_NONE, VERDICT_UNCHECKED, inspect_attestation
-from ledger.errors import IdempotencyConflict, LedgerError, StoreUnavailable, SubmissionError
+from ledger.crypto.attestation import (
+    VERDICT_NONE,
+    VERDICT_UNCHECKED,
+    VERDICT_VALID,
+    inspect_attestation,
+)
+from ledger.crypto.trust import TrustStore, check_attestation, time_problem
+from ledger.errors import (
+    IdempotencyConflict,
+    LedgerError,
+    StoreUnavailable,
+    SubmissionError,
+    UsageError,
+)
+from ledger.ops.context import LedgerContext
+from ledger.ops.trust_store import last_key_event_seq
+from ledger.store import db
 from ledger.store import repository as repo
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -87,16 +105,31 @@ class Prepared:
         return self
 
 
-# Decides the attestation verdict fields for a submission; issue-3 trust store plugs in here.
-AttestationJudge = Callable[[Submission], dict[str, Any]]
+@dataclass(frozen=True)
+class Judgement:
+    """The attestation verdict of a submission as judged before the lock.
+
+    ``fields`` are the envelope's attestation fields (att_verdict, att_kid, att_iss);
+    ``bounds`` the verified token's (iat, exp) in seconds, or None; ``trust_seq`` the
+    last key_event seq the token was judged with, or None when no trust store was used.
+    """
+
+    fields: dict[str, Any]
+    bounds: tuple[int, int] | None = None
+    trust_seq: int | None = None
 
 
-def default_judge(sub: Submission) -> dict[str, Any]:
+# Decides the attestation verdict of a submission (the trust store plugs in here).
+AttestationJudge = Callable[[Submission], Judgement]
+
+
+def default_judge(sub: Submission) -> Judgement:
     """No trust store: a token is inspected (must decode) and marked unchecked."""
     if sub.attestation is None:
-        return {"att_verdict": VERDICT_NONE, "att_kid": None, "att_iss": None}
+        return Judgement({"att_verdict": VERDICT_NONE, "att_kid": None, "att_iss": None})
     info = inspect_attestation(sub.attestation)
-    return {"att_verdict": VERDICT_UNCHECKED, "att_kid": info.kid, "att_iss": info.iss}
+    return Judgement({"att_verdict": VERDICT_UNCHECKED, "att_kid": info.kid,
+                      "att_iss": info.iss})
 
 
 MAX_HINT = 512  # att_kid / att_iss column width
@@ -123,16 +156,15 @@ def _encodable(text: str) -> bool:
 
 
 def prepare_result(sub: Submission, producer: str | None, judge: AttestationJudge) -> Prepared:
-    verdict = dict(judge(sub))
-    bounds, trust_seq = verdict.pop("_bounds", None), verdict.pop("_trust_seq", None)
+    verdict = judge(sub)
     fields = {
         "engine": sub.engine, "status": sub.status, "constraint_id": sub.constraint_id,
         "proof_ref": sub.proof_ref, "subject": sub.subject, "producer": producer,
         "idempotency_key": sub.idempotency_key, "admission": sub.admission,
-        **check_hints(verdict),
+        **check_hints(verdict.fields),
     }
     return Prepared("result", fields, dict(sub.payloads), sub.idempotency_key, sub=sub,
-                    att_bounds=bounds, trust_seq=trust_seq)
+                    att_bounds=verdict.bounds, trust_seq=verdict.trust_seq)
 
 
 # Re-checks an item's attestation at its final (seq, recorded_at) under the lock:
@@ -328,17 +360,154 @@ QUARANTINE_MAX_RAW = 64 * 1024  # a rejected submission is kept up to this many 
 def quarantine_rows(clock: Clock, producer: str | None,
                     items: Sequence[tuple[bytes, LedgerError | dict[str, Any]]],
                     ) -> list[dict[str, Any]]:
-    """Quarantine rows; a raw submission over QUARANTINE_MAX_RAW bytes is kept
-    truncated (its full size is in the message), so rejects cannot fill the disk."""
+    """Quarantine rows that either engine can always store.
+
+    The raw submission is kept as bytes (truncated past QUARANTINE_MAX_RAW, its full
+    size in the message, so rejects cannot fill the disk); the text columns are
+    escaped (NUL, lone surrogates) and cut to their column widths.
+    """
     now = clock.now_us()
     rows = []
     for raw, err in items:
         d = err.to_dict() if isinstance(err, LedgerError) else err
-        message = d["message"]
+        message = str(d.get("message", ""))
         if len(raw) > QUARANTINE_MAX_RAW:
             message += f" [raw submission of {len(raw)} bytes kept truncated to " \
                        f"{QUARANTINE_MAX_RAW}]"
             raw = raw[:QUARANTINE_MAX_RAW]
-        rows.append({"received_at": now, "code": d["code"], "field": d.get("field"),
-                     "message": message, "producer": producer, "raw": raw})
+        field = d.get("field")
+        rows.append({"received_at": now, "code": storable_text(d.get("code"), 64),
+                     "field": None if field is None else storable_text(field, 256),
+                     "message": storable_text(message, 4096),
+                     "producer": None if producer is None else storable_text(producer, 256),
+                     "raw": bytes(raw)})
     return rows
+
+
+def storable_text(value: Any, limit: int) -> str:
+    """``value`` as text any engine stores: NUL and lone surrogates escaped, at most
+    ``limit`` characters (an ellipsis marks a cut)."""
+    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+    text = text.replace("\x00", "\\u0000")
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
+# -- the use case ------------------------------------------------------------------
+def append_many(ctx: LedgerContext, submissions: Sequence[Any], *, producer: str | None = None,
+                judge: AttestationJudge | None = None) -> list[AppendResult]:
+    """Append a batch under one lock and one commit; results in input order.
+
+    Rejected items (contract, format, attestation, idempotency conflict) are
+    quarantined and reported with ``ok=False``; they do not stop the others.  Once
+    the batch has committed, every stored item is reported even when writing the
+    quarantine fails (the quarantine is not part of the chain).
+    """
+    check_producer(producer)
+    prepared, rejected = validate_items(submissions, producer, ctx.ledger_id,
+                                        judge or trust_judge(ctx))
+    raws = {p.index: p.raw for p in prepared}
+    bad = [(raw_bytes(submissions[r.index]), r.error) for r in rejected]
+    results = list(rejected)
+    committed: list[AppendResult] = []
+    try:
+        # one statement for a plain single append; an attested one needs its key
+        # events read *after* the lock is taken (one statement sees one snapshot)
+        if len(prepared) == 1 and prepared[0].idempotency_key is None and \
+                prepared[0].sub is not None and prepared[0].sub.attestation is None and \
+                ctx.engine.dialect.name == "postgresql":
+            one = commit_one_pg(ctx.engine, ctx.clock, prepared[0])
+            committed = [one] if one is not None else []
+        if prepared and not committed:
+            committed = commit_batch(ctx.engine, ctx.ledger_id, ctx.clock, prepared,
+                                     trust_recheck(ctx))
+    finally:  # rejected items are quarantined even if the batch itself failed
+        bad.extend((raws[r.index], r.error) for r in committed if not r.ok)
+        if bad:
+            quarantine(ctx, bad, producer)
+    results.extend(committed)
+    results.sort(key=lambda r: r.index)
+    return results
+
+
+def check_producer(producer: str | None) -> None:
+    """Raises UsageError unless ``producer`` is None or 1..256 characters of valid text."""
+    if producer is None:
+        return
+    try:
+        ok = isinstance(producer, str) and 0 < len(producer) <= 256 and bool(
+            producer.encode("utf-8")) and "\x00" not in producer
+    except UnicodeEncodeError:
+        ok = False
+    if not ok:
+        raise UsageError("producer must be 1..256 characters of valid text (no NUL)",
+                         field="producer")
+
+
+def judge_attestation(sub: Submission, store: TrustStore, seq: int, recorded_at: int,
+                      ) -> Judgement:
+    """The attestation verdict for an entry at (seq, recorded_at); raises SubmissionError."""
+    r = check_attestation(sub.attestation, store=store, seq=seq, recorded_at_us=recorded_at,
+                          proof_ref=sub.proof_ref, query=sub.query, admission=sub.admission)
+    if r.disposition == "failed":
+        raise SubmissionError(r.message, code=r.code, field="attestation")
+    verified = r.disposition == "verified"
+    fields = {"att_verdict": VERDICT_VALID if verified else VERDICT_UNCHECKED,
+              "att_kid": r.kid, "att_iss": r.iss}
+    return Judgement(fields, (r.iat, r.exp) if verified else None, store.last_event_seq)
+
+
+def trust_judge(ctx: LedgerContext) -> AttestationJudge:
+    """The judge of one batch: the trust store is refreshed at most once per batch."""
+    cache: list[TrustStore] = []
+
+    def judge(sub: Submission) -> Judgement:
+        if sub.attestation is None:
+            return default_judge(sub)
+        if not cache:
+            cache.append(ctx.trust_store())
+        store = cache[0]
+        return judge_attestation(sub, store, store.last_event_seq + 1, ctx.clock.now_us())
+
+    return judge
+
+
+def trust_recheck(ctx: LedgerContext) -> Recheck:
+    """Under the append lock: judge again only if key events arrived since the item
+    was judged; otherwise check the token's time bounds at recorded_at."""
+    latest: list[int] = []
+
+    def recheck(p: Prepared, seq: int, recorded_at: int,
+                ) -> dict[str, Any] | SubmissionError | None:
+        if not latest:
+            latest.append(last_key_event_seq(ctx.engine))
+        if p.trust_seq is not None and latest[0] != p.trust_seq:
+            assert p.sub is not None
+            try:
+                fields = judge_attestation(p.sub, ctx.trust_store(), seq, recorded_at).fields
+            except SubmissionError as exc:
+                return exc
+            return fields if any(p.fields.get(k) != v for k, v in fields.items()) else None
+        if p.att_bounds is not None:
+            bad = time_problem(*p.att_bounds, recorded_at)
+            if bad:
+                return SubmissionError(bad[1], code=bad[0], field="attestation")
+        return None
+
+    return recheck
+
+
+def quarantine(ctx: LedgerContext, bad: Sequence[tuple[bytes, LedgerError | dict[str, Any]]],
+               producer: str | None) -> bool:
+    """Write rejected items to the quarantine table; True when written.
+
+    Never raises for a store fault: the quarantine is not part of the chain, and a
+    failure here must not hide what the batch committed.  A failure is logged.
+    """
+    rows = quarantine_rows(ctx.clock, producer, bad)
+    try:
+        with db.write_connection(ctx.engine) as conn, conn.begin():
+            repo.insert_quarantine(conn, rows)
+    except Exception:  # noqa: BLE001 - reported, never raised (see docstring)
+        log.exception("could not write %d quarantine row(s)", len(rows))
+        return False
+    return True

@@ -36,6 +36,7 @@ from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.trust import load_trust_store
 from ledger.store import repository as repo
 from ledger.store.schema import audit_findings, audit_runs, entries
+from ledger.ops.context import LedgerContext
 
 PAGE = 1000
 PROGRESS_EVERY = 20_000
@@ -199,7 +200,7 @@ def check_head(conn: Connection, end: int, size_now: int) -> list[Finding]:
     return out
 
 
-def run_audit(ledger: Any, opts: AuditOptions,
+def run_audit(ledger: LedgerContext, opts: AuditOptions,
               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Run an audit and return its report (see docs/audit.md for the format)."""
     policy = _policy(opts.policy_path)
@@ -288,7 +289,7 @@ def summary_line(report: dict[str, Any]) -> str:
 
 
 # -- since-last, resume, record -------------------------------------------------
-def _since_last(conn: Connection, ledger: Any) -> tuple[int, list[Finding]]:
+def _since_last(conn: Connection, ledger: LedgerContext) -> tuple[int, list[Finding]]:
     """Where verified history ends: passed recorded audits whose ranges chain
     contiguously from seq 0 (a partial or failed audit establishes no baseline)."""
     rows = conn.execute(select(entries.c.seq, entries.c.doc_digest).where(
@@ -321,7 +322,7 @@ def _since_last(conn: Connection, ledger: Any) -> tuple[int, list[Finding]]:
     return covered, findings
 
 
-def _new_run(engine: Any, ledger: Any, opts: AuditOptions, start: int, end: int) -> int:
+def _new_run(engine: Any, ledger: LedgerContext, opts: AuditOptions, start: int, end: int) -> int:
     now = ledger.clock.now_us()
     options = {"policy": opts.policy_path, "attestations": opts.check_attestations,
                "state": {}}
@@ -405,7 +406,7 @@ def _resume(engine: Any, opts: AuditOptions) -> tuple[int, int, Tally, dict[str,
     return int(run.id), int(run.next_seq), tally, state
 
 
-def record_run(ledger: Any, report: dict[str, Any], producer: str | None) -> int:
+def record_run(ledger: LedgerContext, report: dict[str, Any], producer: str | None) -> int:
     """Append an ``audit_run`` entry: the summary, the range, and the report digest."""
     body = json.dumps(report, sort_keys=True, separators=(",", ":")).encode()
     end = report["range"]["end"]

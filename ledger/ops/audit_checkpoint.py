@@ -16,9 +16,10 @@ from typing import Any
 from ledger.crypto.keys import known_keys, load_public_keys
 from ledger.errors import UsageError
 from ledger.ops.checkpoint_check import check_against_checkpoint
+from ledger.ops.context import LedgerContext
 
 
-def apply_checkpoints(ledger: Any, report: dict[str, Any], paths: Sequence[str],
+def apply_checkpoints(ledger: LedgerContext, report: dict[str, Any], paths: Sequence[str],
                       key_paths: Sequence[str]) -> None:
     """Check each checkpoint file and fold its findings into ``report`` (in place)."""
     refs = [ref for p in key_paths for ref in load_public_keys(p)]

@@ -11,7 +11,6 @@ signs (several signature lines during a rotation).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from ledger.core.merkle import (
     NodeSpec,
@@ -35,9 +34,8 @@ from ledger.ops.checkpoint_check import check_against_checkpoint
 from ledger.ops.tree import StoredTree, extend_tree, sync_tree
 from ledger.store.repository import append_transaction
 from ledger.store.tree import CheckpointRow, TreeStore, read_store
+from ledger.ops.context import LedgerContext
 
-if TYPE_CHECKING:
-    from ledger.facade import Ledger
 
 __all__ = ["CheckpointError", "CheckpointRow", "check_against_checkpoint", "checkpoint_at",
            "consistency_proof", "inclusion_proof", "latest_checkpoint", "make_checkpoint",
@@ -50,7 +48,7 @@ class CheckpointError(IntegrityError):
     default_code = "checkpoint_inconsistent"
 
 
-def make_checkpoint(ledger: Ledger, keyring: Keyring) -> str:
+def make_checkpoint(ledger: LedgerContext, keyring: Keyring) -> str:
     """Sign (origin, size, root) of the whole ledger with every active key; store and
     return the signed note text.
 
@@ -105,18 +103,18 @@ def _require_consistent(tree: StoredTree, latest: CheckpointRow, origin: str, si
                     "checkpoint_root": cp.root_hash.hex(), "root": root.hex()}) from exc
 
 
-def latest_checkpoint(ledger: Ledger) -> CheckpointRow | None:
+def latest_checkpoint(ledger: LedgerContext) -> CheckpointRow | None:
     """The stored checkpoint with the largest tree size, or None."""
     with read_store(ledger.engine) as store:
         return store.latest_checkpoint()
 
 
-def checkpoint_at(ledger: Ledger, size: int) -> CheckpointRow | None:
+def checkpoint_at(ledger: LedgerContext, size: int) -> CheckpointRow | None:
     with read_store(ledger.engine) as store:
         return store.checkpoint_at(size)
 
 
-def _tree(ledger: Ledger, store: TreeStore, size: int) -> StoredTree:
+def _tree(ledger: LedgerContext, store: TreeStore, size: int) -> StoredTree:
     """The stored tree, synced first if it does not reach ``size`` yet."""
     head_size, tree_size = store.sizes()
     if size > head_size:
@@ -127,7 +125,7 @@ def _tree(ledger: Ledger, store: TreeStore, size: int) -> StoredTree:
     return StoredTree(store, tree_size)
 
 
-def _resolve(ledger: Ledger, size: int, specs: list[NodeSpec]) -> list[bytes]:
+def _resolve(ledger: LedgerContext, size: int, specs: list[NodeSpec]) -> list[bytes]:
     """Fetch and fold the nodes of ``specs`` in one read when the stored tree already
     reaches ``size`` (its leaf ``size - 1`` is stored); else check sizes, sync, refetch."""
     ids = node_ids(specs)
@@ -139,7 +137,7 @@ def _resolve(ledger: Ledger, size: int, specs: list[NodeSpec]) -> list[bytes]:
     return resolve_proof(specs, got)
 
 
-def inclusion_proof(ledger: Ledger, seq: int, size: int) -> list[bytes]:
+def inclusion_proof(ledger: LedgerContext, seq: int, size: int) -> list[bytes]:
     """RFC 9162 inclusion proof for the entry at ``seq`` in the tree of ``size`` entries.
 
     One read of O(log n) nodes (plus a tree sync if ``size`` is beyond the stored
@@ -151,7 +149,7 @@ def inclusion_proof(ledger: Ledger, seq: int, size: int) -> list[bytes]:
     return _resolve(ledger, size, inclusion_nodes(seq, size))
 
 
-def consistency_proof(ledger: Ledger, size1: int, size2: int) -> list[bytes]:
+def consistency_proof(ledger: LedgerContext, size1: int, size2: int) -> list[bytes]:
     """RFC 9162 consistency proof from tree size ``size1`` to ``size2``."""
     if not 0 <= size1 <= size2:
         raise UsageError(f"invalid consistency sizes {size1} -> {size2}",
@@ -159,7 +157,7 @@ def consistency_proof(ledger: Ledger, size1: int, size2: int) -> list[bytes]:
     return _resolve(ledger, size2, consistency_nodes(size1, size2))
 
 
-def tree_root(ledger: Ledger, size: int) -> bytes:
+def tree_root(ledger: LedgerContext, size: int) -> bytes:
     """Root of the stored tree of ``size`` entries (``popcount(size)`` node reads)."""
     with read_store(ledger.engine) as store:
         return _tree(ledger, store, size).root(size)

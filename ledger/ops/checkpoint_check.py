@@ -26,7 +26,7 @@ data (a checkpoint that does not parse or verify is itself a finding).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ledger.core.merkle import (
     CompactRange,
@@ -41,9 +41,8 @@ from ledger.crypto.note_sign import KnownKeys, open_checkpoint
 from ledger.errors import LedgerError, ProofError
 from ledger.ops.tree import StoredTree
 from ledger.store.tree import TreeStore, read_store
+from ledger.ops.context import LedgerContext
 
-if TYPE_CHECKING:
-    from ledger.facade import Ledger
 
 PAGE = 10_000
 
@@ -118,7 +117,7 @@ def _open(note_text: str | bytes, known_keys: KnownKeys | None) -> Checkpoint:
     return open_checkpoint(note_text, known_keys)[0]
 
 
-def check_against_checkpoint(ledger: Ledger, note_text: str | bytes,
+def check_against_checkpoint(ledger: LedgerContext, note_text: str | bytes,
                              known_keys: KnownKeys | None = None) -> list[dict[str, Any]]:
     """Findings showing how the ledger fails to extend the checkpoint ``note_text``.
 

@@ -21,10 +21,10 @@ import io
 import json
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -58,9 +58,8 @@ from ledger.ops.query import Filters, iter_pages, make_filters, with_window
 from ledger.ops.tree import StoredTree
 from ledger.store import repository as repo
 from ledger.store.tree import read_store
+from ledger.ops.context import LedgerContext
 
-if TYPE_CHECKING:
-    from ledger.facade import Ledger
 
 PAGE = 1000
 PROOF_MODES = ("interval", "every")
@@ -138,7 +137,7 @@ def _prepare_dir(out_dir: str | os.PathLike[str]) -> Path:
     return path
 
 
-def _checkpoint(ledger: Ledger, signer: Signer, end: int, jwks_path: Path) -> str:
+def _checkpoint(ledger: LedgerContext, signer: Signer, end: int, jwks_path: Path) -> str:
     """A signed checkpoint covering ``[0, end)`` that the bundle's jwks.json verifies: the
     latest stored one if it does, else a new one (stored when the ledger grew)."""
     latest = latest_checkpoint(ledger)
@@ -193,7 +192,7 @@ def _write_entries(conn: Any, f: Filters, out: _Out, proofs: _Out, tree: StoredT
     return n
 
 
-def export_bundle(ledger: Ledger, out_dir: str | os.PathLike[str], signer: Signer,
+def export_bundle(ledger: LedgerContext, out_dir: str | os.PathLike[str], signer: Signer,
                   filters: Filters | None = None, *, proofs: str = "interval",
                   progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Write the bundle of the entries matching ``filters`` (default: all) to ``out_dir``
@@ -249,3 +248,31 @@ def export_bundle(ledger: Ledger, out_dir: str | os.PathLike[str], signer: Signe
                        headers={"kid": signer.kid, "typ": JWT_TYP})
     (out / MANIFEST_JWT).write_bytes(token.encode("ascii"))
     return manifest
+
+
+def export_filtered(ctx: LedgerContext, out_dir: str | os.PathLike[str], *,
+                    signer: Signer | None = None, keys: str | os.PathLike[str] | None = None,
+                    key_file: str | os.PathLike[str] | None = None, proofs: str = "interval",
+                    progress: Callable[[int], None] | None = None,
+                    filters: Filters | None = None, **kw: Any) -> dict[str, Any]:
+    """``export_bundle`` with the signer given as a ``Signer``, a keyring directory
+    (``keys``) or a PEM file (``key_file``), and ``filters`` (or the keywords of
+    ``make_filters``)."""
+    if signer is None:
+        signer = signer_from_pem(key_file, ctx.meta.origin, ctx.clock.now_us()) \
+            if key_file else signer_from_keyring(Keyring.load(keys), ctx.meta.origin)
+    return export_bundle(ctx, out_dir, signer, filters or make_filters(**kw), proofs=proofs,
+                         progress=progress)
+
+
+def iter_records(ctx: LedgerContext, f: Filters, page: int = 1000) -> Iterator[bytes]:
+    """The export record line (``entries.jsonl`` form) of every entry matching ``f``."""
+    with ctx.engine.connect() as conn:
+        for rows in iter_pages(conn, f, page=page):
+            for row, blobs in rows:
+                digests = {n: getattr(row, c) for n, c in PAYLOAD_MAP[row.kind].items()}
+                yield entry_line(
+                    row.seq, row.kind, row.recorded_at, bytes(row.envelope),
+                    hash_hex(bytes(row.body_hash)), hash_hex(bytes(row.prev_hash)),
+                    hash_hex(bytes(row.entry_hash)),
+                    {n: (d, blobs.get(d)) for n, d in digests.items() if d is not None})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ledger.core.entry import hash_hex
 from ledger.core.note import Checkpoint, NoteError, parse_checkpoint_body, parse_note
@@ -27,12 +27,11 @@ from ledger.ops.checkpoint import (
     tree_root,
 )
 from ledger.store import repository as repo
-
-if TYPE_CHECKING:
-    from ledger.facade import Ledger
+from ledger.ops.context import LedgerContext
 
 
-def parse_checkpoint_note(ledger: Ledger, note: str, what: str = "checkpoint") -> Checkpoint:
+
+def parse_checkpoint_note(ledger: LedgerContext, note: str, what: str = "checkpoint") -> Checkpoint:
     """Parse a signed checkpoint of this ledger and check that it commits to the stored tree.
 
     Raises UsageError (malformed, another origin, larger than the ledger) or
@@ -54,7 +53,7 @@ def parse_checkpoint_note(ledger: Ledger, note: str, what: str = "checkpoint") -
     return cp
 
 
-def covering_checkpoint(ledger: Ledger, seq: int, keyring: Keyring | None) -> str:
+def covering_checkpoint(ledger: LedgerContext, seq: int, keyring: Keyring | None) -> str:
     """The latest stored checkpoint if it covers ``seq``; else a new one (needs keys)."""
     latest = latest_checkpoint(ledger)
     if latest is not None and latest.size > seq:
@@ -65,7 +64,7 @@ def covering_checkpoint(ledger: Ledger, seq: int, keyring: Keyring | None) -> st
     return make_checkpoint(ledger, keyring)
 
 
-def entry_record(ledger: Ledger, seq: int) -> tuple[str, dict[str, Any]]:
+def entry_record(ledger: LedgerContext, seq: int) -> tuple[str, dict[str, Any]]:
     """(ledger id, the bundle's ``entry`` object) for the entry at ``seq``.  Raises NotFound."""
     with ledger.engine.connect() as conn:
         row = repo.get_entry(conn, seq)
@@ -83,7 +82,7 @@ def entry_record(ledger: Ledger, seq: int) -> tuple[str, dict[str, Any]]:
         "entry_hash": hash_hex(bytes(row.entry_hash)), "payloads": payloads}
 
 
-def inclusion_bundle(ledger: Ledger, seq: int, checkpoint: str | None = None,
+def inclusion_bundle(ledger: LedgerContext, seq: int, checkpoint: str | None = None,
                      keyring: Keyring | None = None) -> dict[str, Any]:
     """The ``ledger-inclusion-proof/1`` bundle for the entry at ``seq``.
 
@@ -103,7 +102,7 @@ def inclusion_bundle(ledger: Ledger, seq: int, checkpoint: str | None = None,
             "inclusion_path": [h.hex() for h in path], "checkpoint": note}
 
 
-def consistency_bundle(ledger: Ledger, old: str, new: str) -> dict[str, Any]:
+def consistency_bundle(ledger: LedgerContext, old: str, new: str) -> dict[str, Any]:
     """The ``ledger-consistency-proof/1`` bundle between two signed checkpoints of this
     ledger.  Raises UsageError (old larger than new) or CheckpointError."""
     cp_old = parse_checkpoint_note(ledger, old, "old")

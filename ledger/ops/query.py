@@ -30,6 +30,7 @@ from sqlalchemy import Connection, Engine, and_, select
 from ledger.clock import format_us, parse_rfc3339
 from ledger.core.entry import PAYLOAD_MAP, hash_hex
 from ledger.errors import UsageError
+from ledger.ops.context import LedgerContext
 from ledger.store.repository import ENTRY_COLUMNS, EntryRow
 from ledger.store.schema import entries, payloads
 
@@ -364,3 +365,10 @@ def with_window(f: Filters, start: int, end: int | None) -> Filters:
     new_end = end if f.end is None else (f.end if end is None else min(f.end, end))
     return replace(f, start=max(f.start, start), end=new_end)
 
+
+
+def query_filtered(ctx: LedgerContext, **filters: Any) -> QueryPage:
+    """``query`` with the filters of ``make_filters`` and ``after``/``limit``/``layer``
+    as keywords (the Python API's form).  Raises UsageError."""
+    page = {k: filters.pop(k) for k in ("after", "limit", "layer") if k in filters}
+    return query(ctx.engine, make_filters(**filters), **page)

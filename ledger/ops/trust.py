@@ -15,43 +15,10 @@ from ledger.core.entry import digest_text
 from ledger.crypto.trust import ACTIONS, TrustStore, jwk_thumbprint, public_jwk
 from ledger.errors import NotFound, UsageError
 from ledger.ops.append import AppendResult, Prepared, commit_batch, prepare_event
+from ledger.ops.context import LedgerContext
+from ledger.ops.trust_store import last_key_event_seq, load_trust_store  # noqa: F401 (re-export)
 from ledger.store import repository as repo
 from ledger.store.schema import entries
-
-
-def load_trust_store(engine: Engine, since: TrustStore | None = None) -> TrustStore:
-    """Fold every key_event entry (or only those after ``since.last_event_seq``)."""
-    store = since or TrustStore()
-    with engine.connect() as conn:
-        rows = conn.execute(select(entries.c.seq, entries.c.doc_digest).where(
-            entries.c.kind == "key_event", entries.c.seq > store.last_event_seq,
-        ).order_by(entries.c.seq)).all()
-        blobs = repo.get_payloads(conn, [r.doc_digest for r in rows])
-    for r in rows:
-        data = blobs.get(r.doc_digest)
-        # only documents that match their digest are folded in; a missing, modified
-        # or unreadable key event is the audit's finding, never trust
-        if data is None or digest_text(data) != r.doc_digest:
-            continue
-        try:
-            event = json.loads(data)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("action") in ACTIONS:
-            try:
-                store.apply(r.seq, event)
-            except (KeyError, TypeError):
-                continue
-    return store
-
-
-def last_key_event_seq(engine: Engine) -> int:
-    from sqlalchemy import func
-
-    with engine.connect() as conn:
-        v = conn.execute(select(func.max(entries.c.seq)).where(
-            entries.c.kind == "key_event")).scalar()
-    return -1 if v is None else int(v)
 
 
 def _event(action: str, issuer: str, kid: str, thumbprint: str | None, producer: str | None,
@@ -110,3 +77,19 @@ def end_event(store: TrustStore, action: str, kid: str, reason: str | None,
 def append_events(engine: Engine, ledger_id: str, clock: Any,
                   events: list[Prepared]) -> list[AppendResult]:
     return commit_batch(engine, ledger_id, clock, events) if events else []
+
+
+def trust_issuer(ctx: LedgerContext, issuer: str, jwks: dict[str, Any], *,
+                 reason: str | None = None, producer: str | None = None) -> list[AppendResult]:
+    """Append one ``trust`` key event per new key of ``jwks``."""
+    events = trust_events(ctx.trust_store(), issuer, jwks, reason, producer)
+    return append_events(ctx.engine, ctx.ledger_id, ctx.clock, events)
+
+
+def end_key(ctx: LedgerContext, action: str, kid: str, *, reason: str | None = None,
+            producer: str | None = None, compromised_since_us: int | None = None,
+            thumbprint: str | None = None) -> list[AppendResult]:
+    """Append a ``retire`` or ``revoke`` key event for an active key."""
+    ev = end_event(ctx.trust_store(), action, kid, reason, producer, compromised_since_us,
+                   thumbprint)
+    return append_events(ctx.engine, ctx.ledger_id, ctx.clock, [ev])

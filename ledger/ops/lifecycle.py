@@ -1,0 +1,77 @@
+"""Creating and opening a ledger: the use cases that produce a ``LedgerContext``."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy.exc import OperationalError, ProgrammingError
+
+from ledger.clock import Clock, SystemClock
+from ledger.core.entry import FORMAT_VERSION, genesis_hash
+from ledger.errors import NotInitialized, StoreUnavailable
+from ledger.ops.context import LedgerContext
+from ledger.store import db
+from ledger.store import repository as repo
+
+NOT_INITIALIZED = "the ledger is not initialized here; run `ledger init`"
+
+
+def init_ledger(url: str | None = None, *, origin: str | None = None,
+                clock: Clock | None = None) -> LedgerContext:
+    """Create the schema (migrations) and the ledger identity if absent; idempotent."""
+    clock = clock or SystemClock()
+    engine = db.make_engine(url or db.default_url(), create=True)
+    try:
+        db.upgrade(engine)
+        with db.write_connection(engine) as conn, conn.begin():
+            meta = repo.read_meta(conn)
+            if meta is None:
+                ledger_id = str(uuid.uuid4())
+                meta = repo.LedgerMeta(ledger_id, origin or f"ledger/{ledger_id}",
+                                       FORMAT_VERSION, clock.now_us())
+                repo.create_meta(conn, meta, genesis_hash(ledger_id))
+    except BaseException:
+        engine.dispose()
+        raise
+    return LedgerContext(engine, meta, clock)
+
+
+def open_ledger(url: str | None = None, *, clock: Clock | None = None) -> LedgerContext:
+    """Open an initialized ledger.  Raises NotInitialized or StoreUnavailable."""
+    engine = db.make_engine(url or db.default_url())
+    try:
+        with engine.connect() as conn:
+            meta = repo.read_meta(conn)
+    except (OperationalError, ProgrammingError) as exc:
+        engine.dispose()
+        if "no such table" in str(exc) or "does not exist" in str(exc):
+            raise NotInitialized(NOT_INITIALIZED) from exc
+        raise StoreUnavailable(f"cannot reach the database: {exc.orig}") from exc
+    if meta is None:
+        engine.dispose()
+        raise NotInitialized(NOT_INITIALIZED)
+    return LedgerContext(engine, meta, clock or SystemClock())
+
+
+def default_url() -> str:
+    """The database URL when none is given: ``$LEDGER_DB_URL`` or ``./ledger.db``."""
+    return db.default_url()
+
+
+def upgrade_schema(url: str, revision: str = "head") -> str | None:
+    """Apply schema migrations up to ``revision``; return the revision now current."""
+    engine = db.make_engine(url)
+    try:
+        db.upgrade(engine, revision)
+        return db.current_revision(engine)
+    finally:
+        engine.dispose()
+
+
+def schema_revision(url: str) -> str | None:
+    """The schema revision of the database at ``url`` (None before the first)."""
+    engine = db.make_engine(url)
+    try:
+        return db.current_revision(engine)
+    finally:
+        engine.dispose()
