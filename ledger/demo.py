@@ -9,16 +9,12 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import jwt
-from cryptography.hazmat.primitives.asymmetric import ec
-
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring, load_public_keys
 from ledger.crypto.proof_verify import verify_bundle
+from ledger.crypto.tokens import new_es256_key
 from ledger.facade import Ledger
-from ledger.ops.audit import AuditOptions, run_audit, summary_line
-from ledger.ops.checkpoint import make_checkpoint
-from ledger.ops.prove import inclusion_bundle
+from ledger.ops.audit import AuditOptions, summary_line
 from ledger.ops.samples import attested, realistic, rejected_examples
 from ledger.ops.verify_export import summary_line as export_line
 from ledger.ops.verify_export import verify_export
@@ -56,7 +52,7 @@ def run_demo(directory: Path) -> Iterator[str]:
         yield (f"entry 1: {entry['engine']} {entry['status']} proof_ref {entry['proof_ref']} "
                f"preimage {entry['payloads']['preimage']['text'][:60]!r}")
         yield f"inspect it: ledger --db {url} show 1 --format json"
-        report = run_audit(ledger, AuditOptions(record=True, producer="demo"))
+        report = ledger.audit(AuditOptions(record=True, producer="demo"))
         yield f"{summary_line(report)} — recorded as entry {report['recorded_seq']}"
         ring = Keyring.load(directory / "ledger-keys")
         if not ring.active(ledger.meta.origin):
@@ -70,12 +66,12 @@ def run_demo(directory: Path) -> Iterator[str]:
 
 
 def _checkpoint_and_proof(ledger: Ledger, ring: Keyring, directory: Path) -> Iterator[str]:
-    note = make_checkpoint(ledger, ring)
+    note = ledger.checkpoint(ring)
     (directory / "checkpoint.txt").write_text(note, encoding="utf-8")
     cp = parse_checkpoint_body(parse_note(note).text)
     yield (f"signed checkpoint: size {cp.size}, root {cp.root_hash.hex()[:16]}… "
            f"-> {directory / 'checkpoint.txt'} (keep it outside the database)")
-    bundle = inclusion_bundle(ledger, 1, note)
+    bundle = ledger.prove(1, note)
     path = directory / "proof-1.json"
     path.write_text(json.dumps(bundle, indent=1), encoding="utf-8")
     verified = verify_bundle(path.read_bytes(), load_public_keys(ring.path / "jwks.json"))
@@ -106,8 +102,8 @@ def _truncated_copy(directory: Path, ring: Keyring) -> Iterator[str]:
         c.execute("UPDATE head SET size = ?, head_hash = ?, last_recorded_at = ?",
                   (size - 3, last[0], last[1]))
     with Ledger.open(f"sqlite:///{dst}") as t:
-        plain = run_audit(t, AuditOptions())
-        kept = run_audit(t, AuditOptions(checkpoints=(str(directory / "checkpoint.txt"),),
+        plain = t.audit(AuditOptions())
+        kept = t.audit(AuditOptions(checkpoints=(str(directory / "checkpoint.txt"),),
                                          keys=(str(ring.path / "jwks.json"),)))
     yield f"truncated copy {dst.name}: the newest 3 entries deleted and the head moved back"
     yield f"  without the checkpoint: {summary_line(plain)}"
@@ -117,8 +113,7 @@ def _truncated_copy(directory: Path, ring: Keyring) -> Iterator[str]:
 
 
 def _attestations(ledger: Ledger) -> Iterator[str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    key, jwk = new_es256_key()
     kid = f"{ISSUER}#signing-key-v1"
     jwk["kid"] = kid
     events = ledger.trust_issuer(ISSUER, {"keys": [jwk]}, reason="demo issuer",
@@ -130,7 +125,7 @@ def _attestations(ledger: Ledger) -> Iterator[str]:
     seqs = [r.seq for r in res if r.ok]
     verdicts = {ledger.get(s)["attestation_verdict"] for s in seqs}
     yield f"appended {len(seqs)} attested results (ES256, verdict {', '.join(verdicts)})"
-    forged = attested(99, ec.generate_private_key(ec.SECP256R1()), ISSUER, kid, iat)
+    forged = attested(99, new_es256_key()[0], ISSUER, kid, iat)
     bad = ledger.append(forged, producer="demo")
     yield f"attestation signed by an unknown key under the same kid: rejected " \
           f"({(bad.error or {}).get('code')})"
@@ -156,7 +151,7 @@ def _tampered_copy(directory: Path) -> Iterator[str]:
                   "'\"converged\": false') WHERE digest = ?", (digest,))
     yield f"tampered copy {dst.name}: raw SQL changed entry 3's status and entry 0's evidence"
     with Ledger.open(f"sqlite:///{dst}") as t:
-        report = run_audit(t, AuditOptions())
+        report = t.audit(AuditOptions())
     yield summary_line(report)
     for f in report["findings"]:
         yield f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}"

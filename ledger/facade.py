@@ -14,7 +14,8 @@ from ledger.ops import append as append_ops
 from ledger.ops import audit as audit_ops
 from ledger.ops import checkpoint as checkpoint_ops
 from ledger.ops import export as export_ops
-from ledger.ops import lifecycle, prove, query as query_ops, read, trust
+from ledger.ops import lifecycle, prove, read, trust
+from ledger.ops import query as query_ops
 from ledger.ops.append import AppendResult
 from ledger.ops.context import Engine, Keyring, LedgerContext, LedgerMeta, TrustStore
 

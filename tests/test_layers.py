@@ -146,8 +146,10 @@ def import_graph() -> dict[str, set[str]]:
     names = {module_name(p): p for p in _modules()}
     graph: dict[str, set[str]] = {}
     for name, path in names.items():
+        # a module's own ancestor packages are not edges: importing a sibling
+        # (``from ledger.api import errors``) runs ``ledger/api/__init__`` by construction
         graph[name] = {m for m, _ in imports(path) if m in names and m != name
-                       and m != "ledger"}
+                       and not name.startswith(m + ".")}
     return graph
 
 

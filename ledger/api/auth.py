@@ -24,11 +24,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import jwt
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 
 from ledger.api.errors import Forbidden, Unauthenticated
+from ledger.crypto.tokens import Rejection, decode_with_keys, unverified_header
 from ledger.errors import UsageError
 from ledger.ops.tokens import ACCESS_TOKEN_TYP, ROLES, JwksSource, check_subject
 
@@ -78,10 +78,8 @@ class TokenVerifier:
         self._cache: dict[str, tuple[Principal, Any]] = {}
 
     def header_kid(self, token: str) -> Any:
-        try:
-            return jwt.get_unverified_header(token).get("kid")
-        except jwt.InvalidTokenError:
-            return None
+        header = unverified_header(token)
+        return header.get("kid") if header is not None else None
 
     def cached(self, token: str) -> Principal | None:
         """The principal of a token verified less than 60 s ago (and not expired since)."""
@@ -103,10 +101,9 @@ class TokenVerifier:
     def _verify(self, token: str) -> tuple[Principal, Any]:
         if len(token) > MAX_TOKEN_CHARS:
             raise Unauthenticated("token too long", code="invalid_token")
-        try:
-            header = jwt.get_unverified_header(token)
-        except jwt.InvalidTokenError:
-            raise Unauthenticated("malformed token", code="invalid_token") from None
+        header = unverified_header(token)
+        if header is None:
+            raise Unauthenticated("malformed token", code="invalid_token")
         alg = header.get("alg")
         if alg not in ALGORITHMS:
             raise Unauthenticated(f"token algorithm must be one of {', '.join(ALGORITHMS)}",
@@ -134,18 +131,13 @@ class TokenVerifier:
         return Principal(role, subject, claims), int(claims["exp"]) + self.leeway_s
 
     def _decode(self, token: str, alg: str, keys: list[Any]) -> dict[str, Any]:
-        for key in keys:
-            try:
-                return jwt.decode(token, key, algorithms=[alg], audience=self.audience,
-                                  issuer=self.issuer, leeway=self.leeway_s,
-                                  options={"require": ["exp", "iat", "iss", "aud", "sub"]})
-            except jwt.InvalidSignatureError:
-                continue
-            except jwt.ExpiredSignatureError:
-                raise Unauthenticated("token expired", code="token_expired") from None
-            except jwt.InvalidTokenError as exc:
-                raise Unauthenticated(f"token rejected: {exc}", code="invalid_token") from None
-        raise Unauthenticated("token signature does not verify", code="invalid_token")
+        got = decode_with_keys(token, keys, alg, audience=self.audience, issuer=self.issuer,
+                               leeway_s=self.leeway_s,
+                               require=["exp", "iat", "iss", "aud", "sub"])
+        if isinstance(got, Rejection):
+            code = "token_expired" if got.code == "token_expired" else "invalid_token"
+            raise Unauthenticated(got.message, code=code)
+        return got
 
 
 bearer_scheme = HTTPBearer(auto_error=False, description="JWT access token (see docs/http.md)")

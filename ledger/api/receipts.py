@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import jwt
-
-from ledger.errors import IntegrityError
+from ledger.crypto.tokens import verify_ledger_jwt
 from ledger.ops.append import AppendResult
 from ledger.ops.tokens import RECEIPT_TYP, JwtSigner
 
@@ -49,16 +47,5 @@ def verify_receipt(token: str, jwks: dict[str, Any], origin: str) -> dict[str, A
 
     Raises IntegrityError (code ``receipt_invalid``) for anything else.
     """
-    try:
-        header = jwt.get_unverified_header(token)
-        if header.get("typ") != RECEIPT_TYP or header.get("alg") != "EdDSA":
-            raise IntegrityError("not a ledger receipt", code="receipt_invalid")
-        keys = [k for k in jwks.get("keys", []) if k.get("kid") == header.get("kid")]
-        if not keys:
-            raise IntegrityError("receipt signed by an unknown key", code="receipt_invalid")
-        key = jwt.PyJWK(keys[0], algorithm="EdDSA").key
-        claims = jwt.decode(token, key, algorithms=["EdDSA"], issuer=origin,
-                            options={"require": list(RECEIPT_CLAIMS), "verify_aud": False})
-    except (jwt.InvalidTokenError, jwt.PyJWKError) as exc:
-        raise IntegrityError(f"receipt does not verify: {exc}", code="receipt_invalid") from exc
-    return claims
+    return verify_ledger_jwt(token, jwks, typ=RECEIPT_TYP, issuer=origin,
+                             require=list(RECEIPT_CLAIMS), code="receipt_invalid")

@@ -31,13 +31,13 @@ from ledger.api.routes_read import (
     visible_kinds,
 )
 from ledger.api.schemas import READ_ERRORS
+from ledger.core.bundle import dump_line
 from ledger.ops.query import (
     STRING_FILTERS,
     Filters,
     make_filters,
     with_window,
 )
-from ledger.core.bundle import dump_line
 
 router = APIRouter(tags=["read"])
 CHUNK_BYTES = 64 * 1024

@@ -33,10 +33,10 @@ from ledger.core.policy import Policy, parse_policy
 from ledger.crypto.trust import TrustStore, check_attestation
 from ledger.errors import UsageError
 from ledger.ops.append import commit_batch, prepare_event
+from ledger.ops.context import LedgerContext
 from ledger.ops.trust import load_trust_store
 from ledger.store import repository as repo
 from ledger.store.schema import audit_findings, audit_runs, entries
-from ledger.ops.context import LedgerContext
 
 PAGE = 1000
 PROGRESS_EVERY = 20_000

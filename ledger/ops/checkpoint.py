@@ -11,7 +11,6 @@ signs (several signature lines during a rotation).
 
 from __future__ import annotations
 
-
 from ledger.core.merkle import (
     NodeSpec,
     consistency_nodes,
@@ -31,11 +30,10 @@ from ledger.crypto.keys import Keyring
 from ledger.crypto.note_sign import sign_note
 from ledger.errors import IntegrityError, ProofError, UsageError
 from ledger.ops.checkpoint_check import check_against_checkpoint
+from ledger.ops.context import LedgerContext
 from ledger.ops.tree import StoredTree, extend_tree, sync_tree
 from ledger.store.repository import append_transaction
 from ledger.store.tree import CheckpointRow, TreeStore, read_store
-from ledger.ops.context import LedgerContext
-
 
 __all__ = ["CheckpointError", "CheckpointRow", "check_against_checkpoint", "checkpoint_at",
            "consistency_proof", "inclusion_proof", "latest_checkpoint", "make_checkpoint",

@@ -54,12 +54,11 @@ from ledger.crypto.bundle_sign import JWT_TYP, check_note
 from ledger.crypto.keys import Keyring, load_public_keys, public_jwk, raw_public
 from ledger.errors import UsageError
 from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
+from ledger.ops.context import LedgerContext
 from ledger.ops.query import Filters, iter_pages, make_filters, with_window
 from ledger.ops.tree import StoredTree
 from ledger.store import repository as repo
 from ledger.store.tree import read_store
-from ledger.ops.context import LedgerContext
-
 
 PAGE = 1000
 PROOF_MODES = ("interval", "every")

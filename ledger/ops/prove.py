@@ -26,9 +26,8 @@ from ledger.ops.checkpoint import (
     make_checkpoint,
     tree_root,
 )
-from ledger.store import repository as repo
 from ledger.ops.context import LedgerContext
-
+from ledger.store import repository as repo
 
 
 def parse_checkpoint_note(ledger: LedgerContext, note: str, what: str = "checkpoint") -> Checkpoint:

@@ -126,7 +126,7 @@ def attested(i: int, key: Any, issuer: str, kid: str, iat: int) -> dict[str, Any
     """A VERIFIED math result with an upstream-shaped ES256 attestation signed by ``key``."""
     import hashlib
 
-    import jwt
+    from ledger.crypto.tokens import sign_es256
 
     query = f"Is 2 + {i} equal to {2 + i}?"
     evidence = {"expression": f"2 + {i}", "calculated": 2 + i, "claimed": 2 + i}
@@ -140,8 +140,7 @@ def attested(i: int, key: Any, issuer: str, kid: str, iat: int) -> dict[str, Any
                                                      "engine": "math", "confidence": 1.0},
                        "query_hash": query_hash, "proof_hash": result.proof_ref,
                        "admission": "ADMIT"}}
-    token = jwt.encode(claims, key, algorithm="ES256",
-                       headers={"kid": kid, "typ": "qwed-attestation+jwt"})
+    token = sign_es256(claims, key, kid=kid, typ="qwed-attestation+jwt")
     return {"result": result.to_dict(), "engine": "math", "evidence": evidence,
             "attestation": token, "query": query, "admission": "ADMIT",
             "subject": f"req-att-{i:04d}"}

@@ -24,15 +24,14 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import jwt
-from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, EllipticCurvePublicKey
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-
-from ledger.crypto.keys import Keyring
+from ledger.crypto.tokens import JwtSigner, KeySet, ledger_signer
 from ledger.errors import UsageError
+
+__all__ = ["ACCESS_TOKEN_TYP", "RECEIPT_TYP", "ROLES", "JwksSource", "JwtSigner", "KeySet",
+           "access_token_claims", "check_role", "check_subject", "ledger_signer",
+           "mint_access_token", "parse_ttl"]
 
 ACCESS_TOKEN_TYP = "at+jwt"
 RECEIPT_TYP = "ledger-receipt+jwt"
@@ -42,36 +41,6 @@ MAX_TTL_S = 366 * 86_400
 MAX_JWKS_BYTES = 1024 * 1024
 _TTL_RE = re.compile(r"(\d{1,9})([smhd]?)")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
-
-
-@dataclass(frozen=True)
-class JwtSigner:
-    """One private key and its kid; signs EdDSA JWTs.  Build it with :func:`ledger_signer`."""
-
-    kid: str
-    key: Ed25519PrivateKey
-    public_jwks: dict[str, Any]
-
-    def sign_jwt(self, claims: dict[str, Any], typ: str) -> str:
-        return jwt.encode(claims, self.key, algorithm="EdDSA",
-                          headers={"kid": self.kid, "typ": typ})
-
-    def jwks(self) -> dict[str, Any]:
-        return self.public_jwks
-
-
-def ledger_signer(keyring: Keyring, origin: str) -> JwtSigner:
-    """The signer for ``origin``: its newest active key; its JWKS is every key (active or
-    retired) named ``origin`` — keys of other ledgers in the same keyring are not trusted.
-
-    Raises KeyringError (a UsageError) when the keyring has no usable active
-    key named ``origin`` (run ``ledger keys generate``).
-    """
-    signers = keyring.signers(origin)  # validates files, modes and public keys
-    jwks = keyring.active(origin)
-    _, key = signers[-1]
-    mine = [dict(k) for k in keyring.jwks if k.get("key_name") == origin]
-    return JwtSigner(jwks[-1]["kid"], key, {"keys": mine})
 
 
 def parse_ttl(text: str) -> int:
@@ -123,46 +92,6 @@ def mint_access_token(signer: JwtSigner, *, role: str, subject: str, ttl_s: int,
     claims = access_token_claims(role=role, subject=subject, ttl_s=ttl_s, issuer=issuer,
                                  audience=audience, now_s=now_s)
     return signer.sign_jwt(claims, ACCESS_TOKEN_TYP)
-
-
-# -- verification keys: the ledger keyring's JWKS, or an external issuer's -------------
-def _key_from_jwk(jwk: Any) -> tuple[str, str | None, Any] | None:
-    """(alg, kid, public key) for an Ed25519 or P-256 JWK; None for any other key."""
-    if not isinstance(jwk, dict):
-        return None
-    try:
-        key = jwt.PyJWK(jwk).key
-    except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError, KeyError):
-        return None
-    kid = jwk.get("kid") if isinstance(jwk.get("kid"), str) else None
-    if isinstance(key, Ed25519PublicKey) and jwk.get("alg", "EdDSA") == "EdDSA":
-        return "EdDSA", kid, key
-    if isinstance(key, EllipticCurvePublicKey) and isinstance(key.curve, SECP256R1) and \
-            jwk.get("alg", "ES256") == "ES256":
-        return "ES256", kid, key
-    return None
-
-
-class KeySet:
-    """Public keys by kid (keys without a kid are tried for any token of their alg)."""
-
-    def __init__(self, jwks: Any) -> None:
-        items = jwks.get("keys") if isinstance(jwks, dict) else None
-        if not isinstance(items, list):
-            raise UsageError("a JWKS must be an object with a \"keys\" list", code="bad_jwks",
-                             field="jwks")
-        self.keys = [k for k in map(_key_from_jwk, items) if k is not None]
-
-    def candidates(self, kid: Any, alg: str) -> list[Any]:
-        same_alg = [(k, key) for a, k, key in self.keys if a == alg]
-        if isinstance(kid, str):
-            named = [key for k, key in same_alg if k == kid]
-            if named:
-                return named
-        return [key for k, key in same_alg if k is None]
-
-    def knows(self, kid: Any) -> bool:
-        return any(k == kid for _, k, _ in self.keys)
 
 
 class JwksSource:

@@ -6,19 +6,15 @@ the chain, so adding a key is itself recorded, hashed and checkpointed.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
-from ledger.core.entry import digest_text
-from ledger.crypto.trust import ACTIONS, TrustStore, jwk_thumbprint, public_jwk
+from ledger.crypto.trust import TrustStore, jwk_thumbprint, public_jwk
 from ledger.errors import NotFound, UsageError
 from ledger.ops.append import AppendResult, Prepared, commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
 from ledger.ops.trust_store import last_key_event_seq, load_trust_store  # noqa: F401 (re-export)
-from ledger.store import repository as repo
-from ledger.store.schema import entries
 
 
 def _event(action: str, issuer: str, kid: str, thumbprint: str | None, producer: str | None,

@@ -1,0 +1,157 @@
+"""JWTs with PyJWT, in one place: the ledger's EdDSA signer (access tokens, receipts),
+key sets built from JWKS, decoding with an explicit algorithm and key list, and the
+ES256 helpers the samples and the demo use to play an upstream producer.
+
+Nothing here decides policy (roles, subjects, lifetimes): that is ``ledger.ops.tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, EllipticCurvePublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from ledger.crypto.keys import Keyring
+from ledger.errors import IntegrityError, UsageError
+
+
+@dataclass(frozen=True)
+class JwtSigner:
+    """One private key and its kid; signs EdDSA JWTs.  Build it with :func:`ledger_signer`."""
+
+    kid: str
+    key: Ed25519PrivateKey
+    public_jwks: dict[str, Any]
+
+    def sign_jwt(self, claims: dict[str, Any], typ: str) -> str:
+        return jwt.encode(claims, self.key, algorithm="EdDSA",
+                          headers={"kid": self.kid, "typ": typ})
+
+    def jwks(self) -> dict[str, Any]:
+        return self.public_jwks
+
+
+def ledger_signer(keyring: Keyring, origin: str) -> JwtSigner:
+    """The signer for ``origin``: its newest active key; its JWKS is every key (active or
+    retired) named ``origin`` — keys of other ledgers in the same keyring are not trusted.
+
+    Raises KeyringError (a UsageError) when the keyring has no usable active
+    key named ``origin`` (run ``ledger keys generate``).
+    """
+    signers = keyring.signers(origin)  # validates files, modes and public keys
+    jwks = keyring.active(origin)
+    _, key = signers[-1]
+    mine = [dict(k) for k in keyring.jwks if k.get("key_name") == origin]
+    return JwtSigner(jwks[-1]["kid"], key, {"keys": mine})
+
+
+# -- verification keys --------------------------------------------------------------
+def key_from_jwk(jwk: Any) -> tuple[str, str | None, Any] | None:
+    """(alg, kid, public key) for an Ed25519 or P-256 JWK; None for any other key."""
+    if not isinstance(jwk, dict):
+        return None
+    try:
+        key = jwt.PyJWK(jwk).key
+    except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError, KeyError):
+        return None
+    kid = jwk.get("kid") if isinstance(jwk.get("kid"), str) else None
+    if isinstance(key, Ed25519PublicKey) and jwk.get("alg", "EdDSA") == "EdDSA":
+        return "EdDSA", kid, key
+    if isinstance(key, EllipticCurvePublicKey) and isinstance(key.curve, SECP256R1) and \
+            jwk.get("alg", "ES256") == "ES256":
+        return "ES256", kid, key
+    return None
+
+
+class KeySet:
+    """Public keys by kid (keys without a kid are tried for any token of their alg)."""
+
+    def __init__(self, jwks: Any) -> None:
+        items = jwks.get("keys") if isinstance(jwks, dict) else None
+        if not isinstance(items, list):
+            raise UsageError("a JWKS must be an object with a \"keys\" list", code="bad_jwks",
+                             field="jwks")
+        self.keys = [k for k in map(key_from_jwk, items) if k is not None]
+
+    def candidates(self, kid: Any, alg: str) -> list[Any]:
+        same_alg = [(k, key) for a, k, key in self.keys if a == alg]
+        if isinstance(kid, str):
+            named = [key for k, key in same_alg if k == kid]
+            if named:
+                return named
+        return [key for k, key in same_alg if k is None]
+
+    def knows(self, kid: Any) -> bool:
+        return any(k == kid for _, k, _ in self.keys)
+
+
+# -- decoding -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rejection:
+    """Why a token was refused: ``code`` is ``token_expired``, ``bad_signature`` or
+    ``invalid_token``."""
+
+    code: str
+    message: str
+
+
+def unverified_header(token: str) -> dict[str, Any] | None:
+    """The JOSE header of ``token`` before any check, or None when it does not decode."""
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.InvalidTokenError:
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def decode_with_keys(token: str, keys: list[Any], alg: str, *, audience: str | None,
+                     issuer: str | None, leeway_s: int, require: list[str],
+                     ) -> dict[str, Any] | Rejection:
+    """The claims of ``token`` signed with ``alg`` by one of ``keys`` (tried in order),
+    with exp/nbf/iat, audience and issuer checked; or the Rejection."""
+    for key in keys:
+        try:
+            return jwt.decode(token, key, algorithms=[alg], audience=audience,
+                              issuer=issuer, leeway=leeway_s, options={"require": require})
+        except jwt.InvalidSignatureError:
+            continue
+        except jwt.ExpiredSignatureError:
+            return Rejection("token_expired", "token expired")
+        except jwt.InvalidTokenError as exc:
+            return Rejection("invalid_token", f"token rejected: {exc}")
+    return Rejection("bad_signature", "token signature does not verify")
+
+
+def verify_ledger_jwt(token: str, jwks: dict[str, Any], *, typ: str, issuer: str,
+                      require: list[str], code: str) -> dict[str, Any]:
+    """The claims of an EdDSA JWT of type ``typ`` signed by the key of ``jwks`` its kid
+    names, issued by ``issuer``.  Raises IntegrityError with ``code`` for anything else."""
+    try:
+        header = jwt.get_unverified_header(token)
+        if header.get("typ") != typ or header.get("alg") != "EdDSA":
+            raise IntegrityError(f"not a {typ} token", code=code)
+        keys = [k for k in jwks.get("keys", []) if k.get("kid") == header.get("kid")]
+        if not keys:
+            raise IntegrityError("signed by an unknown key", code=code)
+        key = jwt.PyJWK(keys[0], algorithm="EdDSA").key
+        return jwt.decode(token, key, algorithms=["EdDSA"], issuer=issuer,
+                          options={"require": require, "verify_aud": False})
+    except (jwt.InvalidTokenError, jwt.PyJWKError) as exc:
+        raise IntegrityError(f"does not verify: {exc}", code=code) from exc
+
+
+# -- playing an upstream producer (samples, demo, tests) ---------------------------------
+def new_es256_key() -> tuple[Any, dict[str, Any]]:
+    """A fresh P-256 private key and its public JWK (no kid)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    return key, json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+
+
+def sign_es256(claims: dict[str, Any], key: Any, *, kid: str, typ: str) -> str:
+    """An ES256 JWS of ``claims`` (the upstream attestation's algorithm)."""
+    return jwt.encode(claims, key, algorithm="ES256", headers={"kid": kid, "typ": typ})
