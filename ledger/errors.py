@@ -30,6 +30,10 @@ The tree (category in brackets; a class without one inherits its parent's)::
     ├── NotInitialized [unavailable]
     └── Overloaded [unavailable]
 
+"Also a ValueError" marks the checks of pure values (canonical JSON, policy documents): a
+``_ValueCheck`` is a ValueError too, and its text is the bare message, since callers fold it
+into errors of their own.
+
 A rejection reported as data rather than raised (a rejected item of a batch,
 ``AppendResult.error``) is ``LedgerError.to_dict()``: an :class:`ErrorInfo`, whose
 JSON members are what clients see and whose ``category`` attribute still leads to
