@@ -1,10 +1,43 @@
 """One exception tree for the whole package.
 
 Every error has a stable machine ``code`` (never reworded once released), a
-``category`` that decides the CLI exit code and the HTTP status, and, for bad
-input, the ``field`` it is about.  Foreign exceptions (SQLAlchemy, PyJWT,
-``json``) are translated into this tree once, at the boundary where they are
-caught, with ``raise ... from exc``.
+``category`` that decides the CLI exit code and the HTTP status (the one table,
+:data:`CATEGORY_STATUS`), and, for bad input, the ``field`` it is about.  Foreign
+exceptions (SQLAlchemy, PyJWT, ``json``) are translated into this tree once, at the
+boundary where they are caught, with ``raise ... from exc``.
+
+The tree (category in brackets; a class without one inherits its parent's)::
+
+    LedgerError [internal]
+    ├── UsageError [usage]
+    │   ├── KeyringError
+    │   └── PolicyError (also a ValueError)
+    ├── BadRequest [usage]
+    ├── Unauthenticated [unauthenticated]
+    ├── Forbidden [forbidden]
+    ├── SubmissionError [invalid]
+    │   └── SubmissionTooLarge [too_large]
+    ├── CanonicalizationError [invalid] (also a ValueError)
+    ├── NoteError [invalid]
+    ├── IdempotencyConflict [conflict]
+    ├── NotFound [not_found]
+    ├── IntegrityError [integrity]
+    │   ├── ProofError
+    │   ├── TreeIntegrityError
+    │   ├── CheckpointError
+    │   └── NoteSignatureError
+    ├── StoreUnavailable [unavailable]
+    ├── NotInitialized [unavailable]
+    └── Overloaded [unavailable]
+
+"Also a ValueError" marks the checks of pure values (canonical JSON, policy documents): a
+``_ValueCheck`` is a ValueError too, and its text is the bare message, since callers fold it
+into errors of their own.
+
+A rejection reported as data rather than raised (a rejected item of a batch,
+``AppendResult.error``) is ``LedgerError.to_dict()``: an :class:`ErrorInfo`, whose
+JSON members are what clients see and whose ``category`` attribute still leads to
+the table.
 """
 
 from __future__ import annotations
@@ -24,6 +57,24 @@ CATEGORY_STATUS: dict[str, tuple[int, int]] = {
     "unavailable": (4, 503),
     "internal": (4, 500),
 }
+
+
+class ErrorInfo(dict[str, Any]):
+    """An error as JSON members (``code``, ``message``, ``field``?, ``detail``?) that keeps
+    its ``category`` as an attribute, not a member: the JSON shape is unchanged, and
+    whoever answers for it (exit code, HTTP status) reads the one table."""
+
+    def __init__(self, members: dict[str, Any], category: str) -> None:
+        super().__init__(members)
+        self.category = category
+
+    @property
+    def exit_code(self) -> int:
+        return CATEGORY_STATUS[self.category][0]
+
+    @property
+    def http_status(self) -> int:
+        return CATEGORY_STATUS[self.category][1]
 
 
 class LedgerError(Exception):
@@ -48,23 +99,71 @@ class LedgerError(Exception):
     def http_status(self) -> int:
         return CATEGORY_STATUS[self.category][1]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ErrorInfo:
+        """``{"code", "message", "field"?, "detail"?}``, carrying this error's category."""
         out: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.field is not None:
             out["field"] = self.field
         if self.detail:
             out["detail"] = self.detail
-        return out
+        return ErrorInfo(out, self.category)
 
     def __str__(self) -> str:
         where = f" [{self.field}]" if self.field else ""
         return f"{self.code}{where}: {self.message}"
 
 
+class _ValueCheck(LedgerError, ValueError):
+    """A pure check of a value, also a ValueError (the standard library's convention for a
+    bad argument).  Its text is the bare message: callers fold it into their own error."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# -- usage: the caller asked for something that cannot be done (exit 2, HTTP 400) --------
+
 class UsageError(LedgerError):
     category = "usage"
     default_code = "usage"
 
+
+class KeyringError(UsageError):
+    """A keyring directory or key that cannot be used (unreadable, no active key, ...)."""
+
+    default_code = "keyring_error"
+
+
+class PolicyError(UsageError, _ValueCheck):
+    """A policy document breaks ``ledger-policy/1``; the message names the field."""
+
+    default_code = "bad_policy"
+
+
+class BadRequest(LedgerError):
+    """A malformed request outside the submission rules (400)."""
+
+    category = "usage"
+    default_code = "bad_request"
+
+
+# -- HTTP authentication and authorization ------------------------------------------------
+
+class Unauthenticated(LedgerError):
+    """No token, or a token that does not verify (401)."""
+
+    category = "unauthenticated"
+    default_code = "invalid_token"
+
+
+class Forbidden(LedgerError):
+    """A valid token whose role may not use this endpoint (403)."""
+
+    category = "forbidden"
+    default_code = "forbidden"
+
+
+# -- invalid input (exit 2, HTTP 422) -------------------------------------------------------
 
 class SubmissionError(LedgerError):
     """A submission breaks a rule; nothing of it is stored in the ledger."""
@@ -78,6 +177,20 @@ class SubmissionTooLarge(SubmissionError):
     default_code = "too_large"
 
 
+class CanonicalizationError(_ValueCheck):
+    """A value outside the canonical JSON subset the ledger hashes (ledger.core.canonical)."""
+
+    category = "invalid"
+    default_code = "invalid_value"
+
+
+class NoteError(LedgerError):
+    """A note or checkpoint is malformed (syntax, not signature validity)."""
+
+    category = "invalid"
+    default_code = "malformed_note"
+
+
 class IdempotencyConflict(LedgerError):
     category = "conflict"
     default_code = "idempotency_conflict"
@@ -87,6 +200,8 @@ class NotFound(LedgerError):
     category = "not_found"
     default_code = "not_found"
 
+
+# -- integrity: stored or presented data does not verify (exit 1) --------------------------
 
 class IntegrityError(LedgerError):
     """Stored data does not verify (used by verify_* functions)."""
@@ -99,6 +214,26 @@ class ProofError(IntegrityError):
     default_code = "proof_invalid"
 
 
+class TreeIntegrityError(IntegrityError):
+    """The stored tree and the entries table disagree (truncation, rewrite, gap)."""
+
+    default_code = "tree_inconsistent"
+
+
+class CheckpointError(IntegrityError):
+    """Signing would contradict an earlier checkpoint, or a stored checkpoint is corrupt."""
+
+    default_code = "checkpoint_inconsistent"
+
+
+class NoteSignatureError(IntegrityError):
+    """A note's signatures do not verify against the configured keys."""
+
+    default_code = "note_signature_invalid"
+
+
+# -- unavailable: try again later (exit 4, HTTP 503) ---------------------------------------
+
 class StoreUnavailable(LedgerError):
     category = "unavailable"
     default_code = "store_unavailable"
@@ -107,3 +242,10 @@ class StoreUnavailable(LedgerError):
 class NotInitialized(LedgerError):
     category = "unavailable"
     default_code = "not_initialized"
+
+
+class Overloaded(LedgerError):
+    """The append queue is full (503, ``Retry-After: 1``)."""
+
+    category = "unavailable"
+    default_code = "overloaded"

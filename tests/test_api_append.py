@@ -43,7 +43,7 @@ def quarantined(api: Server) -> int:  # noqa: F811
 
 def assert_error(r: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
     assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/json"), r.headers
+    assert r.headers["content-type"].startswith("application/problem+json"), r.headers
     err = r.json()["error"]
     assert isinstance(err["code"], str) and err["code"] and isinstance(err["message"], str)
     if code is not None:

@@ -24,6 +24,7 @@ from ledger.api.auth import JwksSource, TokenVerifier
 from ledger.api.groupcommit import GroupCommitter
 from ledger.api.limits import OTHER_MAX_BYTES, BodyLimit
 from ledger.api.receipts import sign_receipt
+from ledger.api.schemas import COMMON_ERRORS
 from ledger.api.settings import Settings
 from ledger.core.submission import MAX_SUBMISSION_BYTES
 from ledger.crypto.keys import Keyring
@@ -34,9 +35,9 @@ from ledger.ops.tokens import ACCESS_TOKEN_TYP, ledger_signer
 
 DESCRIPTION = """Append-only, hash-chained, Merkle-committed audit ledger for verification
 results.  Every endpoint but `/v1/health` and `/.well-known/jwks.json` needs a bearer JWT
-(roles: producer, auditor, developer, agent).  Errors are
-`{"error": {"code", "message", "field"?}}` with the same stable codes as the CLI.
-See docs/http.md."""
+(roles: producer, auditor, developer, agent).  Errors are RFC 9457 problem documents
+(`application/problem+json`: `type`, `title`, `status`, `detail`, and the extension members
+`code`, `field`?, `error`) with the same stable codes as the CLI.  See docs/http.md."""
 
 
 class Service:
@@ -114,7 +115,8 @@ def create_app(settings: Settings) -> FastAPI:
             service.close()
 
     app = FastAPI(title="ledger", version=__version__, description=DESCRIPTION,
-                  lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+                  lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None,
+                  responses=COMMON_ERRORS)
     app.state.service = service
     app.state.verifier = service.verifier
     errors.install(app)

@@ -27,9 +27,8 @@ from typing import Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 
-from ledger.api.errors import Forbidden, Unauthenticated
 from ledger.crypto.tokens import Rejection, decode_with_keys, unverified_header
-from ledger.errors import UsageError
+from ledger.errors import Forbidden, Unauthenticated, UsageError
 from ledger.ops.tokens import ACCESS_TOKEN_TYP, ROLES, JwksSource, check_subject
 
 ALGORITHMS = ("EdDSA", "ES256")

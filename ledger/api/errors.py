@@ -1,19 +1,26 @@
-"""Every HTTP error is JSON: ``{"error": {"code", "message", "field"?, "detail"?}}``.
+"""Every HTTP error is an RFC 9457 problem document (``application/problem+json``)::
 
-``LedgerError`` -> its category's status (``ledger.errors.CATEGORY_STATUS``) and its
-stable code, the same codes the CLI prints.  Request validation -> 422
-``invalid_request`` (400 ``bad_request`` for a malformed path/query); unknown
-routes -> 404 ``no_such_route``; wrong method -> 405 ``method_not_allowed``;
-anything unexpected -> 500 ``internal_error`` (logged, no detail leaked).
+    {"type": "urn:ledger:problem:<code>", "title": <HTTP reason phrase>, "status": <int>,
+     "detail": <message>, "code": <code>, "field": <field>?,
+     "error": {"code", "message", "field"?, "detail"?}}
 
-Authentication and authorization are HTTP-only categories, so they live here:
-401 (``missing_token``, ``invalid_token``, ``token_expired``) with a
-``WWW-Authenticate: Bearer`` header, and 403 ``forbidden``.
+``code`` (and ``field``, when the error is about one) are extension members, the same
+stable codes the CLI prints; ``error`` is the shape served before problem documents, kept
+so that clients reading ``error.code`` keep working.
+
+``LedgerError`` -> its category's status (``ledger.errors.CATEGORY_STATUS``, the one
+table); a rejected submission (an ``ErrorInfo``) -> the status of its category too.
+Request validation -> 422 ``invalid_request`` (400 ``bad_request`` for a malformed
+path/query/header); unknown routes -> 404 ``no_such_route``; wrong method -> 405
+``method_not_allowed``; anything unexpected -> 500 ``internal_error`` (logged, no detail
+leaked).  401s carry ``WWW-Authenticate: Bearer``, 403s ``insufficient_scope``, 503
+``overloaded`` ``Retry-After: 1``.
 """
 
 from __future__ import annotations
 
 import logging
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -21,44 +28,48 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ledger.errors import LedgerError
+from ledger.errors import CATEGORY_STATUS, Forbidden, LedgerError, Overloaded, Unauthenticated
 
 log = logging.getLogger("ledger.api")
 
-# Rejected submissions come back as AppendResult.error dicts (code, no category).
-REJECTION_STATUS = {"idempotency_conflict": 409, "too_large": 413}
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+PROBLEM_TYPE_PREFIX = "urn:ledger:problem:"
 
 
-class Unauthenticated(LedgerError):
-    """No token, or a token that does not verify (401)."""
-
-    category = "unauthenticated"
-    default_code = "invalid_token"
-
-
-class Forbidden(LedgerError):
-    """A valid token whose role may not use this endpoint (403)."""
-
-    category = "forbidden"
-    default_code = "forbidden"
+def problem_body(status: int, code: str, message: str, field: str | None = None,
+                 detail: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The problem document of an error (see the module docstring)."""
+    body: dict[str, Any] = {"type": PROBLEM_TYPE_PREFIX + code, "title": _title(status),
+                            "status": status, "detail": message, "code": code}
+    if field is not None:
+        body["field"] = field
+    body.update(error_body(code, message, field, detail))
+    return body
 
 
-class BadRequest(LedgerError):
-    """A malformed request outside the submission rules (400)."""
+def _title(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
 
-    category = "usage"
-    default_code = "bad_request"
+
+class ProblemResponse(JSONResponse):
+    media_type = PROBLEM_MEDIA_TYPE
 
 
-class Overloaded(LedgerError):
-    """The append queue is full (503, ``Retry-After: 1``)."""
-
-    category = "unavailable"
-    default_code = "overloaded"
+def problem_response(status: int, error: dict[str, Any],
+                     headers: dict[str, str] | None = None) -> ProblemResponse:
+    """A response for ``error``, an error object ``{"code", "message", "field"?,
+    "detail"?}`` (``LedgerError.to_dict()``)."""
+    body = problem_body(status, error["code"], error["message"], error.get("field"),
+                        error.get("detail"))
+    return ProblemResponse(body, status_code=status, headers=headers)
 
 
 def error_body(code: str, message: str, field: str | None = None,
                detail: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The error object before problem documents, ``{"error": {...}}`` (status-free)."""
     err: dict[str, Any] = {"code": code, "message": message}
     if field is not None:
         err["field"] = field
@@ -67,12 +78,15 @@ def error_body(code: str, message: str, field: str | None = None,
     return {"error": err}
 
 
-def rejection_status(error: dict[str, Any]) -> int:
-    """HTTP status of a rejected submission (its error dict from ``AppendResult``)."""
-    return REJECTION_STATUS.get(error.get("code", ""), 422)
+def rejection_response(error: dict[str, Any]) -> ProblemResponse:
+    """The answer to a rejected submission, its ``AppendResult.error``: the status of the
+    error's category (an ``ErrorInfo`` carries it; a bare dict counts as invalid)."""
+    category = getattr(error, "category", "invalid")
+    return problem_response(CATEGORY_STATUS[category][1], error)
 
 
-def ledger_error_response(exc: LedgerError) -> JSONResponse:
+def ledger_error_response(exc: LedgerError) -> ProblemResponse:
+    """The answer to a raised ``LedgerError``, with its authentication/retry headers."""
     headers = {}
     if isinstance(exc, Unauthenticated):
         headers["WWW-Authenticate"] = ("Bearer" if exc.code == "missing_token" else
@@ -82,7 +96,7 @@ def ledger_error_response(exc: LedgerError) -> JSONResponse:
         headers["WWW-Authenticate"] = 'Bearer error="insufficient_scope"'
     elif isinstance(exc, Overloaded):
         headers["Retry-After"] = "1"
-    return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status, headers=headers)
+    return problem_response(exc.http_status, exc.to_dict(), headers)
 
 
 def _loc(loc: Any) -> str:
@@ -90,35 +104,35 @@ def _loc(loc: Any) -> str:
 
 
 def install(app: FastAPI) -> None:
-    """Register the handlers that make every error the JSON shape above."""
+    """Register the handlers that make every error the problem document above."""
 
     @app.exception_handler(LedgerError)
-    async def _ledger(_: Request, exc: LedgerError) -> JSONResponse:
+    async def _ledger(_: Request, exc: LedgerError) -> ProblemResponse:
         if exc.http_status >= 500 and exc.category == "internal":
             log.error("internal error: %s", exc, exc_info=exc)
         return ledger_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(_: Request, exc: RequestValidationError) -> ProblemResponse:
         errors = exc.errors()
         first = errors[0] if errors else {}
         loc = first.get("loc", ())
         where = loc[0] if loc else "body"
         status, code = (422, "invalid_request") if where == "body" else (400, "bad_request")
         msg = str(first.get("msg", "invalid request"))
-        return JSONResponse(error_body(code, f"{_loc(loc)}: {msg}", _loc(loc)),
-                            status_code=status)
+        return problem_response(status, {"code": code, "message": f"{_loc(loc)}: {msg}",
+                                         "field": _loc(loc)})
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(_: Request, exc: StarletteHTTPException) -> ProblemResponse:
         code = {404: "no_such_route", 405: "method_not_allowed"}.get(exc.status_code,
                                                                       "http_error")
         msg = exc.detail if isinstance(exc.detail, str) else "request failed"
-        return JSONResponse(error_body(code, msg), status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+        return problem_response(exc.status_code, {"code": code, "message": msg},
+                                getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(_: Request, exc: Exception) -> ProblemResponse:
         log.error("unhandled error", exc_info=exc)
-        return JSONResponse(error_body("internal_error", "internal server error"),
-                            status_code=500)
+        return problem_response(500, {"code": "internal_error",
+                                      "message": "internal server error"})

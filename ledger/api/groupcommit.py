@@ -35,8 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.api.errors import Overloaded
-from ledger.errors import StoreUnavailable
+from ledger.errors import Overloaded, StoreUnavailable
 from ledger.ops.append import AppendResult
 
 log = logging.getLogger("ledger.api.groupcommit")

@@ -13,21 +13,20 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ledger.api.errors import PROBLEM_MEDIA_TYPE, problem_body
 from ledger.errors import SubmissionTooLarge
 
 OTHER_MAX_BYTES = 64 * 1024
 
 
-class BodyTooLarge(SubmissionTooLarge):
-    default_code = "too_large"
-
-
 def _send_json(status: int, body: dict[str, Any]) -> Callable[..., Any]:
-    data = json.dumps(body).encode()
+    """Send ``body`` (``{"error": {"code", "message"}}``) as its problem document: this
+    middleware answers before the application's error handlers could."""
+    data = json.dumps(problem_body(status, **body["error"])).encode()
 
     async def respond(send: Callable[..., Any]) -> None:
         await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
+                    "headers": [(b"content-type", PROBLEM_MEDIA_TYPE.encode()),
                                 (b"content-length", str(len(data)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": data})
@@ -72,7 +71,7 @@ class BodyLimit:
             if message.get("type") == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
+                    raise SubmissionTooLarge(f"request body exceeds the limit of {limit} bytes")
             return message
 
         await self.app(scope, limited_receive, send)

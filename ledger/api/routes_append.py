@@ -3,7 +3,9 @@
 The body of a single append is one submission, exactly as the CLI takes it
 (docs/submissions.md); the body of a batch is a JSON array of them.  Each item
 is handed to the ledger as its own exact bytes, so a rejected item is
-quarantined byte for byte, as with ``ledger append``.
+quarantined byte for byte, as with ``ledger append`` -- with an
+``Idempotency-Key`` too: the body is then parsed once, here, to carry the key,
+and handed over together with its bytes (``Received``).
 
 ``Idempotency-Key`` header: the submission's ``idempotency_key`` (batch item i:
 ``<key>#<i>``).  A body that names its own, different key is refused (422
@@ -22,10 +24,11 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from ledger.api.auth import Principal, require
-from ledger.api.errors import rejection_status
+from ledger.api.errors import rejection_response
 from ledger.api.schemas import APPEND_RESPONSES, BATCH_BODY, BATCH_RESPONSES, SUBMISSION_BODY
 from ledger.core.submission import loads
 from ledger.errors import SubmissionError, SubmissionTooLarge
+from ledger.ops.append import Received
 
 router = APIRouter(tags=["append"])
 
@@ -33,9 +36,13 @@ IDEMPOTENCY_KEY_RE = r"^[!-~]{1,200}$"  # visible ASCII; "#<i>" must still fit i
 _WS = re.compile(r"[ \t\n\r]*")
 
 
-def _with_key(raw: bytes, key: str | None, where: str = "") -> Any:
-    """``raw`` itself, or the parsed submission carrying ``key``.  Unparseable bodies
-    stay bytes: the ledger rejects and quarantines them as they are."""
+def _with_key(raw: bytes, key: str | None, where: str = "") -> bytes | Received:
+    """``raw`` itself, or ``raw`` with the submission it parses to, carrying ``key``.
+
+    A body that is not JSON stays bytes (the ledger rejects and quarantines it as it is);
+    one that is JSON but not an object goes on parsed, to be rejected without a second
+    parse.  Raises SubmissionError when the body names another key.
+    """
     if key is None:
         return raw
     try:
@@ -43,14 +50,14 @@ def _with_key(raw: bytes, key: str | None, where: str = "") -> Any:
     except SubmissionError:
         return raw
     if not isinstance(obj, dict):
-        return raw
+        return Received(raw, obj)
     own = obj.get("idempotency_key")
     if own is not None and own != key:
         raise SubmissionError("the Idempotency-Key header and the body's idempotency_key "
                               "differ", code="idempotency_key_mismatch",
                               field=f"{where}idempotency_key")
     obj["idempotency_key"] = key
-    return obj
+    return Received(raw, obj)
 
 
 @router.post("/v1/entries", status_code=201, summary="Append one submission",
@@ -66,8 +73,7 @@ async def append_one(request: Request, principal: Principal = require("append"),
     item = _with_key(raw, idempotency_key)
     outcome = await request.app.state.service.committer.submit(item, principal.subject)
     if not outcome["ok"]:
-        return JSONResponse({"error": outcome["error"]}, status_code=rejection_status(
-            outcome["error"]))
+        return rejection_response(outcome["error"])
     return JSONResponse(outcome, status_code=200 if outcome.get("replayed") else 201)
 
 

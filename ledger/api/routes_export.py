@@ -21,7 +21,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
 from ledger.api.auth import Principal, require
-from ledger.api.errors import Forbidden
 from ledger.api.routes_read import (
     MAX_SEQ,
     check_filters,
@@ -32,6 +31,7 @@ from ledger.api.routes_read import (
 )
 from ledger.api.schemas import READ_ERRORS
 from ledger.core.bundle import dump_line
+from ledger.errors import Forbidden
 from ledger.ops.query import (
     STRING_FILTERS,
     Filters,

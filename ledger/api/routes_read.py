@@ -15,9 +15,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from ledger.api.auth import Principal, require
-from ledger.api.errors import BadRequest, Forbidden
 from ledger.api.schemas import READ_ERRORS
-from ledger.errors import NotFound
+from ledger.errors import BadRequest, Forbidden, NotFound
 from ledger.ops.query import LAYER_FIELDS, STRING_FILTERS, make_filters
 
 router = APIRouter(tags=["read"])

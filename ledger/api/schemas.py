@@ -5,14 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledger.api.errors import PROBLEM_MEDIA_TYPE
 from ledger.core.submission import MAX_SHORT_TEXT
 
-ERROR_SCHEMA: dict[str, Any] = {
-    "type": "object", "required": ["error"],
-    "properties": {"error": {
-        "type": "object", "required": ["code", "message"],
-        "properties": {"code": {"type": "string"}, "message": {"type": "string"},
-                       "field": {"type": "string"}, "detail": {"type": "object"}}}},
+ERROR_OBJECT: dict[str, Any] = {
+    "type": "object", "required": ["code", "message"],
+    "properties": {"code": {"type": "string"}, "message": {"type": "string"},
+                   "field": {"type": "string"}, "detail": {"type": "object"}}}
+
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["type", "title", "status", "detail", "code", "error"],
+    "description": "RFC 9457 problem details; `code`, `field` and `error` (the error object "
+                   "of earlier versions) are extension members (docs/http.md#errors)",
+    "properties": {
+        "type": {"type": "string", "format": "uri", "pattern": "^urn:ledger:problem:"},
+        "title": {"type": "string"}, "status": {"type": "integer"},
+        "detail": {"type": "string"}, "code": {"type": "string"},
+        "field": {"type": "string"}, "error": ERROR_OBJECT,
+    },
 }
 
 RESULT_SCHEMA: dict[str, Any] = {
@@ -61,13 +71,22 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    text = {400: "Malformed request", 401: "Missing or invalid token",
-            403: "Role not allowed", 404: "Not found", 409: "Conflict",
-            413: "Body too large", 422: "Rejected submission / invalid request",
-            503: "Database unreachable or overloaded"}
-    return {c: {"description": text[c], **_json(ERROR_SCHEMA)} for c in codes}
+_ERROR_TEXT = {
+    400: "Malformed request", 401: "Missing or invalid token", 403: "Role not allowed",
+    404: "Not found", 405: "Method not allowed on this path", 409: "Conflict",
+    413: "Body too large", 422: "Rejected submission / invalid request",
+    431: "Request header fields too large", 500: "Internal error (a bug; logged)",
+    503: "Database unreachable or overloaded",
+}
 
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    problem = {"content": {PROBLEM_MEDIA_TYPE: {"schema": PROBLEM_SCHEMA}}}
+    return {c: {"description": _ERROR_TEXT[c], **problem} for c in codes}
+
+
+# what any operation can answer (body limit, header limit, wrong method, a bug)
+COMMON_ERRORS = _errors(400, 405, 413, 431, 500)
 
 SUBMISSION_BODY = {"requestBody": {"required": True, **_json(SUBMISSION_SCHEMA)}}
 BATCH_BODY = {"requestBody": {"required": True, **_json(

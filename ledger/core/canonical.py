@@ -20,14 +20,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ledger.errors import CanonicalizationError
+
 MAX_SAFE_INTEGER = 2**53 - 1
 
 _encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                             allow_nan=False, check_circular=False)
-
-
-class CanonicalizationError(ValueError):
-    pass
 
 
 def _check(value: Any, path: str) -> None:

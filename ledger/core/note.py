@@ -24,7 +24,7 @@ import binascii
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ledger.errors import LedgerError
+from ledger.errors import NoteError
 
 EM_DASH = "\u2014"
 SIGNATURE_PREFIX = EM_DASH + " "
@@ -36,13 +36,6 @@ MAX_EXTENSION_LINES = 16
 MAX_SIGNATURES = 100               # Go sumdb/note's cap; the spec requires accepting >= 16
 MAX_NOTE_BYTES = 1 << 20
 _DECIMAL = frozenset("0123456789")
-
-
-class NoteError(LedgerError):
-    """A note or checkpoint is malformed (syntax, not signature validity)."""
-
-    category = "invalid"
-    default_code = "malformed_note"
 
 
 def _check_text(text: str, what: str) -> None:

@@ -17,12 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.errors import PolicyError
+
 POLICY_FORMAT = "ledger-policy/1"
 _RULE_KEYS = {"id", "engine", "status", "constraint_prefix", "message"}
-
-
-class PolicyError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)

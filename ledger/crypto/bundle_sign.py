@@ -16,8 +16,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger.core.bundle import unique_keys
-from ledger.core.note import Checkpoint, NoteError, parse_checkpoint_body, parse_note
+from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.crypto.keys import PublicKeyRef, jwk_thumbprint, known_keys
+from ledger.errors import NoteError
 
 JWT_TYP = "ledger-export+jwt"
 _UNTRUSTED = ("the %s verifies only with the bundle's own jwks.json; give the ledger's keys "

@@ -44,15 +44,11 @@ from cryptography.hazmat.primitives.serialization import (
 from ledger.clock import format_us
 from ledger.core.note import check_key_name
 from ledger.crypto.note_sign import KnownKeys, ed25519_key_id
-from ledger.errors import UsageError
+from ledger.errors import KeyringError
 
 DEFAULT_KEYS_DIR = "ledger-keys"
 JWKS_FILE = "jwks.json"
 ACTIVE, RETIRED = "active", "retired"
-
-
-class KeyringError(UsageError):
-    default_code = "keyring_error"
 
 
 def b64url(data: bytes) -> str:

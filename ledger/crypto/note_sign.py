@@ -29,19 +29,13 @@ from ledger.core.note import (
     parse_checkpoint_body,
     parse_note,
 )
-from ledger.errors import IntegrityError
+from ledger.errors import NoteSignatureError
 
 ED25519_SIGNATURE_TYPE = b"\x01"
 ED25519_PUBLIC_KEY_SIZE = 32
 
 PublicKeyLike = Ed25519PublicKey | bytes
 KnownKeys = Mapping[tuple[str, bytes], PublicKeyLike]
-
-
-class NoteSignatureError(IntegrityError):
-    """A note's signatures do not verify against the configured keys."""
-
-    default_code = "note_signature_invalid"
 
 
 def _public_bytes(key: PublicKeyLike) -> bytes:

@@ -25,10 +25,10 @@ from typing import Any
 
 from ledger.core.entry import body_hash, entry_hash, parse_hash_hex
 from ledger.core.merkle import HASH_SIZE, leaf_hash, verify_consistency, verify_inclusion
-from ledger.core.note import Checkpoint, NoteError, parse_checkpoint_body, parse_note
+from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.crypto.keys import PublicKeyRef, known_keys
-from ledger.crypto.note_sign import NoteSignatureError, verify_note
-from ledger.errors import ProofError
+from ledger.crypto.note_sign import verify_note
+from ledger.errors import NoteError, NoteSignatureError, ProofError
 
 INCLUSION_FORMAT = "ledger-inclusion-proof/1"
 CONSISTENCY_FORMAT = "ledger-consistency-proof/1"

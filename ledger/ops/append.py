@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from ledger.clock import Clock, format_us
-from ledger.core.canonical import CanonicalizationError, canonical_json
+from ledger.core.canonical import canonical_json
 from ledger.core.entry import (
     COLUMN_MAP,
     ENTRY_TAG,
@@ -39,6 +39,7 @@ from ledger.crypto.attestation import (
 )
 from ledger.crypto.trust import TrustStore, check_attestation, time_problem
 from ledger.errors import (
+    CanonicalizationError,
     IdempotencyConflict,
     LedgerError,
     StoreUnavailable,
@@ -192,7 +193,19 @@ def prepare_event(kind: str, fields: dict[str, Any], payload_name: str, doc: dic
     return Prepared(kind, fields, {payload_name: canonical_json(doc)})
 
 
+@dataclass(frozen=True)
+class Received:
+    """A submission as it arrived: its exact bytes (what a rejection quarantines) and the
+    object :func:`loads` parsed them to, possibly with an idempotency key added by the
+    receiver -- parsed once, by whoever received it."""
+
+    raw: bytes
+    obj: Any
+
+
 def raw_bytes(item: Any) -> bytes:
+    if isinstance(item, Received):
+        return item.raw
     if isinstance(item, bytes):
         return item
     if isinstance(item, str):
@@ -214,8 +227,11 @@ def validate_items(items: Sequence[Any], producer: str | None, ledger_id: str,
     for i, item in enumerate(items, start):
         raw = raw_bytes(item)
         try:
-            text = isinstance(item, (bytes, str))
-            obj = loads(item) if text else item
+            if isinstance(item, Received):
+                obj, text = item.obj, True
+            else:
+                text = isinstance(item, (bytes, str))
+                obj = loads(item) if text else item
             p = prepare_result(parse_submission(obj, parsed_by_loads=text), producer,
                                judge).seal(ledger_id)
         except SubmissionError as exc:

@@ -21,14 +21,13 @@ from ledger.core.merkle import (
 )
 from ledger.core.note import (
     Checkpoint,
-    NoteError,
     format_checkpoint_body,
     parse_checkpoint_body,
     parse_note,
 )
 from ledger.crypto.keys import Keyring
 from ledger.crypto.note_sign import sign_note
-from ledger.errors import IntegrityError, ProofError, UsageError
+from ledger.errors import CheckpointError, NoteError, ProofError, UsageError
 from ledger.ops.checkpoint_check import check_against_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.ops.tree import StoredTree, extend_tree, sync_tree
@@ -38,12 +37,6 @@ from ledger.store.tree import CheckpointRow, TreeStore, read_store
 __all__ = ["CheckpointError", "CheckpointRow", "check_against_checkpoint", "checkpoint_at",
            "consistency_proof", "inclusion_proof", "latest_checkpoint", "make_checkpoint",
            "tree_root"]
-
-
-class CheckpointError(IntegrityError):
-    """Signing would contradict an earlier checkpoint, or a stored checkpoint is corrupt."""
-
-    default_code = "checkpoint_inconsistent"
 
 
 def make_checkpoint(ledger: LedgerContext, keyring: Keyring) -> str:

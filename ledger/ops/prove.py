@@ -14,12 +14,11 @@ import json
 from typing import Any
 
 from ledger.core.entry import hash_hex
-from ledger.core.note import Checkpoint, NoteError, parse_checkpoint_body, parse_note
+from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring
 from ledger.crypto.proof_verify import CONSISTENCY_FORMAT, INCLUSION_FORMAT
-from ledger.errors import NotFound, UsageError
+from ledger.errors import CheckpointError, NoteError, NotFound, UsageError
 from ledger.ops.checkpoint import (
-    CheckpointError,
     consistency_proof,
     inclusion_proof,
     latest_checkpoint,

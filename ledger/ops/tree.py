@@ -26,18 +26,12 @@ from ledger.core.merkle import (
     resolve_proof,
     root_from_nodes,
 )
-from ledger.errors import IntegrityError, UsageError
+from ledger.errors import TreeIntegrityError, UsageError
 from ledger.store.repository import append_transaction
 from ledger.store.tree import TreeStore, read_store
 
 SYNC_PAGE = 5000          # entries per SELECT
 SYNC_CHUNK = 200_000      # entries per transaction: bounds how long appends wait
-
-
-class TreeIntegrityError(IntegrityError):
-    """The stored tree and the entries table disagree (truncation, rewrite, gap)."""
-
-    default_code = "tree_inconsistent"
 
 
 def sync_tree(engine: Engine) -> int:

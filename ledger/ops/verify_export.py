@@ -19,10 +19,10 @@ from typing import Any
 
 from ledger.core.audit import EXIT_CODES, outcome
 from ledger.core.bundle import dump_line, entry_record
-from ledger.core.policy import Policy, PolicyError, parse_policy
+from ledger.core.policy import Policy, parse_policy
 from ledger.crypto.bundle_verify import REPORT_FORMAT, Verifier
 from ledger.crypto.keys import load_public_keys
-from ledger.errors import UsageError
+from ledger.errors import PolicyError, UsageError
 
 # dump_line and entry_record are re-exported for ledger.api.routes_export
 __all__ = ["EXIT_CODES", "REPORT_FORMAT", "Verifier", "default_policy", "dump_line",
