@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring, load_public_keys
-from ledger.crypto.proof_verify import verify_bundle
+from ledger.verify.proof import verify_bundle
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, run_audit, summary_line
 from ledger.ops.checkpoint import make_checkpoint
