@@ -49,9 +49,11 @@ class Outcome(StrEnum):
 # The exit code of each outcome (``ledger audit`` and ``ledger verify-export``).
 EXIT_CODES = {Outcome.PASSED.value: 0, Outcome.FAILED.value: 1, Outcome.UNVERIFIED.value: 3}
 
-# Key order of a finding in a JSON report.  Checkpoint findings have always put the class
-# before the seq; the order is kept so that reports stay byte for byte what they were.
-FINDING_KEYS = ("code", "seq", "class", "message", "expected", "actual")
+# Key order of a finding in a JSON report: row and ledger-level findings of the audit,
+# bundle-level findings of verify-export, checkpoint findings.  The three orders are
+# historical; they are kept so that reports stay byte for byte what they were.
+FINDING_KEYS = ("code", "seq", "message", "expected", "actual", "class")
+BUNDLE_FINDING_KEYS = ("code", "seq", "class", "message", "expected", "actual")
 CHECKPOINT_FINDING_KEYS = ("code", "class", "seq", "message", "expected", "actual")
 
 

@@ -29,11 +29,13 @@ _B64URL = re.compile(r"[A-Za-z0-9_-]*")
 
 
 class StrictError(ValueError):
-    """An artifact breaks a strict-reading rule; ``field`` names where (or None)."""
+    """An artifact breaks a strict-reading rule.  ``field`` names where (or None);
+    ``rule`` which: ``encoding``, ``syntax``, ``duplicate_key``, ``unknown_key``,
+    ``base64``."""
 
-    def __init__(self, message: str, field: str | None = None) -> None:
+    def __init__(self, message: str, field: str | None = None, rule: str = "syntax") -> None:
         super().__init__(message)
-        self.message, self.field = message, field
+        self.message, self.field, self.rule = message, field, rule
 
 
 def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -41,7 +43,7 @@ def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise StrictError(f"duplicate key {key!r}", key)
+            raise StrictError(f"duplicate key {key!r}", key, "duplicate_key")
         out[key] = value
     return out
 
@@ -50,48 +52,53 @@ def _no_constant(name: str) -> Any:
     raise StrictError(f"{name} is not JSON")
 
 
-def loads(data: str | bytes, what: str = "the document") -> Any:
-    """Parse UTF-8 JSON strictly (see the module docstring).  Raises StrictError."""
+def loads(data: str | bytes) -> Any:
+    """Parse UTF-8 JSON strictly (see the module docstring).  Raises StrictError; a syntax
+    error keeps the message of :func:`json.loads` (which names line and column)."""
     if isinstance(data, (bytes, bytearray)):
         try:
             data = bytes(data).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise StrictError(f"{what} is not UTF-8") from exc
+            raise StrictError("not UTF-8", rule="encoding") from exc
     if data.startswith("\ufeff"):
-        raise StrictError(f"{what} starts with a byte-order mark")
+        raise StrictError("starts with a byte-order mark", rule="encoding")
     try:
         return json.loads(data, object_pairs_hook=unique_object, parse_constant=_no_constant)
-    except StrictError as exc:
-        raise StrictError(f"{what}: {exc.message}", exc.field) from None
-    except (ValueError, RecursionError) as exc:
-        raise StrictError(f"{what} is not valid JSON") from exc
+    except StrictError:
+        raise
+    except RecursionError as exc:
+        raise StrictError("nested too deeply") from exc
+    except ValueError as exc:
+        raise StrictError(str(exc)) from exc
 
 
 def closed(doc: dict[str, Any], allowed: Iterable[str], where: str = "") -> None:
     """Refuse keys of ``doc`` outside ``allowed`` (a closed format).  Raises StrictError."""
     unknown = sorted(set(doc) - set(allowed))
     if unknown:
-        raise StrictError(f"unknown field {where}{unknown[0]}", where + unknown[0])
+        raise StrictError(f"unknown field {where}{unknown[0]}", where + unknown[0],
+                          "unknown_key")
 
 
 def b64decode(text: str, field: str | None = None) -> bytes:
     """Canonical padded standard base64 (RFC 4648 §4).  Raises StrictError."""
     if not isinstance(text, str) or len(text) % 4 or not _B64.fullmatch(text):
-        raise StrictError(f"{field or 'the value'} is not base64", field)
+        raise StrictError(f"{field or 'the value'} is not base64", field, "base64")
     try:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise StrictError(f"{field or 'the value'} is not base64", field) from exc
+        raise StrictError(f"{field or 'the value'} is not base64", field, "base64") from exc
     if base64.b64encode(raw).decode("ascii") != text:
-        raise StrictError(f"{field or 'the value'} is not canonical base64", field)
+        raise StrictError(f"{field or 'the value'} is not canonical base64", field, "base64")
     return raw
 
 
 def b64url_decode(text: str, field: str | None = None) -> bytes:
     """Canonical unpadded base64url (RFC 4648 §5, as in JWS).  Raises StrictError."""
     if not isinstance(text, str) or len(text) % 4 == 1 or not _B64URL.fullmatch(text):
-        raise StrictError(f"{field or 'the value'} is not base64url", field)
+        raise StrictError(f"{field or 'the value'} is not base64url", field, "base64")
     raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != text:
-        raise StrictError(f"{field or 'the value'} is not canonical base64url", field)
+        raise StrictError(f"{field or 'the value'} is not canonical base64url", field,
+                          "base64")
     return raw

@@ -102,12 +102,16 @@ def _load(data: str | bytes | dict[str, Any]) -> dict[str, Any]:
     if isinstance(data, dict):
         return data
     try:
-        doc = loads(data, "the proof")
+        doc = loads(data)
     except StrictError as exc:
-        raise _fail("proof_malformed", exc.message, exc.field) from exc
+        raise _fail("proof_malformed", _why("the proof", exc), exc.field) from exc
     if not isinstance(doc, dict):
         raise _fail("proof_malformed", "the proof is not a JSON object")
     return doc
+
+
+def _why(what: str, exc: StrictError) -> str:
+    return f"{what} is not valid JSON" if exc.rule == "syntax" else f"{what}: {exc.message}"
 
 
 def _closed(doc: dict[str, Any], allowed: frozenset[str], where: str = "") -> None:
@@ -184,9 +188,9 @@ def verify_inclusion_bundle(data: str | bytes | dict[str, Any],
                          for k in ("prev_hash", "body_hash", "entry_hash"))
     path = _path(doc.get("inclusion_path"), "inclusion_path")
     try:
-        envelope = loads(text, "the envelope")
+        envelope = loads(text)
     except StrictError as exc:
-        raise _fail("envelope_malformed", exc.message, "entry.envelope") from exc
+        raise _fail("envelope_malformed", _why("the envelope", exc), "entry.envelope") from exc
     if not isinstance(envelope, dict):
         raise _fail("envelope_malformed", "the envelope is not a JSON object", "entry.envelope")
     if envelope.get("ledger") != ledger_id:

@@ -81,7 +81,7 @@ def _manifest(body: bytes, claims: dict[str, Any] | None, sink: FindingSink) -> 
                   "does not hash to the signed manifest_sha256", MANIFEST,
                   expected=claims.get("manifest_sha256"), actual=digest)
     try:
-        doc = loads(body, "manifest.json")
+        doc = loads(body)
         if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
             raise StrictError(f"format is not {EXPORT_FORMAT}")
         if body != dump_line(doc):
