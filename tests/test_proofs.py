@@ -29,16 +29,16 @@ from ledger.core.merkle import MemoryTree
 from ledger.core.note import Checkpoint
 from ledger.crypto.keys import Keyring, PublicKeyRef, load_public_keys, raw_public
 from ledger.crypto.note_sign import sign_checkpoint
+from ledger.errors import NotFound, ProofError, UsageError
+from ledger.ops.checkpoint import CheckpointError, make_checkpoint
+from ledger.ops.prove import consistency_bundle, inclusion_bundle
+from ledger.ops.samples import realistic
 from ledger.verify.proof import (
     CONSISTENCY_FORMAT,
     INCLUSION_FORMAT,
     verify_bundle,
     verify_consistency_bundle,
 )
-from ledger.errors import NotFound, ProofError, UsageError
-from ledger.ops.checkpoint import CheckpointError, make_checkpoint
-from ledger.ops.prove import consistency_bundle, inclusion_bundle
-from ledger.ops.samples import realistic
 
 REPO = Path(__file__).resolve().parent.parent
 VECTOR = REPO / "tests" / "vectors" / "proof_bundle.json"

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ledger.core.finding import CHECKPOINT_FINDING_KEYS, Finding, FindingClass
-
 from ledger.core.merkle import (
     CompactRange,
     leaf_hash,

@@ -14,7 +14,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring, load_public_keys
-from ledger.verify.proof import verify_bundle
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, run_audit, summary_line
 from ledger.ops.checkpoint import make_checkpoint
@@ -22,6 +21,7 @@ from ledger.ops.prove import inclusion_bundle
 from ledger.ops.samples import attested, realistic, rejected_examples
 from ledger.ops.verify_export import summary_line as export_line
 from ledger.ops.verify_export import verify_export
+from ledger.verify.proof import verify_bundle
 
 ISSUER = "did:qwed:node:demo"
 

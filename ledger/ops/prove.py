@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from ledger.core.entry import hash_hex
 from ledger.core.note import Checkpoint, NoteError, parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring
-from ledger.verify.proof import CONSISTENCY_FORMAT, INCLUSION_FORMAT
 from ledger.errors import NotFound, UsageError
 from ledger.ops.checkpoint import (
     CheckpointError,
@@ -27,6 +26,7 @@ from ledger.ops.checkpoint import (
     tree_root,
 )
 from ledger.store import repository as repo
+from ledger.verify.proof import CONSISTENCY_FORMAT, INCLUSION_FORMAT
 
 if TYPE_CHECKING:
     from ledger.facade import Ledger
