@@ -37,11 +37,11 @@ from bench.common import pg_available, pg_url, print_table, rate, sqlite_url, su
 from ledger import Ledger
 from ledger.core.merkle import CompactRange, MemoryTree, leaf_hash, verify_inclusion
 from ledger.crypto.keys import Keyring
-from ledger.crypto.proof_verify import verify_bundle
 from ledger.ops.checkpoint import inclusion_proof, make_checkpoint, tree_root
 from ledger.ops.prove import inclusion_bundle
 from ledger.ops.tree import StoredTree, sync_tree
 from ledger.store.tree import read_store
+from ledger.verify.proof import verify_bundle
 
 CHECKPOINTS = 30
 ROUNDS = 5

@@ -11,13 +11,13 @@ from pathlib import Path
 
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring, load_public_keys
-from ledger.crypto.proof_verify import verify_bundle
 from ledger.crypto.tokens import new_es256_key
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, summary_line
 from ledger.ops.samples import attested, realistic, rejected_examples
 from ledger.ops.verify_export import summary_line as export_line
 from ledger.ops.verify_export import verify_export
+from ledger.verify.proof import verify_bundle
 
 ISSUER = "did:qwed:node:demo"
 

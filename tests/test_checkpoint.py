@@ -282,7 +282,7 @@ def test_unusable_checkpoints_are_findings_not_errors(ledger, keyring, tmp_path)
     other = Keyring.load(tmp_path / "other")
     other.generate(ORIGIN, T0)
     [f] = check_against_checkpoint(ledger, note, _keys(other))
-    assert (f["code"], f["class"]) == ("checkpoint_unverified", "signature invalid")
+    assert (f["code"], f["class"]) == ("checkpoint_unverified", "signature_invalid")
     [f] = check_against_checkpoint(ledger, "garbage", None)
     assert f["code"] == "checkpoint_unverified"
     foreign = Keyring.load(tmp_path / "foreign")

@@ -181,8 +181,8 @@ def finding_codes() -> set[str]:
 
 
 def abstention_reasons() -> set[str]:
-    reasons = {c for call in _calls(_tree("core/audit.py"), "Abstention")
-               if (c := _first_arg(call, 2))}
+    reasons = {c for relpath in ("core/audit.py", "ops/audit_checkpoint.py")
+               for call in _calls(_tree(relpath), "Abstention") if (c := _first_arg(call, 2))}
     for call in _calls(_tree("crypto/trust.py"), "AttestationCheck"):
         if _first_arg(call) == "abstained" and (c := _first_arg(call, 1)):
             reasons.add(c)
@@ -195,10 +195,9 @@ def abstention_reasons() -> set[str]:
 
 
 def finding_classes() -> set[str]:
-    tree = _tree("core/audit.py")
-    return {v for node in tree.body if isinstance(node, ast.Assign)
-            and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets)
-            and (v := _str(node.value)) and node.targets[0].id != "STATUSES"}  # type: ignore[attr-defined]
+    [enum] = [node for node in _tree("core/finding.py").body
+              if isinstance(node, ast.ClassDef) and node.name == "FindingClass"]
+    return {v for node in enum.body if isinstance(node, ast.Assign) and (v := _str(node.value))}
 
 
 def test_finding_codes_are_found():

@@ -29,16 +29,16 @@ from ledger.core.merkle import MemoryTree
 from ledger.core.note import Checkpoint
 from ledger.crypto.keys import Keyring, PublicKeyRef, load_public_keys, raw_public
 from ledger.crypto.note_sign import sign_checkpoint
-from ledger.crypto.proof_verify import (
+from ledger.errors import NotFound, ProofError, UsageError
+from ledger.ops.checkpoint import CheckpointError, make_checkpoint
+from ledger.ops.prove import consistency_bundle, inclusion_bundle
+from ledger.ops.samples import realistic
+from ledger.verify.proof import (
     CONSISTENCY_FORMAT,
     INCLUSION_FORMAT,
     verify_bundle,
     verify_consistency_bundle,
 )
-from ledger.errors import NotFound, ProofError, UsageError
-from ledger.ops.checkpoint import CheckpointError, make_checkpoint
-from ledger.ops.prove import consistency_bundle, inclusion_bundle
-from ledger.ops.samples import realistic
 
 REPO = Path(__file__).resolve().parent.parent
 VECTOR = REPO / "tests" / "vectors" / "proof_bundle.json"
@@ -200,7 +200,7 @@ def test_withheld_payload_still_verifies_and_is_reported():
 
 
 def test_verifier_imports_no_database_code():
-    tree = ast.parse((REPO / "ledger" / "crypto" / "proof_verify.py").read_text())
+    tree = ast.parse((REPO / "ledger" / "verify" / "proof.py").read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert not {m for m in names if m.startswith(("ledger.store", "ledger.ops", "sqlalchemy",

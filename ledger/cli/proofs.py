@@ -67,9 +67,13 @@ def checkpoint(obj: dict, keys_dir: str, out: str | None, fmt: str) -> None:
 
 def _note_arg(ledger: Any, arg: str, what: str) -> str:
     """A checkpoint argument: a note file, or the tree size of a stored checkpoint."""
+    from ledger.ops.prove import refuse_empty_old
+
     if os.path.isfile(arg) or arg == "-":
         return _read(arg)
     if arg.isdigit():
+        if what == "OLD":
+            refuse_empty_old(int(arg))
         row = ledger.checkpoint_at(int(arg))
         if row is None:
             raise UsageError(f"no stored checkpoint of size {arg}", code="no_checkpoint",
@@ -96,7 +100,8 @@ def prove(obj: dict, seq: int | None, checkpoint_file: str | None,
     """Write a self-contained inclusion proof for the entry at SEQ (JSON, format
     ledger-inclusion-proof/1: envelope, payloads, audit path, signed checkpoint),
     or with --consistency OLD NEW a ledger-consistency-proof/1 between two
-    checkpoints.  Verify either with `ledger verify-proof`, no database needed.
+    checkpoints (OLD not empty: every tree extends the empty one).  Verify either
+    with `ledger verify-proof`, no database needed.
     """
     from ledger.crypto.keys import Keyring
     from ledger.facade import Ledger
@@ -127,7 +132,7 @@ def prove(obj: dict, seq: int | None, checkpoint_file: str | None,
 def verify_proof(file: str, key_files: tuple[str, ...], fmt: str) -> None:
     """Verify a proof bundle offline: exit 0 valid, 1 invalid (reason on stderr), 2 usage."""
     from ledger.crypto.keys import load_public_keys
-    from ledger.crypto.proof_verify import verify_bundle
+    from ledger.verify.proof import verify_bundle
 
     keys = [ref for path in key_files for ref in load_public_keys(path)]
     try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
@@ -26,17 +26,29 @@ from ledger.core.entry import (
     entry_hash,
     hash_hex,
 )
+from ledger.core.finding import (
+    EXIT_CODES,
+    Abstention,
+    Disposition,
+    Finding,
+    FindingClass,
+    outcome,
+    row_disposition,
+)
 from ledger.core.policy import Policy
 
-# Finding classes (stable).
-PAYLOAD_MODIFIED = "payload_modified"
-REORDERED = "reordered"
-DELETED = "deleted"
-TRUNCATED = "truncated"
-FORKED = "forked"
-SIGNATURE_INVALID = "signature_invalid"
-CONTRACT_VIOLATION = "contract_violation"
-POLICY_VIOLATION = "policy_violation"
+# Finding classes by their short names (ledger.core.finding.FindingClass); the enum, the
+# outcome and the exit codes are re-exported here for the audit job.
+PAYLOAD_MODIFIED = FindingClass.PAYLOAD_MODIFIED
+REORDERED = FindingClass.REORDERED
+DELETED = FindingClass.DELETED
+TRUNCATED = FindingClass.TRUNCATED
+FORKED = FindingClass.FORKED
+SIGNATURE_INVALID = FindingClass.SIGNATURE_INVALID
+CONTRACT_VIOLATION = FindingClass.CONTRACT_VIOLATION
+POLICY_VIOLATION = FindingClass.POLICY_VIOLATION
+__all__ = ["EXIT_CODES", "Abstention", "AttestationJudge", "ChainAuditor", "Disposition",
+           "Finding", "FindingClass", "RowOutcome", "outcome"]
 
 STATUSES = ("VERIFIED", "UNVERIFIABLE", "BLOCKED")
 
@@ -69,42 +81,6 @@ _REORDER_WINDOW = 16
 
 
 @dataclass
-class Finding:
-    code: str
-    seq: int
-    cls: str
-    message: str
-    expected: Any = None
-    actual: Any = None
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["class"] = d.pop("cls")
-        d["expected"], d["actual"] = _jsonable(d["expected"]), _jsonable(d["actual"])
-        return d
-
-
-def _jsonable(value: Any) -> Any:
-    """Report values as JSON (a tampered column may hold bytes)."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return "0x" + bytes(value).hex()
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-@dataclass
-class Abstention:
-    seq: int
-    check: str
-    reason: str
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
 class RowOutcome:
     seq: int
     findings: list[Finding] = field(default_factory=list)
@@ -114,22 +90,9 @@ class RowOutcome:
     gap_findings: list[Finding] = field(default_factory=list)
 
     @property
-    def disposition(self) -> str:
-        if self.findings:
-            return "failed"
-        return "abstained" if self.abstentions else "verified"
-
-
-# The outcome of a whole report (``ledger audit`` and ``ledger verify-export``) and its
-# exit code: failed if anything failed, else unverified if a person must look.
-EXIT_CODES = {"passed": 0, "failed": 1, "unverified": 3}
-
-
-def outcome(report: dict[str, Any]) -> str:
-    if report["findings"]:
-        return "failed"
-    return "unverified" if report["summary"]["unverified"] or report["abstentions"] \
-        else "passed"
+    def disposition(self) -> Disposition:
+        """Failed if any check failed, else abstained if any abstained, else verified."""
+        return row_disposition(bool(self.findings), bool(self.abstentions))
 
 
 # (token, row, result_doc, query_text) -> (disposition, code, message)
@@ -399,9 +362,10 @@ class ChainAuditor:
             return
         query = texts["query"].decode("utf-8") if "query" in texts else None
         disp, code, message = self.judge(texts["attestation"].decode("ascii"), row, env, query)
-        if disp == "failed":
+        disp = Disposition(disp)
+        if disp is Disposition.FAILED:
             out.findings.append(Finding(code, row.seq, SIGNATURE_INVALID, message))
-        elif disp == "abstained":
+        elif disp is Disposition.ABSTAINED:
             out.abstentions.append(Abstention(row.seq, "attestation", code, message))
         else:
             out.verified_checks += 1

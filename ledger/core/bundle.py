@@ -3,7 +3,7 @@ records of ``entries.jsonl`` / ``key_events.jsonl``, the ``entries.csv`` view, a
 reading a line back into an entries row.
 
 Pure: shared by the writer (:mod:`ledger.ops.export`) and the offline verifier
-(:mod:`ledger.crypto.bundle_verify`); no I/O.
+(:mod:`ledger.verify.bundle`); no I/O.
 """
 
 from __future__ import annotations

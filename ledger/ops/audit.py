@@ -29,6 +29,7 @@ from ledger.core.audit import (
     outcome,
 )
 from ledger.core.entry import genesis_hash, hash_hex, parse_hash_hex
+from ledger.core.finding import LEDGER_LEVEL_CODES, summary_line  # noqa: F401 -- re-exported
 from ledger.core.policy import Policy, parse_policy
 from ledger.crypto.trust import TrustStore, check_attestation
 from ledger.errors import UsageError
@@ -263,29 +264,6 @@ def run_audit(ledger: LedgerContext, opts: AuditOptions,
     if opts.record:
         report["recorded_seq"] = record_run(ledger, report, opts.producer)
     return report
-
-
-# Findings about the ledger as a whole (not counted as failed rows).
-LEDGER_LEVEL_CODES = frozenset({"seq_gap", "head_missing", "entries_beyond_head", "head_beyond_entries",
-                                "head_hash_mismatch", "rewritten_since_audit",
-                                "checkpoint_truncated", "checkpoint_inconsistent",
-                                "checkpoint_unverified", "checkpoint_origin_mismatch",
-                                "stored_tree_inconsistent", "tree_larger_than_ledger",
-                                "entries_gap"})
-
-
-def summary_line(report: dict[str, Any]) -> str:
-    s = report["summary"]
-    review = s["unverified"] or report.get("abstentions") and report["outcome"] != "failed"
-    line = (f"audit complete: {s['rows']} rows, {s['verified']} verified, {s['failed']} failed, "
-            f"{s['unverified']} unverified" + (" (human review needed)" if review else ""))
-    extra = sum(1 for f in report["findings"] if f["code"] in LEDGER_LEVEL_CODES)
-    if extra:
-        line += f"; {extra} ledger-level finding(s)"
-    unrowed = sum(1 for a in report.get("abstentions", []) if a.get("seq") is None)
-    if unrowed:
-        line += f"; {unrowed} ledger-level check(s) not verified"
-    return line
 
 
 # -- since-last, resume, record -------------------------------------------------

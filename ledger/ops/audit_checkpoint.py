@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ledger.core.finding import CHECKPOINT_FINDING_KEYS, Abstention
 from ledger.crypto.keys import known_keys, load_public_keys
 from ledger.errors import UsageError
-from ledger.ops.checkpoint_check import check_against_checkpoint
+from ledger.ops.checkpoint_check import checkpoint_findings
 from ledger.ops.context import LedgerContext
 
 
@@ -31,15 +32,12 @@ def apply_checkpoints(ledger: LedgerContext, report: dict[str, Any], paths: Sequ
         except OSError as exc:
             raise UsageError(f"cannot read checkpoint {path}: {exc.strerror}",
                              field="checkpoint") from None
-        for f in check_against_checkpoint(ledger, text, known):
-            f = dict(f)
-            f["class"] = str(f.get("class", "")).replace(" ", "_")
-            f["checkpoint"] = path
-            report["findings"].append(f)
+        report["findings"] += [f.with_extra(checkpoint=path).to_dict(CHECKPOINT_FINDING_KEYS)
+                               for f in checkpoint_findings(ledger, text, known)]
         if known is None:
-            report["abstentions"].append({
-                "seq": None, "check": "checkpoint_signature", "reason": "no_ledger_key",
-                "message": f"{path}: no --key given, so its signature was not verified"})
+            report["abstentions"].append(Abstention(
+                None, "checkpoint_signature", "no_ledger_key",
+                f"{path}: no --key given, so its signature was not verified").to_dict())
         checked.append(path)
     report["checkpoints"] = checked
     report["findings"].sort(key=lambda f: (f["seq"] is None, f["seq"] or 0))

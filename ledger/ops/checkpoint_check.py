@@ -14,8 +14,10 @@ O(log n) memory, and compares:
 * the stored tree (what proofs are served from) is not a consistent
   extension of the checkpoint                      -> class ``forked``
 
-Findings are dicts ``{code, class, seq, message, expected, actual}`` (``seq`` is
-always an int: the first affected seq, else ``size - 1``, else 0); codes:
+Findings are :class:`ledger.core.finding.Finding` (:func:`checkpoint_findings`), or
+their report dicts ``{code, class, seq, message, expected, actual}``
+(:func:`check_against_checkpoint`); ``seq`` is always an int: the first affected seq,
+else ``size - 1``, else 0.  Codes:
 ``checkpoint_truncated``, ``checkpoint_inconsistent`` (rewritten, with ``range``),
 ``stored_tree_inconsistent``, ``tree_larger_than_ledger``, ``entries_gap``,
 ``checkpoint_unverified``, ``checkpoint_origin_mismatch``.  An empty list means
@@ -28,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.core.finding import CHECKPOINT_FINDING_KEYS, Finding, FindingClass
 from ledger.core.merkle import (
     CompactRange,
     leaf_hash,
@@ -46,10 +49,9 @@ from ledger.store.tree import TreeStore, read_store
 PAGE = 10_000
 
 
-def _finding(code: str, cls: str, seq: int | None, message: str, expected: Any = None,
-             actual: Any = None, **extra: Any) -> dict[str, Any]:
-    return {"code": code, "class": cls, "seq": seq, "message": message,
-            "expected": expected, "actual": actual, **extra}
+def _finding(code: str, cls: FindingClass, seq: int, message: str, expected: Any = None,
+             actual: Any = None, **extra: Any) -> Finding:
+    return Finding(code, seq, cls, message, expected, actual, tuple(extra.items()))
 
 
 @dataclass
@@ -118,6 +120,13 @@ def _open(note_text: str | bytes, known_keys: KnownKeys | None) -> Checkpoint:
 
 def check_against_checkpoint(ledger: LedgerContext, note_text: str | bytes,
                              known_keys: KnownKeys | None = None) -> list[dict[str, Any]]:
+    """:func:`checkpoint_findings` as report dicts (``range`` last where there is one)."""
+    return [f.to_dict(CHECKPOINT_FINDING_KEYS)
+            for f in checkpoint_findings(ledger, note_text, known_keys)]
+
+
+def checkpoint_findings(ledger: LedgerContext, note_text: str | bytes,
+                        known_keys: KnownKeys | None = None) -> list[Finding]:
     """Findings showing how the ledger fails to extend the checkpoint ``note_text``.
 
     ``known_keys`` (see ``ledger.crypto.keys.known_keys``) verifies the note's
@@ -126,19 +135,21 @@ def check_against_checkpoint(ledger: LedgerContext, note_text: str | bytes,
     try:
         cp = _open(note_text, known_keys)
     except LedgerError as exc:
-        return [_finding("checkpoint_unverified", "signature invalid", 0,
+        return [_finding("checkpoint_unverified", FindingClass.SIGNATURE_INVALID, 0,
                          f"the checkpoint cannot be used: {exc}")]
     if cp.origin != ledger.meta.origin:
-        return [_finding("checkpoint_origin_mismatch", "signature invalid", max(cp.size - 1, 0),
+        return [_finding("checkpoint_origin_mismatch", FindingClass.SIGNATURE_INVALID,
+                         max(cp.size - 1, 0),
                          "the checkpoint is for another ledger",
                          {"origin": cp.origin}, {"origin": ledger.meta.origin})]
     with read_store(ledger.engine) as store:
         tree_size = store.tree_size()
         scan = _scan(store, {cp.size, tree_size})
-        found = [_finding("entries_gap", "deleted", g, f"no entry at seq {g}") for g in scan.gaps]
+        found = [_finding("entries_gap", FindingClass.DELETED, g, f"no entry at seq {g}")
+                 for g in scan.gaps]
         if scan.size < cp.size:
             return found + [_finding(
-                "checkpoint_truncated", "truncated", scan.size,
+                "checkpoint_truncated", FindingClass.TRUNCATED, scan.size,
                 f"the ledger has {scan.size} entries, the checkpoint committed to {cp.size}:"
                 f" entries {scan.size}..{cp.size - 1} are gone",
                 {"size": cp.size, "root": cp.root_hash.hex()}, {"size": scan.size})]
@@ -147,7 +158,7 @@ def check_against_checkpoint(ledger: LedgerContext, note_text: str | bytes,
             start, end = _first_divergence(store, cp, scan.frontiers[cp.size])
             where = f"seq {start}" if end == start + 1 else f"seq {start}..{end - 1}"
             return found + [_finding(
-                "checkpoint_inconsistent", "rewritten", start,
+                "checkpoint_inconsistent", FindingClass.REWRITTEN, start,
                 f"the first {cp.size} entries no longer hash to the checkpoint root"
                 f" (first difference at {where})",
                 {"size": cp.size, "root": cp.root_hash.hex()},
@@ -156,9 +167,9 @@ def check_against_checkpoint(ledger: LedgerContext, note_text: str | bytes,
 
 
 def _check_stored_tree(store: TreeStore, cp: Checkpoint, scan: _Scan, tree_size: int
-                       ) -> list[dict[str, Any]]:
+                       ) -> list[Finding]:
     if tree_size > scan.size:
-        return [_finding("tree_larger_than_ledger", "truncated", scan.size,
+        return [_finding("tree_larger_than_ledger", FindingClass.TRUNCATED, scan.size,
                          f"the stored tree covers {tree_size} entries, the ledger has"
                          f" {scan.size}", {"size": tree_size}, {"size": scan.size})]
     if tree_size < cp.size:
@@ -172,7 +183,7 @@ def _check_stored_tree(store: TreeStore, cp: Checkpoint, scan: _Scan, tree_size:
         verify_consistency(cp.size, tree_size, tree.consistency_proof(cp.size, tree_size),
                            cp.root_hash, actual)
     except LedgerError as exc:
-        return [_finding("stored_tree_inconsistent", "forked", max(cp.size - 1, 0),
+        return [_finding("stored_tree_inconsistent", FindingClass.FORKED, max(cp.size - 1, 0),
                          f"the stored Merkle tree (size {tree_size}) is not a consistent"
                          f" extension of the checkpoint over the current entries: {exc}",
                          {"size": cp.size, "root": cp.root_hash.hex()},

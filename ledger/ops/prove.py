@@ -4,7 +4,7 @@ An inclusion bundle carries everything needed to check one entry with no
 database: its envelope and payload bytes, the hashes that link it, the RFC
 9162 audit path and the signed checkpoint the path leads to.  A consistency
 bundle carries two signed checkpoints and the proof between them.  Verify
-with ``ledger.crypto.proof_verify``.
+with ``ledger.verify.proof``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 from ledger.core.entry import hash_hex
 from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring
-from ledger.crypto.proof_verify import CONSISTENCY_FORMAT, INCLUSION_FORMAT
 from ledger.errors import CheckpointError, NoteError, NotFound, UsageError
 from ledger.ops.checkpoint import (
     consistency_proof,
@@ -27,6 +26,7 @@ from ledger.ops.checkpoint import (
 )
 from ledger.ops.context import LedgerContext
 from ledger.store import repository as repo
+from ledger.verify.proof import CONSISTENCY_FORMAT, INCLUSION_FORMAT
 
 
 def parse_checkpoint_note(ledger: LedgerContext, note: str, what: str = "checkpoint") -> Checkpoint:
@@ -100,14 +100,25 @@ def inclusion_bundle(ledger: LedgerContext, seq: int, checkpoint: str | None = N
             "inclusion_path": [h.hex() for h in path], "checkpoint": note}
 
 
+def refuse_empty_old(old_size: int) -> None:
+    """Raise UsageError for a consistency proof from the empty tree: RFC 9162 defines them
+    only for ``0 < old size``, and every tree extends the empty one (nothing to prove)."""
+    if old_size == 0:
+        raise UsageError("the old checkpoint is empty (size 0): every tree extends the empty "
+                         "tree, so it needs no proof (RFC 9162 defines consistency proofs "
+                         "only from a non-empty tree)", code="size_out_of_range", field="old")
+
+
 def consistency_bundle(ledger: LedgerContext, old: str, new: str) -> dict[str, Any]:
     """The ``ledger-consistency-proof/1`` bundle between two signed checkpoints of this
-    ledger.  Raises UsageError (old larger than new) or CheckpointError."""
+    ledger, ``0 < old size <= new size``.  Raises UsageError (old empty or larger than new)
+    or CheckpointError."""
     cp_old = parse_checkpoint_note(ledger, old, "old")
     cp_new = parse_checkpoint_note(ledger, new, "new")
     if cp_old.size > cp_new.size:
         raise UsageError(f"old checkpoint (size {cp_old.size}) is larger than new"
                          f" ({cp_new.size})", code="size_out_of_range", field="old")
+    refuse_empty_old(cp_old.size)
     path = consistency_proof(ledger, cp_old.size, cp_new.size)
     return {"format": CONSISTENCY_FORMAT, "origin": cp_old.origin, "old": old, "new": new,
             "path": [h.hex() for h in path]}

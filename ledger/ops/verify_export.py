@@ -2,12 +2,9 @@
 docs/export.md) offline.
 
 No database: this module never imports ``ledger.store``, SQLAlchemy or any other
-``ledger.ops`` module (a test keeps it so), only the pure core and the crypto layer,
-which never import them either (tests/test_layers.py).  The format is
-:mod:`ledger.core.bundle`, the verifier :class:`ledger.crypto.bundle_verify.Verifier`.
-Rows rebuilt from ``entries.jsonl`` go through the same pure per-row checks as
-``ledger audit``; the report, outcome and exit codes are those of ``ledger audit``
-(0 / 1 / 3).
+``ledger.ops`` module (a test keeps it so).  It reads the key and policy files and hands
+them to the offline verifier :func:`ledger.verify.bundle.verify_bundle_dir`; the report,
+outcome and exit codes are those of ``ledger audit`` (0 / 1 / 3).
 """
 
 from __future__ import annotations
@@ -17,33 +14,28 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ledger.core.audit import EXIT_CODES, outcome
 from ledger.core.bundle import dump_line, entry_record
-from ledger.core.policy import Policy, parse_policy
-from ledger.crypto.bundle_verify import REPORT_FORMAT, Verifier
+from ledger.core.finding import EXIT_CODES, EXPORT_SUMMARY, outcome
+from ledger.core.finding import summary_line as _summary_line
+from ledger.core.policy import Policy, PolicyError, parse_policy
 from ledger.crypto.keys import load_public_keys
-from ledger.errors import PolicyError, UsageError
+from ledger.errors import UsageError
+from ledger.verify.bundle import REPORT_FORMAT, verify_bundle_dir
 
 # dump_line and entry_record are re-exported for ledger.api.routes_export
-__all__ = ["EXIT_CODES", "REPORT_FORMAT", "Verifier", "default_policy", "dump_line",
-           "entry_record", "outcome", "summary_line", "verify_export"]
+__all__ = ["EXIT_CODES", "REPORT_FORMAT", "default_policy", "dump_line", "entry_record",
+           "outcome", "summary_line", "verify_export"]
 
 
 def default_policy() -> Policy:
+    """The packaged engine policy."""
     text = resources.files("ledger.data").joinpath("default_policy.json").read_text("utf-8")
     return parse_policy(json.loads(text), "default policy")
 
 
 def summary_line(report: dict[str, Any]) -> str:
-    s = report["summary"]
-    review = s["unverified"] or report["abstentions"]
-    line = (f"verify-export complete: {s['rows']} rows, {s['verified']} verified, "
-            f"{s['failed']} failed, {s['unverified']} unverified"
-            + (" (human review needed)" if review else ""))
-    extra = sum(1 for f in report["findings"] if f["seq"] is None)
-    if extra:
-        line += f"; {extra} bundle-level finding(s)"
-    return line
+    """``verify-export complete: R rows, V verified, F failed, U unverified`` (and more)."""
+    return _summary_line(report, EXPORT_SUMMARY)
 
 
 def verify_export(directory: str | Path, jwks: str | Path | None = None,
@@ -66,4 +58,4 @@ def verify_export(directory: str | Path, jwks: str | Path | None = None,
     except (OSError, ValueError, PolicyError) as exc:
         raise UsageError(f"cannot use policy: {exc}", code="bad_policy", field="policy") \
             from None
-    return Verifier(directory, trusted, policy, check_attestations).run()
+    return verify_bundle_dir(directory, trusted, policy, check_attestations)

@@ -10,28 +10,38 @@ failure a ProofError with its own ``code``:
     checkpoint  --Ed25519-->  a key the verifier trusts; origin, size match the bundle
 
 A consistency bundle (``ledger-consistency-proof/1``) holds two signed
-checkpoints of one origin and the RFC 9162 proof between them.
+checkpoints of one origin and the RFC 9162 proof between them (``0 < old size``: a
+size-0 checkpoint needs no proof).
+
+Both are read strictly (:mod:`ledger.core.strict`): UTF-8 JSON, no duplicate keys, no
+keys the format does not define, canonical base64 for payload bytes; a breach is
+``proof_malformed`` naming the field.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.core.entry import body_hash, entry_hash, parse_hash_hex
 from ledger.core.merkle import HASH_SIZE, leaf_hash, verify_consistency, verify_inclusion
-from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
+from ledger.core.note import Checkpoint, NoteError, parse_checkpoint_body, parse_note
+from ledger.core.strict import StrictError, b64decode, closed, loads
 from ledger.crypto.keys import PublicKeyRef, known_keys
 from ledger.crypto.note_sign import verify_note
 from ledger.errors import NoteError, NoteSignatureError, ProofError
 
 INCLUSION_FORMAT = "ledger-inclusion-proof/1"
 CONSISTENCY_FORMAT = "ledger-consistency-proof/1"
+# The closed key sets of the two formats.
+INCLUSION_KEYS = frozenset({"format", "origin", "ledger_id", "seq", "tree_size", "leaf_index",
+                            "entry", "inclusion_path", "checkpoint"})
+ENTRY_KEYS = frozenset({"envelope", "recorded_at_us", "prev_hash", "body_hash", "entry_hash",
+                        "payloads"})
+PAYLOAD_KEYS = frozenset({"digest", "data_b64"})
+CONSISTENCY_KEYS = frozenset({"format", "origin", "old", "new", "path"})
 
 
 @dataclass(frozen=True)
@@ -92,12 +102,23 @@ def _load(data: str | bytes | dict[str, Any]) -> dict[str, Any]:
     if isinstance(data, dict):
         return data
     try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise _fail("proof_malformed", "the proof is not valid JSON") from exc
+        doc = loads(data)
+    except StrictError as exc:
+        raise _fail("proof_malformed", _why("the proof", exc), exc.field) from exc
     if not isinstance(doc, dict):
         raise _fail("proof_malformed", "the proof is not a JSON object")
     return doc
+
+
+def _why(what: str, exc: StrictError) -> str:
+    return f"{what} is not valid JSON" if exc.rule == "syntax" else f"{what}: {exc.message}"
+
+
+def _closed(doc: dict[str, Any], allowed: frozenset[str], where: str = "") -> None:
+    try:
+        closed(doc, allowed, where)
+    except StrictError as exc:
+        raise _fail("proof_malformed", exc.message, exc.field) from exc
 
 
 def open_signed_checkpoint(note: Any, keys: Sequence[PublicKeyRef], what: str = "checkpoint"
@@ -119,6 +140,9 @@ def open_signed_checkpoint(note: Any, keys: Sequence[PublicKeyRef], what: str = 
 
 def _verify_payloads(entry: dict[str, Any], envelope: dict[str, Any]) -> list[str]:
     sent = _get(entry, "payloads", dict, "entry.")
+    for name, p in sent.items():
+        _get(sent, name, dict, "entry.payloads.")
+        _closed(p, PAYLOAD_KEYS, f"entry.payloads.{name}.")
     committed = envelope.get("payloads")
     if not isinstance(committed, dict):
         raise _fail("envelope_malformed", "the envelope has no payloads object", "entry.envelope")
@@ -135,12 +159,10 @@ def _verify_payloads(entry: dict[str, Any], envelope: dict[str, Any]) -> list[st
             withheld.append(name)
             continue
         try:
-            raw = base64.b64decode(data, validate=True) if isinstance(data, str) else None
-        except (binascii.Error, ValueError):
-            raw = None
-        if raw is None:
-            raise _fail("proof_malformed", f"payload {name} data is not base64",
-                        f"entry.payloads.{name}")
+            raw = b64decode(data, f"entry.payloads.{name}.data_b64")
+        except StrictError as exc:
+            raise _fail("proof_malformed", f"payload {name}: {exc.message}",
+                        f"entry.payloads.{name}") from exc
         if "sha256:" + hashlib.sha256(raw).hexdigest() != digests[name]:
             raise _fail("payload_digest_mismatch", f"payload {name} bytes do not hash to its"
                         " digest", f"entry.payloads.{name}")
@@ -154,19 +176,21 @@ def verify_inclusion_bundle(data: str | bytes | dict[str, Any],
     doc = _load(data)
     if doc.get("format") != INCLUSION_FORMAT:
         raise _fail("proof_format_unknown", f"format is not {INCLUSION_FORMAT!r}", "format")
+    _closed(doc, INCLUSION_KEYS)
     origin, ledger_id = _get(doc, "origin", str), _get(doc, "ledger_id", str)
     seq, size, index = _get(doc, "seq", int), _get(doc, "tree_size", int), \
         _get(doc, "leaf_index", int)
     entry = _get(doc, "entry", dict)
+    _closed(entry, ENTRY_KEYS, "entry.")
     text = _get(entry, "envelope", str, "entry.")
     t = _get(entry, "recorded_at_us", int, "entry.")
     prev, body, ehash = (_sha256_field(entry, k, "entry.")
                          for k in ("prev_hash", "body_hash", "entry_hash"))
     path = _path(doc.get("inclusion_path"), "inclusion_path")
     try:
-        envelope = json.loads(text)
-    except ValueError as exc:
-        raise _fail("envelope_malformed", "the envelope is not JSON", "entry.envelope") from exc
+        envelope = loads(text)
+    except StrictError as exc:
+        raise _fail("envelope_malformed", _why("the envelope", exc), "entry.envelope") from exc
     if not isinstance(envelope, dict):
         raise _fail("envelope_malformed", "the envelope is not a JSON object", "entry.envelope")
     if envelope.get("ledger") != ledger_id:
@@ -202,6 +226,7 @@ def verify_consistency_bundle(data: str | bytes | dict[str, Any],
     doc = _load(data)
     if doc.get("format") != CONSISTENCY_FORMAT:
         raise _fail("proof_format_unknown", f"format is not {CONSISTENCY_FORMAT!r}", "format")
+    _closed(doc, CONSISTENCY_KEYS)
     origin = _get(doc, "origin", str)
     path = _path(doc.get("path"), "path")
     old, _ = open_signed_checkpoint(doc.get("old"), keys, "old")
@@ -210,6 +235,9 @@ def verify_consistency_bundle(data: str | bytes | dict[str, Any],
         if cp.origin != origin:
             raise _fail("origin_mismatch", f"{name} checkpoint is for {cp.origin!r}, the proof"
                         f" for {origin!r}", name)
+    if old.size == 0:
+        raise _fail("proof_malformed", "the old checkpoint is empty (size 0): RFC 9162 defines"
+                    " consistency proofs only from a non-empty tree", "old")
     try:
         verify_consistency(old.size, new.size, path, old.root_hash, new.root_hash)
     except ProofError as exc:

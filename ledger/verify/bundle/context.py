@@ -1,0 +1,60 @@
+"""What every step of a bundle verification reads, fixed before the rows are walked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.core.finding import Disposition
+from ledger.core.note import Checkpoint
+from ledger.core.policy import Policy
+from ledger.crypto.keys import PublicKeyRef
+from ledger.verify.bundle.files import BundleFiles
+
+
+@dataclass(frozen=True)
+class BundleContext:
+    """One verification's settings, its files, and (after the header step) the manifest,
+    the checkpoint and the two signature dispositions."""
+
+    files: BundleFiles
+    trusted: list[PublicKeyRef] | None  # the verifier's keys; None: only the bundle's own
+    policy: Policy
+    check_attestations: bool
+    manifest: Mapping[str, Any] = field(default_factory=dict)  # {} if unreadable
+    checkpoint: Checkpoint | None = None
+    signatures: Mapping[str, Disposition] = field(default_factory=dict)
+
+    @property
+    def dir(self) -> Path:
+        """The bundle directory."""
+        return self.files.dir
+
+    def proven(self) -> Disposition | None:
+        """What the checkpoint's signature lends the rows its proofs lead to: verified
+        (trusted key), abstained (only the bundle's key), else None (nothing)."""
+        disp = self.signatures.get("checkpoint")
+        if self.checkpoint is None or disp not in (Disposition.VERIFIED, Disposition.ABSTAINED):
+            return None
+        return Disposition(disp)
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """Rows by disposition (docs/audit.md: ``rows = verified + failed + unverified``)."""
+
+    rows: int = 0
+    verified: int = 0
+    failed: int = 0
+    unverified: int = 0
+
+    def __add__(self, other: RowCounts) -> RowCounts:
+        return RowCounts(self.rows + other.rows, self.verified + other.verified,
+                         self.failed + other.failed, self.unverified + other.unverified)
+
+    def summary(self) -> dict[str, int]:
+        """The report's ``summary`` counts."""
+        return {"rows": self.rows, "verified": self.verified, "failed": self.failed,
+                "unverified": self.unverified}

@@ -1,0 +1,176 @@
+"""The rows of an export bundle (docs/export.md, check 4): ``key_events.jsonl`` and then
+``entries.jsonl`` streamed through the same pure per-row checks as ``ledger audit``
+(:class:`ledger.core.audit.ChainAuditor`).
+
+Consecutive seqs get link checks; each run of consecutive rows is anchored by its own
+``prev_hash``.  Key events are folded into the run's trust store as they pass, so the
+entries' attestations are judged with the keys known at their seq.  Each file's walk
+returns its row counts; what a file's rows say about the rest (the key events' hashes,
+the entries' counts and ``entries.csv`` view) stays in its :class:`RowVisitor`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from typing import Any
+
+from ledger.core.audit import AttestationJudge, ChainAuditor
+from ledger.core.bundle import (
+    CSV_HEADER,
+    ENTRIES,
+    KEY_EVENTS,
+    MANIFEST,
+    BundleRow,
+    agent_message,
+    csv_bytes,
+    csv_row,
+    matches,
+    read_entry,
+)
+from ledger.core.finding import FindingClass, row_disposition
+from ledger.crypto.trust import TrustStore, check_attestation
+from ledger.verify.bundle.context import BundleContext, RowCounts
+from ledger.verify.bundle.proofs import ProofCursor, ProofTracker
+from ledger.verify.bundle.sink import FindingSink
+
+
+class RowVisitor:
+    """The checks of one file's rows beyond the audit's (a subclass per file)."""
+
+    file = ""
+
+    def visit(self, row: BundleRow, blobs: dict[str, bytes]) -> None:
+        raise NotImplementedError
+
+
+class KeyEvents(RowVisitor):
+    """``key_events.jsonl``: every row a key event, folded into ``store``."""
+
+    file = KEY_EVENTS
+
+    def __init__(self, sink: FindingSink, store: TrustStore) -> None:
+        self.sink, self.store = sink, store
+        self.hashes: dict[int, bytes] = {}  # seq -> entry_hash of every key event listed
+
+    def visit(self, row: BundleRow, blobs: dict[str, bytes]) -> None:
+        if row.kind != "key_event":
+            self.sink.fail("not_a_key_event", FindingClass.PAYLOAD_MODIFIED,
+                           f"kind is {row.kind!r}", KEY_EVENTS, row.seq)
+            return
+        self.hashes[row.seq] = row.entry_hash
+        data = blobs.get(row.doc_digest) if row.doc_digest else None
+        if data is not None and "sha256:" + hashlib.sha256(data).hexdigest() == row.doc_digest:
+            try:
+                self.store.apply(row.seq, json.loads(data))
+            except (ValueError, KeyError, TypeError):
+                pass  # the key event's content check already reported it
+
+
+class Entries(RowVisitor):
+    """``entries.jsonl``: inside the manifest's range and filters, key events listed, and
+    the counts and ``entries.csv`` view the rows give."""
+
+    file = ENTRIES
+
+    def __init__(self, ctx: BundleContext, sink: FindingSink,
+                 key_event_hashes: dict[int, bytes]) -> None:
+        self.ctx, self.sink, self.key_event_hashes = ctx, sink, key_event_hashes
+        self.filters = ctx.manifest.get("filters") or {}
+        self.by_status: Counter[str] = Counter()
+        self.by_kind: Counter[str] = Counter()
+        self._csv = hashlib.sha256(csv_bytes([CSV_HEADER]))
+        self._csv_rows: list[list[str]] = []
+
+    def visit(self, row: BundleRow, blobs: dict[str, bytes]) -> None:
+        sink, seq = self.sink, row.seq
+        rng = self.ctx.manifest.get("range") or {}
+        end = rng.get("end") if rng.get("end") is not None else seq + 1
+        if not (rng.get("start", 0) <= seq < end):
+            sink.fail("entry_out_of_range", FindingClass.CONTRACT_VIOLATION, "seq is outside "
+                      "the manifest's range", ENTRIES, seq, rng, seq)
+        try:
+            ok = matches(self.filters, row)
+        except (ValueError, TypeError) as exc:
+            sink.fail("manifest_malformed", FindingClass.PAYLOAD_MODIFIED, f"filters: {exc}",
+                      MANIFEST)
+            self.filters, ok = {}, True  # reported once
+        if not ok:
+            sink.fail("entry_outside_filter", FindingClass.CONTRACT_VIOLATION, "the entry "
+                      "does not match the manifest's filters", ENTRIES, seq)
+        if row.kind == "key_event" and self.key_event_hashes.get(seq) != row.entry_hash:
+            sink.fail("key_event_not_listed", FindingClass.DELETED, "this key event is not "
+                      "in key_events.jsonl", ENTRIES, seq)
+        self.by_status[str(row.status)] += 1
+        self.by_kind[row.kind] += 1
+        msg = agent_message(row.kind, blobs.get(row.doc_digest) if row.doc_digest else None)
+        self._csv_rows.append(csv_row(seq, row.kind, row.recorded_at, row, msg,
+                                      "sha256:" + row.entry_hash.hex()))
+        if len(self._csv_rows) >= 1000:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._csv.update(csv_bytes(self._csv_rows))
+        self._csv_rows = []
+
+    def csv_digest(self) -> bytes:
+        """SHA-256 of the ``entries.csv`` the rows visited give."""
+        self._flush()
+        return self._csv.digest()
+
+
+def judge_with(store: TrustStore) -> AttestationJudge:
+    """The audit's attestation judge over ``store`` (as folded so far)."""
+    def judge(token: str, row: Any, env: dict[str, Any] | None, query: str | None
+              ) -> tuple[str, str, str]:
+        env = env or {}
+        r = check_attestation(token, store=store, seq=row.seq, recorded_at_us=row.recorded_at,
+                              proof_ref=env.get("proof_ref"), query=query,
+                              admission=env.get("admission"))
+        return r.disposition, r.code, r.message
+    return judge
+
+
+def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: ProofCursor,
+         judge: AttestationJudge | None) -> RowCounts:
+    """Check every line of ``visitor.file`` and return its row counts."""
+    file = visitor.file
+    tracker = ProofTracker(ctx, sink, file, cursor)
+    ledger_id = ctx.manifest.get("ledger_id")
+    auditor, last_seq, last_time = None, -1, 0
+    rows = failed = 0
+    for line in ctx.files.lines(file, sink):
+        rows += 1
+        if line.problem:
+            sink.fail(line.problem[0], FindingClass.PAYLOAD_MODIFIED, line.problem[1], file,
+                      line.seq)
+            if line.problem[0] == "line_unreadable":
+                failed += 1
+                continue
+        try:
+            row, blobs, problems = read_entry(line.obj)
+        except (ValueError, TypeError, AttributeError) as exc:
+            sink.fail("line_malformed", FindingClass.PAYLOAD_MODIFIED,
+                      f"line {line.lineno}: {exc}", file, line.seq)
+            failed += 1
+            continue
+        for code, msg in problems:
+            sink.fail(code, FindingClass.PAYLOAD_MODIFIED, msg, file, row.seq)
+        if row.seq <= last_seq:
+            sink.fail("entry_out_of_order", FindingClass.REORDERED, f"seq {row.seq} follows "
+                      f"seq {last_seq}", file, row.seq, last_seq + 1, row.seq)
+            failed += 1
+            continue
+        if auditor is None or row.seq != last_seq + 1:
+            auditor = ChainAuditor(ledger_id, row.seq, row.prev_hash, last_time, ctx.policy,
+                                   judge)
+        out = auditor.check_row(row, blobs)
+        last_seq, last_time = row.seq, max(last_time, row.recorded_at)
+        before = sink.count()
+        sink.add(out.findings, file)
+        sink.add_abstentions(out.abstentions, file)
+        visitor.visit(row, blobs)
+        row_failed = bool(line.problem or problems) or sink.count() > before
+        tracker.add(row.seq, row.entry_hash, row_disposition(row_failed, bool(out.abstentions)))
+    return RowCounts(rows=rows, failed=failed) + tracker.finish()
