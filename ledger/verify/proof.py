@@ -27,7 +27,7 @@ from typing import Any
 
 from ledger.core.entry import body_hash, entry_hash, parse_hash_hex
 from ledger.core.merkle import HASH_SIZE, leaf_hash, verify_consistency, verify_inclusion
-from ledger.core.note import Checkpoint, NoteError, parse_checkpoint_body, parse_note
+from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.core.strict import StrictError, b64decode, closed, loads
 from ledger.crypto.keys import PublicKeyRef, known_keys
 from ledger.crypto.note_sign import verify_note
