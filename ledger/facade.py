@@ -193,6 +193,7 @@ class Ledger:
     def trust_issuer(self, issuer: str, jwks: dict[str, Any], *, reason: str | None = None,
                      producer: str | None = None) -> list[AppendResult]:
         """Append one ``trust`` key event per new key of ``jwks``."""
+        _check_producer(producer)
         events = trust_events(self.trust_store(), issuer, jwks, reason, producer)
         return append_events(self.engine, self.meta.ledger_id, self.clock, events)
 
@@ -200,6 +201,7 @@ class Ledger:
                 producer: str | None = None, compromised_since_us: int | None = None,
                 thumbprint: str | None = None) -> list[AppendResult]:
         """Append a ``retire`` or ``revoke`` key event for an active key."""
+        _check_producer(producer)
         ev = end_event(self.trust_store(), action, kid, reason, producer,
                        compromised_since_us, thumbprint)
         return append_events(self.engine, self.meta.ledger_id, self.clock, [ev])
@@ -282,6 +284,9 @@ def _check_producer(producer: str | None) -> None:
         ok = False
     if not ok:
         raise UsageError("producer must be 1..256 characters of valid text", field="producer")
+    if "\x00" in producer:  # a text column on every engine (PostgreSQL cannot hold NUL)
+        raise UsageError("producer must not contain U+0000 (NUL)", code="invalid_text",
+                         field="producer")
 
 
 def entry_view(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:

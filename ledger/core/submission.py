@@ -142,14 +142,25 @@ def _check_unicode(text: str, where: str) -> None:
         raise _fail("invalid_unicode", where, "string contains a lone surrogate") from None
 
 
+def check_column_text(value: str, where: str | None) -> None:
+    """A string that becomes a text column must be storable on every engine: PostgreSQL
+    cannot hold U+0000 (SQLite can), so both refuse it and a ledger stays movable between
+    them.  (Payloads are bytes and may hold it.)  Raises SubmissionError ``invalid_text``."""
+    if "\x00" in value:
+        raise _fail("invalid_text", where, "must not contain U+0000 (NUL): it is stored in a "
+                    "text column, which cannot hold it on every database")
+
+
 def _opt_str(obj: dict[str, Any], name: str, *, max_len: int | None = None,
-             nonempty: bool = False) -> str | None:
+             nonempty: bool = False, column: bool = False) -> str | None:
     value = obj.get(name)
     if value is None:
         return None
     if not isinstance(value, str):
         raise _fail("invalid_type", name, f"must be a string, not {type(value).__name__}")
     _check_unicode(value, name)
+    if column:
+        check_column_text(value, name)
     if nonempty and not value:
         raise _fail("invalid_value", name, "must not be empty")
     if max_len is not None and len(value) > max_len:
@@ -307,8 +318,8 @@ def parse_submission(obj: Any, *, parsed_by_loads: bool = False) -> Submission:
     admission = admission or flat_admission
 
     query = _opt_str(obj, "query")
-    subject = _opt_str(obj, "subject", max_len=MAX_SHORT_TEXT)
-    idem = _opt_str(obj, "idempotency_key", max_len=MAX_SHORT_TEXT, nonempty=True)
+    subject = _opt_str(obj, "subject", max_len=MAX_SHORT_TEXT, column=True)
+    idem = _opt_str(obj, "idempotency_key", max_len=MAX_SHORT_TEXT, nonempty=True, column=True)
     meta = obj.get("meta")
     if meta is not None and not isinstance(meta, dict):
         raise _fail("invalid_type", "meta", "must be an object")
@@ -318,6 +329,8 @@ def parse_submission(obj: Any, *, parsed_by_loads: bool = False) -> Submission:
     dev = result["developer_fields"]
     cid = dev.get("constraint_id")
     constraint_id = cid if isinstance(cid, str) and len(cid) <= MAX_SHORT_TEXT else None
+    if constraint_id is not None:  # longer ids are kept in the document only, not a column
+        check_column_text(constraint_id, "result.developer_fields.constraint_id")
 
     payloads: dict[str, bytes | None] = {
         "result": _encode_json_safe(result, "result"),

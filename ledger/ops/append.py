@@ -111,6 +111,10 @@ def check_hints(fields: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(v, str) or len(v) > MAX_HINT or not _encodable(v):
             raise SubmissionError(f"token {name[4:]} must be valid text of at most {MAX_HINT} "
                                   "characters", code="attestation_malformed", field="attestation")
+        if "\x00" in v:
+            raise SubmissionError(f"token {name[4:]} must not contain U+0000 (NUL): it is "
+                                  "stored in a text column, which cannot hold it on every "
+                                  "database", code="invalid_text", field="attestation")
     return fields
 
 
@@ -323,6 +327,17 @@ def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequenc
 
 
 QUARANTINE_MAX_RAW = 64 * 1024  # a rejected submission is kept up to this many bytes
+QUARANTINE_MAX_FIELD = 256  # quarantine.field column width
+
+
+def _storable(text: str) -> str:
+    """``text`` with what a text column cannot hold on every engine (U+0000, lone
+    surrogates) written as backslash escapes."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    if not _encodable(text):
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def quarantine_rows(clock: Clock, producer: str | None,
@@ -334,11 +349,14 @@ def quarantine_rows(clock: Clock, producer: str | None,
     rows = []
     for raw, err in items:
         d = err.to_dict() if isinstance(err, LedgerError) else err
-        message = d["message"]
+        message = _storable(d["message"])
         if len(raw) > QUARANTINE_MAX_RAW:
             message += f" [raw submission of {len(raw)} bytes kept truncated to " \
                        f"{QUARANTINE_MAX_RAW}]"
             raw = raw[:QUARANTINE_MAX_RAW]
-        rows.append({"received_at": now, "code": d["code"], "field": d.get("field"),
+        field_name = d.get("field")
+        if field_name is not None:  # a field may name a key as sent: keep it storable
+            field_name = _storable(field_name)[:QUARANTINE_MAX_FIELD]
+        rows.append({"received_at": now, "code": d["code"], "field": field_name,
                      "message": message, "producer": producer, "raw": raw})
     return rows
