@@ -11,7 +11,6 @@ passing each row's payload bytes; attestation judgement (crypto) is injected.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -19,6 +18,7 @@ from operator import attrgetter
 from typing import Any
 
 from ledger.core import contract
+from ledger.core.digest import digest_text
 from ledger.core.entry import (
     COLUMN_MAP,
     FORMAT_VERSION,
@@ -276,7 +276,7 @@ class ChainAuditor:
                 f.append(Finding("payload_missing", row.seq, DELETED,
                                  f"payload {name} ({d}) is not stored", d, None))
                 continue
-            actual = "sha256:" + hashlib.sha256(data).hexdigest()
+            actual = digest_text(data)
             if actual != d:
                 f.append(Finding("payload_digest_mismatch", row.seq, PAYLOAD_MODIFIED,
                                  f"payload {name} does not hash to its digest", d, actual))
@@ -299,7 +299,7 @@ class ChainAuditor:
                 f.append(Finding("verified_without_evidence", seq, CONTRACT_VIOLATION,
                                  "a VERIFIED row stores no evidence preimage", proof_ref, None))
             elif "preimage" in texts:
-                got = "sha256:" + hashlib.sha256(texts["preimage"]).hexdigest()
+                got = digest_text(texts["preimage"])
                 if got != proof_ref:
                     f.append(Finding("proof_mismatch", seq, PAYLOAD_MODIFIED,
                                      "SHA-256 of the stored preimage is not the proof_ref",

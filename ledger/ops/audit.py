@@ -8,7 +8,6 @@ summary to the chain itself.  See docs/audit.md.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing as mp
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from ledger.core.audit import (
     Finding,
     outcome,
 )
+from ledger.core.digest import digest_text
 from ledger.core.entry import genesis_hash, hash_hex, parse_hash_hex
 from ledger.core.policy import Policy, parse_policy
 from ledger.crypto.trust import TrustStore, check_attestation
@@ -418,7 +418,7 @@ def record_run(ledger: Any, report: dict[str, Any], producer: str | None) -> int
     doc = {"format": "ledger-audit-run/1", "range": report["range"],
            "summary": report["summary"], "findings": len(report["findings"]),
            "outcome": report["outcome"], "head_hash": head_hash,
-           "report_digest": "sha256:" + hashlib.sha256(body).hexdigest(),
+           "report_digest": digest_text(body),
            "finished_at": report["finished_at"]}
     ev = prepare_event("audit_run", {"outcome": report["outcome"], "producer": producer},
                        "report", doc)

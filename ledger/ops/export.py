@@ -48,6 +48,7 @@ from ledger.core.bundle import (
     dump_line,
     entry_line,
 )
+from ledger.core.digest import digest_text, hasher_text
 from ledger.core.entry import PAYLOAD_MAP, hash_hex
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.bundle_sign import JWT_TYP, check_note
@@ -126,7 +127,7 @@ class _Out:
 
     def close(self) -> dict[str, Any]:
         self.fh.close()
-        return {"sha256": "sha256:" + self.sha.hexdigest(), "bytes": self.size}
+        return {"sha256": hasher_text(self.sha), "bytes": self.size}
 
 
 def _prepare_dir(out_dir: str | os.PathLike[str]) -> Path:
@@ -244,7 +245,7 @@ def export_bundle(ledger: Ledger, out_dir: str | os.PathLike[str], signer: Signe
     (out / MANIFEST).write_bytes(body)
     claims = {"iss": ledger.meta.origin, "sub": ledger.meta.ledger_id,
               "iat": ledger.clock.now_us() // 1_000_000, "format": EXPORT_FORMAT,
-              "manifest_sha256": "sha256:" + hashlib.sha256(body).hexdigest()}
+              "manifest_sha256": digest_text(body)}
     token = jwt.encode(claims, signer.private_key, algorithm="EdDSA",
                        headers={"kid": signer.kid, "typ": JWT_TYP})
     (out / MANIFEST_JWT).write_bytes(token.encode("ascii"))
