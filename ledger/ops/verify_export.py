@@ -12,14 +12,12 @@ Rows rebuilt from ``entries.jsonl`` go through the same pure per-row checks as
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ledger.core.audit import EXIT_CODES, outcome
 from ledger.core.bundle import dump_line, entry_record
-from ledger.core.policy import Policy, PolicyError, parse_policy
+from ledger.core.policy import Policy, load_policy
 from ledger.crypto.bundle_verify import REPORT_FORMAT, Verifier
 from ledger.crypto.keys import load_public_keys
 from ledger.errors import UsageError
@@ -30,8 +28,8 @@ __all__ = ["EXIT_CODES", "REPORT_FORMAT", "Verifier", "default_policy", "dump_li
 
 
 def default_policy() -> Policy:
-    text = resources.files("ledger.data").joinpath("default_policy.json").read_text("utf-8")
-    return parse_policy(json.loads(text), "default policy")
+    """The packaged default policy."""
+    return load_policy()
 
 
 def summary_line(report: dict[str, Any]) -> str:
@@ -60,10 +58,5 @@ def verify_export(directory: str | Path, jwks: str | Path | None = None,
     except ValueError as exc:  # a malformed base64 key in the file
         raise UsageError(f"cannot read the keys in {jwks}: {exc}", code="bad_jwks",
                          field="jwks") from None
-    try:
-        policy = default_policy() if policy_path is None else parse_policy(
-            json.loads(Path(policy_path).read_text("utf-8")), str(policy_path))
-    except (OSError, ValueError, PolicyError) as exc:
-        raise UsageError(f"cannot use policy: {exc}", code="bad_policy", field="policy") \
-            from None
+    policy = load_policy(policy_path)
     return Verifier(directory, trusted, policy, check_attestations).run()
