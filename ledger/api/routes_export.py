@@ -31,7 +31,6 @@ from ledger.api.routes_read import (
     visible_kinds,
 )
 from ledger.api.schemas import READ_ERRORS
-from ledger.core.entry import PAYLOAD_MAP, hash_hex
 from ledger.ops.query import (
     STRING_FILTERS,
     Filters,
@@ -40,7 +39,8 @@ from ledger.ops.query import (
     make_filters,
     with_window,
 )
-from ledger.ops.verify_export import dump_line, entry_record
+from ledger.ops.verify_export import dump_line
+from ledger.ops.view import export_record
 from ledger.store import repository as repo
 
 router = APIRouter(tags=["read"])
@@ -71,12 +71,7 @@ def _records(engine: Any, f: Filters) -> Iterator[bytes]:
     with engine.connect() as conn:
         for page in iter_pages(conn, f, page=PAGE):
             for row, blobs in page:
-                digests = {n: getattr(row, c) for n, c in PAYLOAD_MAP[row.kind].items()}
-                yield dump_line(entry_record(
-                    row.seq, row.kind, row.recorded_at, bytes(row.envelope),
-                    hash_hex(bytes(row.body_hash)), hash_hex(bytes(row.prev_hash)),
-                    hash_hex(bytes(row.entry_hash)),
-                    {n: (d, blobs.get(d)) for n, d in digests.items() if d is not None}))
+                yield dump_line(export_record(row, blobs))
 
 
 @router.get("/v1/export", summary="Stream matching entries as JSON Lines",
