@@ -11,8 +11,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from ledger.clock import Clock, SystemClock, format_us
 from ledger.core.entry import FORMAT_VERSION, PAYLOAD_MAP, genesis_hash, hash_hex
-from ledger.crypto.attestation import VERDICT_UNCHECKED, VERDICT_VALID
-from ledger.crypto.trust import TrustStore, check_attestation, time_problem
+from ledger.crypto.trust import TrustStore, time_problem
 from ledger.errors import (
     NotFound,
     NotInitialized,
@@ -27,6 +26,7 @@ from ledger.ops.append import (
     commit_batch,
     commit_one_pg,
     default_judge,
+    judge_attestation,
     quarantine_rows,
     raw_bytes,
     validate_items,
@@ -161,7 +161,7 @@ class Ledger:
             if not cache:
                 cache.append(ledger.trust_store())
             store = cache[0]
-            fields = _judged(sub, store, store.last_event_seq + 1, ledger.clock.now_us())
+            fields = judge_attestation(sub, store, store.last_event_seq + 1, ledger.clock.now_us())
             return {**fields, "_trust_seq": store.last_event_seq}
 
         return judge
@@ -177,7 +177,7 @@ class Ledger:
                 latest.append(last_key_event_seq(ledger.engine))
             if p.trust_seq is not None and latest[0] != p.trust_seq:
                 try:
-                    fields = _judged(p.sub, ledger.trust_store(), seq, recorded_at)
+                    fields = judge_attestation(p.sub, ledger.trust_store(), seq, recorded_at)
                 except SubmissionError as exc:
                     return exc
                 fields.pop("_bounds", None)
@@ -259,19 +259,6 @@ class Ledger:
             signer = signer_from_pem(key_file, self.meta.origin, self.clock.now_us()) \
                 if key_file else signer_from_keyring(Keyring.load(keys), self.meta.origin)
         return export_bundle(self, out_dir, signer, make_filters(**kw), proofs=proofs)
-
-
-def _judged(sub: Any, store: TrustStore, seq: int, recorded_at: int) -> dict[str, Any]:
-    """Attestation fields for an entry at (seq, recorded_at); raises SubmissionError."""
-    r = check_attestation(sub.attestation, store=store, seq=seq, recorded_at_us=recorded_at,
-                          proof_ref=sub.proof_ref, query=sub.query, admission=sub.admission)
-    if r.disposition == "failed":
-        raise SubmissionError(r.message, code=r.code, field="attestation")
-    verdict = VERDICT_VALID if r.disposition == "verified" else VERDICT_UNCHECKED
-    out: dict[str, Any] = {"att_verdict": verdict, "att_kid": r.kid, "att_iss": r.iss}
-    if r.disposition == "verified":
-        out["_bounds"] = (r.iat, r.exp)
-    return out
 
 
 def _check_producer(producer: str | None) -> None:

@@ -30,7 +30,13 @@ from ledger.core.entry import (
     link,
 )
 from ledger.core.submission import Submission, loads, parse_submission
-from ledger.crypto.attestation import VERDICT_NONE, VERDICT_UNCHECKED, inspect_attestation
+from ledger.crypto.attestation import (
+    VERDICT_NONE,
+    VERDICT_UNCHECKED,
+    VERDICT_VALID,
+    inspect_attestation,
+)
+from ledger.crypto.trust import TrustStore, check_attestation
 from ledger.errors import IdempotencyConflict, LedgerError, StoreUnavailable, SubmissionError
 from ledger.store import repository as repo
 
@@ -91,12 +97,35 @@ class Prepared:
 AttestationJudge = Callable[[Submission], dict[str, Any]]
 
 
-def default_judge(sub: Submission) -> dict[str, Any]:
-    """No trust store: a token is inspected (must decode) and marked unchecked."""
+def judge_attestation(sub: Submission, store: TrustStore | None = None, seq: int = 0,
+                      recorded_at: int = 0) -> dict[str, Any]:
+    """The attestation fields (``att_verdict``, ``att_kid``, ``att_iss``) of ``sub`` as an
+    entry at ``(seq, recorded_at)``: the one attestation judge of appends.
+
+    No token: verdict none.  No trust store: the token is inspected (it must decode) and
+    marked unchecked.  With a trust store: judged; a failure raises SubmissionError, an
+    abstention is unchecked, a verified token is valid and also returns ``_bounds`` (its
+    iat/exp, re-checked at the recorded time).  Raises SubmissionError.
+    """
     if sub.attestation is None:
         return {"att_verdict": VERDICT_NONE, "att_kid": None, "att_iss": None}
-    info = inspect_attestation(sub.attestation)
-    return {"att_verdict": VERDICT_UNCHECKED, "att_kid": info.kid, "att_iss": info.iss}
+    if store is None:
+        info = inspect_attestation(sub.attestation)
+        return {"att_verdict": VERDICT_UNCHECKED, "att_kid": info.kid, "att_iss": info.iss}
+    r = check_attestation(sub.attestation, store=store, seq=seq, recorded_at_us=recorded_at,
+                          proof_ref=sub.proof_ref, query=sub.query, admission=sub.admission)
+    if r.disposition == "failed":
+        raise SubmissionError(r.message, code=r.code, field="attestation")
+    verdict = VERDICT_VALID if r.disposition == "verified" else VERDICT_UNCHECKED
+    out: dict[str, Any] = {"att_verdict": verdict, "att_kid": r.kid, "att_iss": r.iss}
+    if r.disposition == "verified":
+        out["_bounds"] = (r.iat, r.exp)
+    return out
+
+
+def default_judge(sub: Submission) -> dict[str, Any]:
+    """No trust store: a token is inspected (must decode) and marked unchecked."""
+    return judge_attestation(sub)
 
 
 MAX_HINT = 512  # att_kid / att_iss column width
