@@ -469,9 +469,11 @@ class Bundle:
         if not isinstance(msg, str) or not msg.strip():
             fail("empty_agent_message", "agent_message is empty")
         dev = doc.get("developer_fields")
-        for c in (dev.get("advisory_checks") or []) if isinstance(dev, dict) else []:
-            if isinstance(c, dict) and "advisory_only" in c and c["advisory_only"] not in (True,
-                                                                                      1):
+        checks = dev.get("advisory_checks") if isinstance(dev, dict) else None
+        for c in checks if isinstance(checks, list) else []:
+            # true or the integer 1 (submissions.md); 1.0 == 1 in Python but is not advisory
+            flag = c.get("advisory_only", True) if isinstance(c, dict) else True
+            if flag is not True and not (type(flag) is int and flag == 1):
                 fail("non_advisory_check", "an advisory check is not advisory_only")
 
     @staticmethod

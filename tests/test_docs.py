@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from ledger.cli.main import cli
+from ledger.core import contract
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
@@ -139,6 +140,7 @@ def submission_codes() -> set[str]:
     defaults = _default_codes()
     codes |= {defaults[c] for c in ("SubmissionError", "SubmissionTooLarge",
                                     "IdempotencyConflict")}
+    codes |= {r.rejection for r in contract.RULES}  # the result contract is data
     return codes
 
 
@@ -167,6 +169,7 @@ def finding_codes() -> set[str]:
                 codes.add(code)
             elif isinstance(arg, ast.JoinedStr) and (head := _str(arg.values[0])):
                 codes.add(head)  # e.g. "policy:" of f"policy:{rule.id}"
+    codes |= {r.code for r in contract.RULES if r.code is not None}  # the result contract
     # checkpoint findings (ledger audit --checkpoint)
     codes |= {c for call in _calls(_tree("ops/checkpoint_check.py"), "_finding")
               if (c := _first_arg(call))}

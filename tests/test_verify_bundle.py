@@ -7,6 +7,7 @@ import ast
 import contextlib
 import importlib.util
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +74,21 @@ def test_the_script_has_usage_errors(tmp_path):
     assert script(tmp_path / "nope", None)[0] == 2
     (tmp_path / "bad.json").write_text("{")
     assert script(tmp_path, tmp_path / "bad.json")[0] == 2
+
+
+CONTRACT = json.loads((Path(__file__).resolve().parent / "vectors" / "contract.json")
+                      .read_text("utf-8"))["cases"]
+# The script's own name for the two halves of "VERIFIED carries a proof_ref, nothing else does"
+SCRIPT_CODE = {"verified_without_proof": "proof_contract",
+               "proof_on_non_verified": "proof_contract"}
+
+
+@pytest.mark.parametrize("case", CONTRACT, ids=[c["name"] for c in CONTRACT])
+def test_the_script_checks_the_shared_result_contract_vectors(case):
+    doc = case["document"]
+    env = {"status": doc.get("status"), "proof_ref": doc.get("proof_ref"),
+           "payloads": {"preimage": doc.get("proof_ref"),
+                        "attestation": "sha256:" + "0" * 64 if "attestation" in doc else None}}
+    found: list[str] = []
+    VB.Bundle.contract(lambda code, _msg: found.append(code), env, doc, {})
+    assert sorted(found) == sorted(SCRIPT_CODE.get(c, c) for c in case["want"])

@@ -15,8 +15,6 @@ returns the same entry (``replayed: true``, HTTP 200); another body: 409.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 from fastapi import APIRouter, Header, Request
@@ -26,14 +24,14 @@ from starlette.concurrency import run_in_threadpool
 from ledger.api.auth import Principal, require
 from ledger.api.errors import rejection_response
 from ledger.api.schemas import APPEND_RESPONSES, BATCH_BODY, BATCH_RESPONSES, SUBMISSION_BODY
+from ledger.core.jsonseq import split_array
 from ledger.core.submission import loads
-from ledger.errors import SubmissionError, SubmissionTooLarge
+from ledger.errors import SubmissionError
 from ledger.ops.append import Received
 
 router = APIRouter(tags=["append"])
 
 IDEMPOTENCY_KEY_RE = r"^[!-~]{1,200}$"  # visible ASCII; "#<i>" must still fit in 256
-_WS = re.compile(r"[ \t\n\r]*")
 
 
 def _with_key(raw: bytes, key: str | None, where: str = "") -> bytes | Received:
@@ -75,53 +73,6 @@ async def append_one(request: Request, principal: Principal = require("append"),
     if not outcome["ok"]:
         return rejection_response(outcome["error"])
     return JSONResponse(outcome, status_code=200 if outcome.get("replayed") else 201)
-
-
-def split_array(body: bytes, max_items: int) -> list[bytes]:
-    """The exact text of each element of a JSON array (cheap scan, no objects built).
-
-    Raises SubmissionError (not an array, malformed) or SubmissionTooLarge
-    (more than ``max_items`` elements).
-    """
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SubmissionError(f"body is not UTF-8 (byte {exc.start})", code="invalid_json"
-                              ) from None
-    scan = json.JSONDecoder(object_pairs_hook=lambda _: None, parse_float=lambda _: None,
-                            parse_int=lambda _: None, parse_constant=lambda _: None)
-    pos = _WS.match(text, 0).end()  # type: ignore[union-attr]
-    if text[pos:pos + 1] != "[":
-        raise SubmissionError("a batch is a JSON array of submissions", code="not_an_array")
-    pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
-    items: list[bytes] = []
-    if text[pos:pos + 1] == "]":
-        pos += 1
-    else:
-        while True:
-            try:
-                _, end = scan.raw_decode(text, pos)
-            except RecursionError:
-                raise SubmissionError("batch nested too deeply", code="too_deep") from None
-            except ValueError as exc:
-                raise SubmissionError(f"batch is not valid JSON: {exc}", code="invalid_json"
-                                      ) from None
-            items.append(text[pos:end].encode("utf-8"))
-            if len(items) > max_items:
-                raise SubmissionTooLarge(f"a batch holds at most {max_items} submissions",
-                                         code="batch_too_large")
-            pos = _WS.match(text, end).end()  # type: ignore[union-attr]
-            sep = text[pos:pos + 1]
-            pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
-            if sep == "]":
-                break
-            if sep != ",":
-                raise SubmissionError("batch is not valid JSON: expected ',' or ']' at "
-                                      f"character {pos}", code="invalid_json")
-    if _WS.match(text, pos).end() != len(text):  # type: ignore[union-attr]
-        raise SubmissionError("batch is not valid JSON: data after the array",
-                              code="invalid_json")
-    return items
 
 
 @router.post("/v1/entries/batch", summary="Append a batch (one transaction)",

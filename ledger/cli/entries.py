@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -10,76 +9,19 @@ from typing import Any
 import click
 
 from ledger.cli.output import dumps, emit_json, emit_mapping, format_option
+from ledger.core.jsonseq import documents
 from ledger.facade import Ledger
 
 BATCH = 1000
 
 
-def _documents(data: bytes) -> Iterator[bytes]:
-    """One JSON object, a JSON array of objects, or JSON Lines.
-
-    Array items are yielded as their exact source text (never re-serialized), so
-    every item is validated as sent: duplicate keys and limits included.
-    """
-    stripped = data.strip()
-    if not stripped:
-        return
-    if stripped[:1] == b"[":
-        items = _array_items(stripped)
-        if items is not None:
-            yield from items
-            return
-    if stripped[:1] == b"{" and b"\n" not in stripped.rstrip():
-        yield stripped
-        return
-    try:
-        json.loads(stripped)
-        whole = stripped[:1] == b"{"
-    except (ValueError, RecursionError):
-        whole = False
-    if whole:
-        yield stripped
-        return
-    for line in data.splitlines():
-        if line.strip():
-            yield line.strip()
-
-
-def _array_items(data: bytes) -> list[bytes] | None:
-    """The exact text of each item of a top-level JSON array, or None if it is not one."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    decoder = json.JSONDecoder()
-    pos, out = 1, []
-    ws = " \t\r\n"
-    try:
-        while True:
-            while pos < len(text) and text[pos] in ws:
-                pos += 1
-            if text[pos] == "]":
-                return out if not text[pos + 1:].strip() else None
-            _, end = decoder.raw_decode(text, pos)
-            out.append(text[pos:end].encode("utf-8"))
-            pos = end
-            while pos < len(text) and text[pos] in ws:
-                pos += 1
-            if text[pos] == ",":
-                pos += 1
-            elif text[pos] != "]":
-                return None
-    except (ValueError, IndexError, RecursionError):
-        return None
-
-
 def _inputs(paths: tuple[str, ...]) -> Iterator[bytes]:
     for path in paths or ("-",):
         if path == "-":
-            yield from _documents(sys.stdin.buffer.read())
+            yield from documents(sys.stdin.buffer.read())
         else:
             with open(path, "rb") as fh:
-                yield from _documents(fh.read())
+                yield from documents(fh.read())
 
 
 @click.command()

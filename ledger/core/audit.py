@@ -11,13 +11,14 @@ passing each row's payload bytes; attestation judgement (crypto) is injected.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from ledger.core import contract
+from ledger.core.digest import digest_text
 from ledger.core.entry import (
     COLUMN_MAP,
     FORMAT_VERSION,
@@ -50,7 +51,7 @@ POLICY_VIOLATION = FindingClass.POLICY_VIOLATION
 __all__ = ["EXIT_CODES", "Abstention", "AttestationJudge", "ChainAuditor", "Disposition",
            "Finding", "FindingClass", "RowOutcome", "outcome"]
 
-STATUSES = ("VERIFIED", "UNVERIFIABLE", "BLOCKED")
+STATUSES = contract.STATUSES
 
 
 def _pair(mapping: dict[str, str]) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
@@ -238,7 +239,7 @@ class ChainAuditor:
                 f.append(Finding("payload_missing", row.seq, DELETED,
                                  f"payload {name} ({d}) is not stored", d, None))
                 continue
-            actual = "sha256:" + hashlib.sha256(data).hexdigest()
+            actual = digest_text(data)
             if actual != d:
                 f.append(Finding("payload_digest_mismatch", row.seq, PAYLOAD_MODIFIED,
                                  f"payload {name} does not hash to its digest", d, actual))
@@ -254,22 +255,14 @@ class ChainAuditor:
                       out: RowOutcome) -> None:
         f, seq = out.findings, row.seq
         status, proof_ref = env.get("status"), env.get("proof_ref")
-        if status not in STATUSES:
-            f.append(Finding("invalid_status", seq, CONTRACT_VIOLATION,
-                             "status is not VERIFIED, UNVERIFIABLE or BLOCKED", STATUSES, status))
-        if status != "VERIFIED" and proof_ref is not None:
-            f.append(Finding("proof_on_non_verified", seq, CONTRACT_VIOLATION,
-                             f"a {status} row carries a proof_ref", None, proof_ref))
-        if status == "VERIFIED" and proof_ref is None:
-            f.append(Finding("verified_without_proof", seq, CONTRACT_VIOLATION,
-                             "a VERIFIED row has no proof_ref", "sha256:…", None))
+        _contract_findings(seq, env, contract.ENVELOPE_RULES, f)
         pre_digest = (env.get("payloads") or {}).get("preimage")
         if status == "VERIFIED" and proof_ref is not None:
             if pre_digest is None:
                 f.append(Finding("verified_without_evidence", seq, CONTRACT_VIOLATION,
                                  "a VERIFIED row stores no evidence preimage", proof_ref, None))
             elif "preimage" in texts:
-                got = "sha256:" + hashlib.sha256(texts["preimage"]).hexdigest()
+                got = digest_text(texts["preimage"])
                 if got != proof_ref:
                     f.append(Finding("proof_mismatch", seq, PAYLOAD_MODIFIED,
                                      "SHA-256 of the stored preimage is not the proof_ref",
@@ -327,32 +320,18 @@ class ChainAuditor:
                 f.append(Finding("result_envelope_mismatch", seq, PAYLOAD_MODIFIED,
                                  f"result.{key} differs from the envelope",
                                  env.get(key), doc.get(key)))
-        if doc.get("is_authoritative") is not (doc.get("proof_ref") is not None):
-            f.append(Finding("authoritative_inconsistent", seq, CONTRACT_VIOLATION,
-                             "is_authoritative must equal (proof_ref is not null)",
-                             doc.get("proof_ref") is not None, doc.get("is_authoritative")))
-        msg = doc.get("agent_message")
-        if not isinstance(msg, str) or not msg.strip():
-            f.append(Finding("empty_agent_message", seq, CONTRACT_VIOLATION,
-                             "agent_message is empty", "non-empty", msg))
-        dev = doc.get("developer_fields")
-        checks = dev.get("advisory_checks") if isinstance(dev, dict) else None
-        if isinstance(checks, list):
-            for i, c in enumerate(checks):
-                if isinstance(c, dict) and "advisory_only" in c and c["advisory_only"] is not True \
-                        and not (type(c["advisory_only"]) is int and c["advisory_only"] == 1):
-                    f.append(Finding("non_advisory_check", seq, CONTRACT_VIOLATION,
-                                     f"advisory_checks[{i}].advisory_only is not true",
-                                     True, c["advisory_only"]))
+        _contract_findings(seq, doc, contract.DOCUMENT_RULES, f)
 
     def _check_attestation(self, row: Any, env: dict[str, Any], doc: dict[str, Any] | None,
                            texts: dict[str, bytes], out: RowOutcome) -> None:
         digest = (env.get("payloads") or {}).get("attestation")
         if digest is None:
             return
-        if env.get("status") != "VERIFIED":
-            out.findings.append(Finding("attestation_on_non_verified", row.seq,
-                                        CONTRACT_VIOLATION, "only VERIFIED rows carry one"))
+        wrong = contract.violations({"status": env.get("status"), "attestation": digest},
+                                    contract.ATTESTATION_RULES)
+        if wrong:
+            out.findings.extend(Finding(v.code or v.rejection, row.seq, CONTRACT_VIOLATION,
+                                        v.finding_message) for v in wrong)
             return
         if "attestation" not in texts:
             return  # missing/modified payload already reported
@@ -369,3 +348,10 @@ class ChainAuditor:
             out.abstentions.append(Abstention(row.seq, "attestation", code, message))
         else:
             out.verified_checks += 1
+
+
+def _contract_findings(seq: int, view: dict[str, Any], rules: tuple[contract.Rule, ...],
+                       f: list[Finding]) -> None:
+    """The result-contract rules (ledger.core.contract) as findings on row ``seq``."""
+    f.extend(Finding(v.code or v.rejection, seq, CONTRACT_VIOLATION, v.finding_message,
+                     v.expected, v.actual) for v in contract.violations(view, rules))

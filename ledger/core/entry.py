@@ -19,13 +19,17 @@ rather than the envelope, so the link can be computed in one SQL statement
 
 from __future__ import annotations
 
-import hashlib
-import re
 import struct
 from dataclasses import dataclass
 from typing import Any
 
 from ledger.core.canonical import canonical_json
+from ledger.core.digest import (  # noqa: F401 -- re-exported
+    digest_text,
+    hash_hex,
+    parse_hash_hex,
+    sha256,
+)
 
 FORMAT_VERSION = 1
 HASH_SIZE = 32
@@ -59,28 +63,7 @@ PAYLOAD_MAP: dict[str, dict[str, str]] = {
 }
 
 _U64 = struct.Struct(">Q")
-_HASH_TEXT = re.compile(r"sha256:[0-9a-f]{64}")
 MAX_U63 = 2**63 - 1  # seq and recorded_at_us must fit a signed 64-bit column
-
-
-def sha256(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def digest_text(data: bytes) -> str:
-    """Content address of a payload: ``sha256:<64 lowercase hex>``."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def hash_hex(h: bytes) -> str:
-    return "sha256:" + h.hex()
-
-
-def parse_hash_hex(text: str) -> bytes:
-    """Inverse of :func:`hash_hex`; raises ValueError on anything else."""
-    if not isinstance(text, str) or not _HASH_TEXT.fullmatch(text):
-        raise ValueError("expected 'sha256:' followed by 64 lowercase hex digits")
-    return bytes.fromhex(text[7:])
 
 
 def genesis_hash(ledger_id: str) -> bytes:

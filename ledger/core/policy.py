@@ -1,5 +1,6 @@
-"""Engine policies: data, not code (a JSON file; the default ships with the package
-and is loaded by :func:`ledger.ops.audit.load_policy`).
+"""Engine policies: data, not code (a JSON file; the default ships with the package).
+:func:`load_policy` is the one loader, used by the audit and export verification; it
+reads only the policy file it is given or the packaged default (no other I/O here).
 
 Format (``ledger-policy/1``)::
 
@@ -14,10 +15,13 @@ constraint id) matches.  A matching row is a *policy violation* finding.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from importlib import resources
+from os import PathLike
 from typing import Any
 
-from ledger.errors import PolicyError
+from ledger.errors import PolicyError, UsageError
 
 POLICY_FORMAT = "ledger-policy/1"
 _RULE_KEYS = {"id", "engine", "status", "constraint_prefix", "message"}
@@ -84,3 +88,21 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
                         _names(r.get("status"), f"{where}.status"), prefix,
                         str(r.get("message") or r["id"])))
     return Policy(tuple(out), source)
+
+
+def load_policy(path: str | PathLike[str] | None = None) -> Policy:
+    """The policy file at ``path``, or the packaged default (``ledger/data``).
+
+    Raises UsageError ``bad_policy`` (field ``policy``) when the file cannot be read,
+    is not JSON or is not a valid policy.
+    """
+    try:
+        if path is None:
+            text = resources.files("ledger.data").joinpath("default_policy.json").read_text(
+                "utf-8")
+            return parse_policy(json.loads(text), "default policy")
+        with open(path, encoding="utf-8") as fh:
+            return parse_policy(json.load(fh), str(path))
+    except (OSError, ValueError) as exc:  # PolicyError is a ValueError
+        raise UsageError(f"cannot use policy: {exc}", code="bad_policy", field="policy"
+                         ) from None

@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.core.diagnostics import DiagnosticStatus, proof_preimage
+from ledger.core import contract
+from ledger.core.diagnostics import proof_preimage
 from ledger.core.entry import digest_text
 from ledger.errors import SubmissionError, SubmissionTooLarge
 
@@ -22,7 +23,6 @@ MAX_DEPTH = 64  # nesting of objects/arrays, counted from the submission object
 MAX_SHORT_TEXT = 256  # subject, idempotency_key, constraint_id (longer ids are not indexed)
 
 ENGINE_RE = re.compile(r"[a-z0-9_.-]{1,64}")
-PROOF_REF_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
 TOP_LEVEL_FIELDS = frozenset({
     "result", "engine", "proof_preimage", "evidence", "evidence_kind", "attestation",
@@ -142,14 +142,25 @@ def _check_unicode(text: str, where: str) -> None:
         raise _fail("invalid_unicode", where, "string contains a lone surrogate") from None
 
 
+def check_column_text(value: str, where: str | None) -> None:
+    """A string that becomes a text column must be storable on every engine: PostgreSQL
+    cannot hold U+0000 (SQLite can), so both refuse it and a ledger stays movable between
+    them.  (Payloads are bytes and may hold it.)  Raises SubmissionError ``invalid_text``."""
+    if "\x00" in value:
+        raise _fail("invalid_text", where, "must not contain U+0000 (NUL): it is stored in a "
+                    "text column, which cannot hold it on every database")
+
+
 def _opt_str(obj: dict[str, Any], name: str, *, max_len: int | None = None,
-             nonempty: bool = False) -> str | None:
+             nonempty: bool = False, column: bool = False) -> str | None:
     value = obj.get(name)
     if value is None:
         return None
     if not isinstance(value, str):
         raise _fail("invalid_type", name, f"must be a string, not {type(value).__name__}")
     _check_unicode(value, name)
+    if column:
+        check_column_text(value, name)
     if nonempty and not value:
         raise _fail("invalid_value", name, "must not be empty")
     if max_len is not None and len(value) > max_len:
@@ -202,47 +213,23 @@ def _exact(value: Any) -> str:
 
 
 def _validate_result(res: dict[str, Any]) -> None:
-    status = res.get("status")
-    if not isinstance(status, str) or status not in DiagnosticStatus.__members__:
-        raise _fail("invalid_status", "result.status",
-                    "must be one of VERIFIED, UNVERIFIABLE, BLOCKED (case-sensitive)")
-    msg = res.get("agent_message")
-    if not isinstance(msg, str) or not msg.strip():
-        raise _fail("empty_agent_message", "result.agent_message",
-                    "must be a non-empty string (Layer 1 diagnostics are mandatory)")
-    proof_ref = res.get("proof_ref")
-    if proof_ref is not None and (not isinstance(proof_ref, str)
-                                  or not PROOF_REF_RE.fullmatch(proof_ref)):
-        raise _fail("malformed_proof_ref", "result.proof_ref",
-                    "must be 'sha256:' followed by 64 lowercase hex digits, or null")
-    if status == "VERIFIED" and proof_ref is None:
-        raise _fail("verified_without_proof", "result.proof_ref",
-                    "a VERIFIED result must carry a proof_ref")
-    if status != "VERIFIED" and proof_ref is not None:
-        raise _fail("proof_on_non_verified", "result.proof_ref",
-                    f"a {status} result must not carry a proof_ref")
-    if "is_authoritative" in res:
-        flag = res["is_authoritative"]
-        if not isinstance(flag, bool) or flag != (proof_ref is not None):
-            raise _fail("authoritative_inconsistent", "result.is_authoritative",
-                        "must equal (proof_ref is not null)")
-    checks = res["developer_fields"].get("advisory_checks")
-    if isinstance(checks, list):
-        for i, item in enumerate(checks):
-            if isinstance(item, dict) and "advisory_only" in item:
-                flag = item["advisory_only"]
-                if flag is not True and not (type(flag) is int and flag == 1):
-                    raise _fail("non_advisory_check",
-                                f"result.developer_fields.advisory_checks[{i}].advisory_only",
-                                "advisory checks must have advisory_only true; they never "
-                                "influence the verdict")
+    """The result contract (:mod:`ledger.core.contract`); the first rule violated is the
+    rejection.  ``is_authoritative`` may be left out: it is then stored as derived."""
+    view = {"is_authoritative": res.get("proof_ref") is not None, **res}
+    _reject_first(contract.violations(view, _RESULT_RULES))
     att = res.get("attestation")
-    if att is not None:
-        if not isinstance(att, str) or not att:
-            raise _fail("invalid_type", "result.attestation", "must be a non-empty string")
-        if status != "VERIFIED":
-            raise _fail("attestation_on_non_verified", "result.attestation",
-                        "only a VERIFIED result carries an attestation")
+    if att is not None and (not isinstance(att, str) or not att):
+        raise _fail("invalid_type", "result.attestation", "must be a non-empty string")
+    _reject_first(contract.violations(view, contract.ATTESTATION_RULES))
+
+
+_RESULT_RULES = tuple(r for r in contract.RULES if r not in contract.ATTESTATION_RULES)
+
+
+def _reject_first(found: list[contract.Violation], prefix: str = "result.") -> None:
+    if found:
+        v = found[0]
+        raise _fail(v.rejection, prefix + v.field, v.message)
 
 
 def _evidence_preimage(sub: dict[str, Any], status: str, proof_ref: str | None) -> str | None:
@@ -320,9 +307,8 @@ def parse_submission(obj: Any, *, parsed_by_loads: bool = False) -> Submission:
     attestation = attestation or res_att
     if attestation is not None and not attestation.isascii():
         raise _fail("invalid_value", "attestation", "a JWT is ASCII text")
-    if attestation is not None and status != "VERIFIED":
-        raise _fail("attestation_on_non_verified", "attestation",
-                    "only a VERIFIED result carries an attestation")
+    _reject_first(contract.violations({"status": status, "attestation": attestation},
+                                      contract.ATTESTATION_RULES), prefix="")
 
     admission = obj.get("admission")
     if admission is not None and admission not in ADMISSIONS:
@@ -332,8 +318,8 @@ def parse_submission(obj: Any, *, parsed_by_loads: bool = False) -> Submission:
     admission = admission or flat_admission
 
     query = _opt_str(obj, "query")
-    subject = _opt_str(obj, "subject", max_len=MAX_SHORT_TEXT)
-    idem = _opt_str(obj, "idempotency_key", max_len=MAX_SHORT_TEXT, nonempty=True)
+    subject = _opt_str(obj, "subject", max_len=MAX_SHORT_TEXT, column=True)
+    idem = _opt_str(obj, "idempotency_key", max_len=MAX_SHORT_TEXT, nonempty=True, column=True)
     meta = obj.get("meta")
     if meta is not None and not isinstance(meta, dict):
         raise _fail("invalid_type", "meta", "must be an object")
@@ -343,6 +329,8 @@ def parse_submission(obj: Any, *, parsed_by_loads: bool = False) -> Submission:
     dev = result["developer_fields"]
     cid = dev.get("constraint_id")
     constraint_id = cid if isinstance(cid, str) and len(cid) <= MAX_SHORT_TEXT else None
+    if constraint_id is not None:  # longer ids are kept in the document only, not a column
+        check_column_text(constraint_id, "result.developer_fields.constraint_id")
 
     payloads: dict[str, bytes | None] = {
         "result": _encode_json_safe(result, "result"),

@@ -145,6 +145,10 @@ def check_hints(fields: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(v, str) or len(v) > MAX_HINT or not _encodable(v):
             raise SubmissionError(f"token {name[4:]} must be valid text of at most {MAX_HINT} "
                                   "characters", code="attestation_malformed", field="attestation")
+        if "\x00" in v:
+            raise SubmissionError(f"token {name[4:]} must not contain U+0000 (NUL): it is "
+                                  "stored in a text column, which cannot hold it on every "
+                                  "database", code="invalid_text", field="attestation")
     return fields
 
 
@@ -446,16 +450,19 @@ def append_many(ctx: LedgerContext, submissions: Sequence[Any], *, producer: str
 
 
 def check_producer(producer: str | None) -> None:
-    """Raises UsageError unless ``producer`` is None or 1..256 characters of valid text."""
+    """Raises UsageError unless ``producer`` is None or 1..256 characters of valid text
+    without U+0000 (a text column on every engine; PostgreSQL cannot hold NUL)."""
     if producer is None:
         return
     try:
         ok = isinstance(producer, str) and 0 < len(producer) <= 256 and bool(
-            producer.encode("utf-8")) and "\x00" not in producer
+            producer.encode("utf-8"))
     except UnicodeEncodeError:
         ok = False
     if not ok:
-        raise UsageError("producer must be 1..256 characters of valid text (no NUL)",
+        raise UsageError("producer must be 1..256 characters of valid text", field="producer")
+    if "\x00" in producer:
+        raise UsageError("producer must not contain U+0000 (NUL)", code="invalid_text",
                          field="producer")
 
 

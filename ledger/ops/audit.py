@@ -8,12 +8,10 @@ summary to the chain itself.  See docs/audit.md.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing as mp
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from sqlalchemy import Connection, func, select, update
@@ -28,9 +26,10 @@ from ledger.core.audit import (
     Finding,
     outcome,
 )
+from ledger.core.digest import digest_text
 from ledger.core.entry import genesis_hash, hash_hex, parse_hash_hex
 from ledger.core.finding import LEDGER_LEVEL_CODES, summary_line  # noqa: F401 -- re-exported
-from ledger.core.policy import Policy, parse_policy
+from ledger.core.policy import Policy, load_policy
 from ledger.crypto.trust import TrustStore, check_attestation
 from ledger.errors import UsageError
 from ledger.ops.append import commit_batch, prepare_event
@@ -79,20 +78,6 @@ class Tally:
     def counts(self) -> dict[str, int]:
         return {"rows": self.rows, "verified": self.verified, "failed": self.failed,
                 "unverified": self.unverified}
-
-
-def load_policy(path: str | None = None) -> Policy:
-    """The policy file at ``path``, or the packaged default.  Raises UsageError."""
-    try:
-        if path is None:
-            text = resources.files("ledger").joinpath("data/default_policy.json").read_text(
-                "utf-8")
-            return parse_policy(json.loads(text), "default policy")
-        with open(path, encoding="utf-8") as fh:
-            return parse_policy(json.load(fh), path)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot use policy: {exc}", code="bad_policy", field="policy"
-                         ) from None
 
 
 _policy = load_policy
@@ -397,7 +382,7 @@ def record_run(ledger: LedgerContext, report: dict[str, Any], producer: str | No
     doc = {"format": "ledger-audit-run/1", "range": report["range"],
            "summary": report["summary"], "findings": len(report["findings"]),
            "outcome": report["outcome"], "head_hash": head_hash,
-           "report_digest": "sha256:" + hashlib.sha256(body).hexdigest(),
+           "report_digest": digest_text(body),
            "finished_at": report["finished_at"]}
     ev = prepare_event("audit_run", {"outcome": report["outcome"], "producer": producer},
                        "report", doc)

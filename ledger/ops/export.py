@@ -46,9 +46,9 @@ from ledger.core.bundle import (
     csv_bytes,
     csv_row,
     dump_line,
-    entry_line,
 )
-from ledger.core.entry import PAYLOAD_MAP, hash_hex
+from ledger.core.digest import digest_text, hasher_text
+from ledger.core.entry import hash_hex
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.bundle_sign import JWT_TYP, check_note
 from ledger.crypto.keys import Keyring, load_public_keys, public_jwk, raw_public
@@ -57,6 +57,7 @@ from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.ops.query import Filters, iter_pages, make_filters, with_window
 from ledger.ops.tree import StoredTree
+from ledger.ops.view import export_line
 from ledger.store import repository as repo
 from ledger.store.tree import read_store
 
@@ -124,7 +125,7 @@ class _Out:
 
     def close(self) -> dict[str, Any]:
         self.fh.close()
-        return {"sha256": "sha256:" + self.sha.hexdigest(), "bytes": self.size}
+        return {"sha256": hasher_text(self.sha), "bytes": self.size}
 
 
 def _prepare_dir(out_dir: str | os.PathLike[str]) -> Path:
@@ -170,15 +171,11 @@ def _write_entries(conn: Any, f: Filters, out: _Out, proofs: _Out, tree: StoredT
                 _prove(tree, proofs, out.name, first, prev, size)  # type: ignore[arg-type]
                 first = None
             first = seq if first is None else first
-            entry = hash_hex(bytes(row.entry_hash))
-            digests = {name: getattr(row, col) for name, col in PAYLOAD_MAP[row.kind].items()}
-            out.write(entry_line(
-                seq, row.kind, row.recorded_at, bytes(row.envelope),
-                hash_hex(bytes(row.body_hash)), hash_hex(bytes(row.prev_hash)), entry,
-                {name: (d, blobs.get(d)) for name, d in digests.items() if d is not None}))
+            out.write(export_line(row, blobs))
             if view is not None and counts is not None:
                 msg = agent_message(row.kind, blobs.get(row.doc_digest))
-                rows.writerow(csv_row(seq, row.kind, row.recorded_at, row, msg, entry))
+                rows.writerow(csv_row(seq, row.kind, row.recorded_at, row, msg,
+                                      hash_hex(bytes(row.entry_hash))))
                 counts["by_status"][str(row.status)] += 1
                 counts["by_kind"][row.kind] += 1
             prev, n = seq, n + 1
@@ -242,7 +239,7 @@ def export_bundle(ledger: LedgerContext, out_dir: str | os.PathLike[str], signer
     (out / MANIFEST).write_bytes(body)
     claims = {"iss": ledger.meta.origin, "sub": ledger.meta.ledger_id,
               "iat": ledger.clock.now_us() // 1_000_000, "format": EXPORT_FORMAT,
-              "manifest_sha256": "sha256:" + hashlib.sha256(body).hexdigest()}
+              "manifest_sha256": digest_text(body)}
     token = jwt.encode(claims, signer.private_key, algorithm="EdDSA",
                        headers={"kid": signer.kid, "typ": JWT_TYP})
     (out / MANIFEST_JWT).write_bytes(token.encode("ascii"))
@@ -269,9 +266,4 @@ def iter_records(ctx: LedgerContext, f: Filters, page: int = 1000) -> Iterator[b
     with ctx.engine.connect() as conn:
         for rows in iter_pages(conn, f, page=page):
             for row, blobs in rows:
-                digests = {n: getattr(row, c) for n, c in PAYLOAD_MAP[row.kind].items()}
-                yield entry_line(
-                    row.seq, row.kind, row.recorded_at, bytes(row.envelope),
-                    hash_hex(bytes(row.body_hash)), hash_hex(bytes(row.prev_hash)),
-                    hash_hex(bytes(row.entry_hash)),
-                    {n: (d, blobs.get(d)) for n, d in digests.items() if d is not None})
+                yield export_line(row, blobs)

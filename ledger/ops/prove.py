@@ -9,11 +9,8 @@ with ``ledger.verify.proof``.
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
 
-from ledger.core.entry import hash_hex
 from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring
 from ledger.errors import CheckpointError, NoteError, NotFound, UsageError
@@ -25,6 +22,7 @@ from ledger.ops.checkpoint import (
     tree_root,
 )
 from ledger.ops.context import LedgerContext
+from ledger.ops.view import committed_digests, proof_entry
 from ledger.store import repository as repo
 from ledger.verify.proof import CONSISTENCY_FORMAT, INCLUSION_FORMAT
 
@@ -62,22 +60,14 @@ def covering_checkpoint(ledger: LedgerContext, seq: int, keyring: Keyring | None
     return make_checkpoint(ledger, keyring)
 
 
-def entry_record(ledger: LedgerContext, seq: int) -> tuple[str, dict[str, Any]]:
+def proof_entry_at(ledger: LedgerContext, seq: int) -> tuple[str, dict[str, Any]]:
     """(ledger id, the bundle's ``entry`` object) for the entry at ``seq``.  Raises NotFound."""
     with ledger.engine.connect() as conn:
         row = repo.get_entry(conn, seq)
         if row is None:
             raise NotFound(f"no entry with seq {seq}", field="seq")
-        envelope = bytes(row.envelope)
-        committed = json.loads(envelope).get("payloads") or {}
-        blobs = repo.get_payloads(conn, committed.values())
-    payloads = {name: {"digest": d, "data_b64": (base64.b64encode(blobs[d]).decode("ascii")
-                                                 if d in blobs else None)}
-                for name, d in sorted(committed.items()) if d is not None}
-    return ledger.meta.ledger_id, {
-        "envelope": envelope.decode("utf-8"), "recorded_at_us": row.recorded_at,
-        "prev_hash": hash_hex(bytes(row.prev_hash)), "body_hash": hash_hex(bytes(row.body_hash)),
-        "entry_hash": hash_hex(bytes(row.entry_hash)), "payloads": payloads}
+        blobs = repo.get_payloads(conn, committed_digests(row).values())
+    return ledger.meta.ledger_id, proof_entry(row, blobs)
 
 
 def inclusion_bundle(ledger: LedgerContext, seq: int, checkpoint: str | None = None,
@@ -88,7 +78,7 @@ def inclusion_bundle(ledger: LedgerContext, seq: int, checkpoint: str | None = N
     latest stored checkpoint, or a new one signed by ``keyring`` if none
     covers ``seq``.  Raises NotFound, UsageError, CheckpointError.
     """
-    ledger_id, entry = entry_record(ledger, seq)
+    ledger_id, entry = proof_entry_at(ledger, seq)
     note = checkpoint if checkpoint is not None else covering_checkpoint(ledger, seq, keyring)
     cp = parse_checkpoint_note(ledger, note)
     if seq >= cp.size:

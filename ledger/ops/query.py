@@ -13,14 +13,13 @@ decreases with seq), and each fetched row's ``recorded_at`` is checked too, so
 the result is exact and a first page costs O(page) on the ``(engine, status,
 seq)`` index whatever the window.  See docs/query.md.
 
-Layers are allow-lists (:data:`LAYER_FIELDS`); :func:`project` is the only place
-a row is cut down for an audience.
+Layers are allow-lists (:data:`ledger.ops.view.LAYER_FIELDS`, re-exported here);
+:func:`ledger.ops.view.project` is the only place a row is cut down for an audience.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,22 +27,20 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, select
 
 from ledger.clock import format_us, parse_rfc3339
-from ledger.core.entry import PAYLOAD_MAP, hash_hex
 from ledger.errors import UsageError
 from ledger.ops.context import LedgerContext
+from ledger.ops.view import (  # noqa: F401 -- the layers and views, re-exported
+    AGENT_FIELDS,
+    AUDITOR_FIELDS,
+    DEVELOPER_FIELDS,
+    LAYER_FIELDS,
+    LAYERS,
+    project,
+    row_view,
+)
 from ledger.store.repository import ENTRY_COLUMNS, EntryRow
 from ledger.store.schema import entries, payloads
 
-LAYERS = ("agent", "developer", "auditor")
-# Allow-lists, never deny-lists: a field not named here is never shown to that layer.
-AGENT_FIELDS = ("seq", "recorded_at", "kind", "status", "agent_message")
-DEVELOPER_FIELDS = AGENT_FIELDS + ("engine", "constraint_id", "subject", "admission",
-                                   "developer_fields")
-AUDITOR_FIELDS = DEVELOPER_FIELDS + (
-    "producer", "idempotency_key", "proof_ref", "att_verdict", "att_kid", "att_iss",
-    "preimage", "attestation", "query", "meta", "document", "payloads", "envelope",
-    "body_hash", "prev_hash", "entry_hash")
-LAYER_FIELDS = {"agent": AGENT_FIELDS, "developer": DEVELOPER_FIELDS, "auditor": AUDITOR_FIELDS}
 # Columns of the table and CSV outputs (CSV cells holding objects are JSON text).
 TABLE_COLUMNS = {
     "agent": list(AGENT_FIELDS),
@@ -310,54 +307,6 @@ def explain(engine: Engine, f: Filters, *, after: int = -1, limit: int = 100,
         prefix = "EXPLAIN QUERY PLAN " if conn.dialect.name == "sqlite" else "EXPLAIN "
         return [" ".join(str(c) for c in r) if conn.dialect.name == "sqlite" else str(r[0])
                 for r in conn.exec_driver_sql(prefix + str(compiled)).all()]
-
-
-# -- views and layers ---------------------------------------------------------------
-def _text(data: bytes | None) -> str | None:
-    return None if data is None else data.decode("utf-8", "replace")
-
-
-def _json(data: bytes | None) -> Any:
-    if data is None:
-        return None
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
-def row_view(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
-    """Every field of a stored entry, JSON-ready (the auditor layer)."""
-    cols = PAYLOAD_MAP.get(row.kind, {})
-    digests = {name: getattr(row, c) for name, c in cols.items() if getattr(row, c)}
-    data = {name: blobs.get(d) for name, d in digests.items()}
-    doc = _json(blobs.get(row.doc_digest)) if row.doc_digest else None
-    result = doc if row.kind == "result" and isinstance(doc, dict) else None
-    return {
-        "seq": row.seq, "recorded_at": format_us(row.recorded_at), "kind": row.kind,
-        "status": row.status,
-        "agent_message": result.get("agent_message") if result else None,
-        "engine": row.engine, "constraint_id": row.constraint_id, "subject": row.subject,
-        "admission": row.admission,
-        "developer_fields": result.get("developer_fields") if result else None,
-        "producer": row.producer, "idempotency_key": row.idempotency_key,
-        "proof_ref": row.proof_ref, "att_verdict": row.att_verdict, "att_kid": row.att_kid,
-        "att_iss": row.att_iss, "preimage": _text(data.get("preimage")),
-        "attestation": _text(data.get("attestation")), "query": _text(data.get("query")),
-        "meta": _json(data.get("meta")), "document": doc if result is None else None,
-        "payloads": digests, "envelope": bytes(row.envelope).decode("utf-8", "replace"),
-        "body_hash": hash_hex(bytes(row.body_hash)), "prev_hash": hash_hex(bytes(row.prev_hash)),
-        "entry_hash": hash_hex(bytes(row.entry_hash)),
-    }
-
-
-def project(view: dict[str, Any], layer: str) -> dict[str, Any]:
-    """The fields of ``view`` that ``layer`` may see (allow-list), in a fixed order."""
-    try:
-        allowed = LAYER_FIELDS[layer]
-    except KeyError:
-        raise UsageError(f"layer must be one of {', '.join(LAYERS)}", field="layer") from None
-    return {k: view.get(k) for k in allowed}
 
 
 def with_window(f: Filters, start: int, end: int | None) -> Filters:

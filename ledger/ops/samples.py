@@ -12,6 +12,7 @@ import random
 from typing import Any
 
 from ledger.core.diagnostics import AdvisoryCheck, DiagnosticResult
+from ledger.core.digest import digest_text
 
 
 def _sub(result: DiagnosticResult, engine: str, **extra: Any) -> dict[str, Any]:
@@ -124,7 +125,6 @@ def rejected_examples() -> list[tuple[str, dict[str, Any]]]:
 
 def attested(i: int, key: Any, issuer: str, kid: str, iat: int) -> dict[str, Any]:
     """A VERIFIED math result with an upstream-shaped ES256 attestation signed by ``key``."""
-    import hashlib
 
     from ledger.crypto.tokens import sign_es256
 
@@ -133,7 +133,7 @@ def attested(i: int, key: Any, issuer: str, kid: str, iat: int) -> dict[str, Any
     result = DiagnosticResult.verified(
         "Claim verified — computed value matches the claim",
         {"constraint_id": "math_verifier.exact_match", "is_valid": True}, evidence)
-    query_hash = "sha256:" + hashlib.sha256(query.encode()).hexdigest()
+    query_hash = digest_text(query.encode())
     claims = {"iss": issuer, "sub": query_hash, "iat": iat, "exp": iat + 86_400,
               "jti": f"att_{i:012x}",
               "qwed": {"version": "1.0", "result": {"status": "VERIFIED", "verified": True,

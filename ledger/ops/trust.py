@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from ledger.crypto.trust import TrustStore, jwk_thumbprint, public_jwk
 from ledger.errors import NotFound, UsageError
-from ledger.ops.append import AppendResult, Prepared, commit_batch, prepare_event
+from ledger.ops.append import AppendResult, Prepared, check_producer, commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
 from ledger.ops.trust_store import last_key_event_seq, load_trust_store  # noqa: F401 (re-export)
 
@@ -78,6 +78,7 @@ def append_events(engine: Engine, ledger_id: str, clock: Any,
 def trust_issuer(ctx: LedgerContext, issuer: str, jwks: dict[str, Any], *,
                  reason: str | None = None, producer: str | None = None) -> list[AppendResult]:
     """Append one ``trust`` key event per new key of ``jwks``."""
+    check_producer(producer)
     events = trust_events(ctx.trust_store(), issuer, jwks, reason, producer)
     return append_events(ctx.engine, ctx.ledger_id, ctx.clock, events)
 
@@ -86,6 +87,7 @@ def end_key(ctx: LedgerContext, action: str, kid: str, *, reason: str | None = N
             producer: str | None = None, compromised_since_us: int | None = None,
             thumbprint: str | None = None) -> list[AppendResult]:
     """Append a ``retire`` or ``revoke`` key event for an active key."""
+    check_producer(producer)
     ev = end_event(ctx.trust_store(), action, kid, reason, producer, compromised_since_us,
                    thumbprint)
     return append_events(ctx.engine, ctx.ledger_id, ctx.clock, [ev])

@@ -9,15 +9,13 @@ outcome and exit codes are those of ``ledger audit`` (0 / 1 / 3).
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ledger.core.bundle import dump_line, entry_record
 from ledger.core.finding import EXIT_CODES, EXPORT_SUMMARY, outcome
 from ledger.core.finding import summary_line as _summary_line
-from ledger.core.policy import Policy, PolicyError, parse_policy
+from ledger.core.policy import Policy, load_policy
 from ledger.crypto.keys import load_public_keys
 from ledger.errors import UsageError
 from ledger.verify.bundle import REPORT_FORMAT, verify_bundle_dir
@@ -28,9 +26,8 @@ __all__ = ["EXIT_CODES", "REPORT_FORMAT", "default_policy", "dump_line", "entry_
 
 
 def default_policy() -> Policy:
-    """The packaged engine policy."""
-    text = resources.files("ledger.data").joinpath("default_policy.json").read_text("utf-8")
-    return parse_policy(json.loads(text), "default policy")
+    """The packaged default policy."""
+    return load_policy()
 
 
 def summary_line(report: dict[str, Any]) -> str:
@@ -52,10 +49,5 @@ def verify_export(directory: str | Path, jwks: str | Path | None = None,
     except ValueError as exc:  # a malformed base64 key in the file
         raise UsageError(f"cannot read the keys in {jwks}: {exc}", code="bad_jwks",
                          field="jwks") from None
-    try:
-        policy = default_policy() if policy_path is None else parse_policy(
-            json.loads(Path(policy_path).read_text("utf-8")), str(policy_path))
-    except (OSError, ValueError, PolicyError) as exc:
-        raise UsageError(f"cannot use policy: {exc}", code="bad_policy", field="policy") \
-            from None
+    policy = load_policy(policy_path)
     return verify_bundle_dir(directory, trusted, policy, check_attestations)
