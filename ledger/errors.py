@@ -107,3 +107,11 @@ class StoreUnavailable(LedgerError):
 class NotInitialized(LedgerError):
     category = "unavailable"
     default_code = "not_initialized"
+
+
+class StoreDataError(LedgerError):
+    """The database refused a value of one item (SQLSTATE class 22/23, or the driver):
+    that item's fault, not the store's; a retry of the same item fails the same way."""
+
+    category = "invalid"
+    default_code = "unstorable_value"

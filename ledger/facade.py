@@ -8,7 +8,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from ledger.clock import Clock, SystemClock, format_us
 from ledger.core.entry import FORMAT_VERSION, PAYLOAD_MAP, genesis_hash, hash_hex
@@ -17,7 +16,6 @@ from ledger.crypto.trust import TrustStore, check_attestation, time_problem
 from ledger.errors import (
     NotFound,
     NotInitialized,
-    StoreUnavailable,
     SubmissionError,
     UsageError,
 )
@@ -40,7 +38,7 @@ from ledger.ops.trust import (
     trust_events,
 )
 from ledger.store import db
-from ledger.store import repository as repo
+from ledger.store import entries as repo
 
 
 class Ledger:
@@ -63,7 +61,7 @@ class Ledger:
         engine = db.make_engine(url or db.default_url(), create=True)
         try:
             db.upgrade(engine)
-            with db.write_connection(engine) as conn, conn.begin():
+            with db.transaction(engine) as conn:
                 meta = repo.read_meta(conn)
                 if meta is None:
                     ledger_id = str(uuid.uuid4())
@@ -80,14 +78,11 @@ class Ledger:
         """Open an initialized ledger.  Raises NotInitialized or StoreUnavailable."""
         engine = db.make_engine(url or db.default_url())
         try:
-            with engine.connect() as conn:
-                meta = repo.read_meta(conn)
-        except (OperationalError, ProgrammingError) as exc:
+            with db.connect(engine) as conn:
+                meta = repo.read_meta(conn) if repo.has_schema(conn) else None
+        except BaseException:
             engine.dispose()
-            if "no such table" in str(exc) or "does not exist" in str(exc):
-                raise NotInitialized("the ledger is not initialized here; run `ledger init`"
-                                     ) from exc
-            raise StoreUnavailable(f"cannot reach the database: {exc.orig}") from exc
+            raise
         if meta is None:
             engine.dispose()
             raise NotInitialized("the ledger is not initialized here; run `ledger init`")
@@ -206,12 +201,12 @@ class Ledger:
 
     def _quarantine(self, bad: list[tuple[bytes, Any]], producer: str | None) -> None:
         rows = quarantine_rows(self.clock, producer, bad)
-        with db.write_connection(self.engine) as conn, conn.begin():
+        with db.transaction(self.engine) as conn:
             repo.insert_quarantine(conn, rows)
 
     # -- reads ------------------------------------------------------------
     def head(self) -> dict[str, Any]:
-        with self.engine.connect() as conn:
+        with db.connect(self.engine) as conn:
             h = repo.read_head(conn)
         assert h is not None
         return {"ledger_id": self.meta.ledger_id, "origin": self.meta.origin,
@@ -220,7 +215,7 @@ class Ledger:
 
     def get(self, seq: int) -> dict[str, Any]:
         """One entry with its payloads.  Raises NotFound."""
-        with self.engine.connect() as conn:
+        with db.connect(self.engine) as conn:
             row = repo.get_entry(conn, seq)
             if row is None:
                 raise NotFound(f"no entry with seq {seq}", field="seq")
@@ -229,7 +224,7 @@ class Ledger:
         return entry_view(row, blobs)
 
     def iter_entries(self, start: int = 0, end: int | None = None) -> Iterable[Any]:
-        with self.engine.connect() as conn:
+        with db.connect(self.engine) as conn:
             yield from repo.iter_entries(conn, start, end)
 
     # -- queries and exports (ledger/ops/query.py, ledger/ops/export.py) ---------------

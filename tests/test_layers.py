@@ -85,7 +85,7 @@ def test_the_layers_exist():
 
 
 def test_imported_modules_resolves_relative_and_from_imports():
-    assert "ledger.store.repository" in imported_modules(PKG / "ops" / "append.py")
+    assert "ledger.store.append" in imported_modules(PKG / "ops" / "append.py")
     assert "ledger.core.canonical" in imported_modules(PKG / "core" / "entry.py")
 
 

@@ -41,7 +41,7 @@ from ledger.ops.query import (
     with_window,
 )
 from ledger.ops.verify_export import dump_line, entry_record
-from ledger.store import repository as repo
+from ledger.store import entries as repo
 
 router = APIRouter(tags=["read"])
 CHUNK_BYTES = 64 * 1024

@@ -33,7 +33,7 @@ from ledger.crypto.note_sign import sign_note
 from ledger.errors import IntegrityError, ProofError, UsageError
 from ledger.ops.checkpoint_check import check_against_checkpoint
 from ledger.ops.tree import StoredTree, extend_tree, sync_tree
-from ledger.store.repository import append_transaction
+from ledger.store.append import append_transaction
 from ledger.store.tree import CheckpointRow, TreeStore, read_store
 
 if TYPE_CHECKING:

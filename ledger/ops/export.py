@@ -56,7 +56,7 @@ from ledger.errors import UsageError
 from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
 from ledger.ops.query import Filters, iter_pages, make_filters, with_window
 from ledger.ops.tree import StoredTree
-from ledger.store import repository as repo
+from ledger.store import entries as repo
 from ledger.store.tree import read_store
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from ledger.ops.checkpoint import (
     make_checkpoint,
     tree_root,
 )
-from ledger.store import repository as repo
+from ledger.store import entries as repo
 
 if TYPE_CHECKING:
     from ledger.facade import Ledger
