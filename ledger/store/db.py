@@ -10,8 +10,9 @@ the pool pings a connection before handing it out, so it recovers by itself
 after a server restart.
 
 Every driver error is translated once, by :func:`translate` (driver exception
-type and SQLSTATE, never message text): SQLAlchemy connections through the
-engine's ``handle_error`` hook, driver cursors through :func:`translate_errors`.
+type and SQLSTATE, never message text), through :func:`translate_errors` around
+every connection the store opens; the engine's ``handle_error`` hook also turns a
+connection-level fault on any other connection into StoreUnavailable.
 The table is in docs/storage.md.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,12 @@ def placeholder(pg: bool) -> str:
 # -- error translation -------------------------------------------------------------------
 # SQLSTATE classes and codes a retry can cure: connection exception, insufficient
 # resources, operator intervention (admin shutdown, cancel), system error; serialization
-# failure, deadlock, lock not available.
+# failure, deadlock, lock not available.  A store that refuses writes (a read-only role,
+# a hot standby: another node or the operator cures it) is unavailable too — on the
+# store's own paths only: the append-only triggers also raise 42501.
 _RETRY_CLASSES = ("08", "53", "57", "58")
 _RETRY_STATES = frozenset({"40001", "40P01", "55P03"})
+_REFUSED_WRITE_STATES = frozenset({"42501", "25006"})
 _DATA_CLASSES = ("22", "23")  # data exception, integrity constraint violation
 _UNDEFINED_TABLE = "42P01"
 # SQLite primary result codes a retry can cure: BUSY, LOCKED, NOMEM, IOERR, FULL,
@@ -91,7 +95,8 @@ def translate(exc: BaseException, what: str = "database") -> LedgerError | None:
 def _translate_pg(orig: Any, psycopg: Any, what: str) -> LedgerError | None:
     state = getattr(orig, "sqlstate", None) or ""
     reason = f"{what}: {type(orig).__name__}"
-    if state.startswith(_RETRY_CLASSES) or state in _RETRY_STATES:
+    if state.startswith(_RETRY_CLASSES) or state in _RETRY_STATES \
+            or state in _REFUSED_WRITE_STATES:
         return StoreUnavailable(f"{reason} (SQLSTATE {state}); retry shortly",
                                 detail={"sqlstate": state})
     if state.startswith(_DATA_CLASSES):
@@ -131,12 +136,15 @@ def translate_errors(what: str = "database") -> Iterator[None]:
 
 
 def _on_error(ctx: Any) -> None:
-    """``handle_error`` hook: SQLAlchemy has already decided about invalidating the
-    connection (and the pool, on a disconnect); we only replace the exception."""
+    """``handle_error`` hook: a connection-level fault on *any* connection of the engine
+    becomes StoreUnavailable (SQLAlchemy has already invalidated the connection, and the
+    pool on a disconnect).  Other errors are translated by ``translate_errors`` where the
+    store opens the connection (``connect``, ``transaction``, ``driver_cursor``)."""
     if ctx.is_pre_ping or ctx.original_exception is None:
         return
     err = translate(ctx.original_exception)
-    if err is not None:
+    if isinstance(err, StoreUnavailable) and err.detail.get("sqlstate") not in \
+            _REFUSED_WRITE_STATES:
         raise err from ctx.sqlalchemy_exception or ctx.original_exception
 
 
@@ -242,20 +250,16 @@ def driver_cursor(engine: Engine, what: str) -> Iterator[tuple[Any, Any]]:
 
 
 def _rollback(raw: Any, cur: Any, pg: bool) -> None:
-    try:
+    with suppress(Exception):  # the original error is what matters
         if pg:
             raw.rollback()
         elif raw.driver_connection.in_transaction:
             cur.execute("ROLLBACK")
-    except Exception:  # noqa: BLE001 - the original error is what matters
-        pass
 
 
 def _close_quietly(cur: Any) -> None:
-    try:
+    with suppress(Exception):  # a cursor of a lost connection
         cur.close()
-    except Exception:  # noqa: BLE001 - a cursor of a lost connection
-        pass
 
 
 # -- migrations ----------------------------------------------------------------------------

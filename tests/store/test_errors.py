@@ -53,9 +53,9 @@ def test_a_locked_sqlite_database_is_unavailable(sqlite_url):
 
     blocker = db.make_engine(sqlite_url)
     try:
-        with db.transaction(blocker):
-            with pytest.raises(StoreUnavailable), db.transaction(engine):
-                pass
+        with db.transaction(blocker), pytest.raises(StoreUnavailable), \
+                db.transaction(engine):
+            pass
     finally:
         engine.dispose(), blocker.dispose()
 
