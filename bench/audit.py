@@ -26,7 +26,7 @@ from bench.common import available, pg_url, print_table, sqlite_url, submissions
 from ledger import DiagnosticResult, Ledger
 from ledger.clock import FixedClock
 from ledger.ops.audit import AuditOptions, run_audit
-from ledger.store.repository import iter_entry_pages
+from ledger.store.entries import iter_entry_pages
 
 ISSUER = "did:qwed:node:bench"
 

@@ -249,3 +249,11 @@ class Overloaded(LedgerError):
 
     category = "unavailable"
     default_code = "overloaded"
+
+
+class StoreDataError(LedgerError):
+    """The database refused a value of one item (SQLSTATE class 22/23, or the driver):
+    that item's fault, not the store's; a retry of the same item fails the same way."""
+
+    category = "invalid"
+    default_code = "unstorable_value"

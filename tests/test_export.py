@@ -127,7 +127,7 @@ def test_every_field_of_a_full_bundle_is_the_ledger_s(source):
         rows = list(led.iter_entries())
         cp = latest_checkpoint(led)
         with led.engine.connect() as conn:
-            from ledger.store.repository import get_payloads
+            from ledger.store.entries import get_payloads
 
             blobs = get_payloads(conn, [getattr(r, c) for r in rows for c in (
                 "doc_digest", "preimage_digest", "attestation_digest", "query_digest",

@@ -590,7 +590,7 @@ def _load_vectors(url: str, vectors: dict[str, Any], origin: str) -> None:
 
     from ledger.core.entry import COLUMN_MAP, PAYLOAD_MAP, genesis_hash
     from ledger.store import db
-    from ledger.store import repository as repo
+    from ledger.store import entries as repo
     from ledger.store.schema import entries, head, payloads
 
     engine = db.make_engine(url, create=True)

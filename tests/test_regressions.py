@@ -183,7 +183,7 @@ def test_postgresql_attested_append_sees_a_revocation_committed_while_it_waited(
 
     from ledger.ops.append import BatchWriter
     from ledger.ops.trust import end_event
-    from ledger.store import repository as repo
+    from ledger.store import append as repo
 
     key = ec.generate_private_key(ec.SECP256R1())
     jwk = json.loads(ECAlgorithm.to_jwk(key.public_key()))

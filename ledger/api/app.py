@@ -28,7 +28,7 @@ from ledger.api.schemas import COMMON_ERRORS
 from ledger.api.settings import Settings
 from ledger.core.submission import MAX_SUBMISSION_BYTES
 from ledger.crypto.keys import Keyring
-from ledger.errors import StoreUnavailable
+from ledger.errors import LedgerError, StoreUnavailable
 from ledger.facade import Ledger
 from ledger.ops.append import AppendResult
 from ledger.ops.tokens import ACCESS_TOKEN_TYP, ledger_signer
@@ -87,6 +87,16 @@ class Service:
         self.ledger.close()
 
 
+RETRY_AFTER_S = 1
+
+
+def unavailable_response(exc: LedgerError) -> Any:
+    """503 with ``Retry-After``: the fault (lost connection, lock timeout) may pass."""
+    response = errors.ledger_error_response(exc)
+    response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
 def limit_for(settings: Settings) -> Any:
     def limit(path: str) -> int:
         if path == "/v1/entries":
@@ -121,11 +131,18 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.verifier = service.verifier
     errors.install(app)
 
+    @app.exception_handler(StoreUnavailable)
+    async def _store_down(_: Request, exc: StoreUnavailable) -> Any:
+        errors.log.warning("store unavailable: %s", exc)
+        return unavailable_response(exc)
+
+    # The store translates every driver error (ledger.store.db.translate); a connection
+    # fault that still arrives raw is answered the same way, never as a 500.
     @app.exception_handler(OperationalError)
     @app.exception_handler(InterfaceError)
     async def _db_down(_: Request, exc: Exception) -> Any:
         errors.log.warning("database error: %s", exc)
-        return errors.ledger_error_response(StoreUnavailable("the database is unreachable"))
+        return unavailable_response(StoreUnavailable("the database is unreachable"))
 
     for module in (routes_append, routes_read, routes_export, routes_meta):
         app.include_router(module.router)

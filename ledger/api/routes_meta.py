@@ -26,12 +26,18 @@ def health(request: Request) -> JSONResponse:
     try:
         head = service.ledger.head()
     except LedgerError as exc:
-        return JSONResponse(error_body(exc.code, exc.message), status_code=503)
+        return _down(exc)
     except Exception:  # noqa: BLE001 - any driver failure means "not reachable"
-        err = StoreUnavailable("the database is unreachable")
-        return JSONResponse(error_body(err.code, err.message), status_code=503)
+        return _down(StoreUnavailable("the database is unreachable"))
     return JSONResponse({"status": "ok", "database": "reachable", **head,
                          "pending_appends": service.committer.pending})
+
+
+def _down(exc: LedgerError) -> JSONResponse:
+    """503: the store is down (or not initialized), with ``database: unreachable``."""
+    body = error_body(exc.code, exc.message)
+    body["database"] = "unreachable"
+    return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
 
 
 @router.get("/.well-known/jwks.json", summary="The ledger's public keys (no token)")

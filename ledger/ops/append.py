@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import DBAPIError
 
 from ledger.clock import Clock, format_us
 from ledger.core.canonical import canonical_json
@@ -42,14 +41,15 @@ from ledger.errors import (
     CanonicalizationError,
     IdempotencyConflict,
     LedgerError,
-    StoreUnavailable,
+    StoreDataError,
     SubmissionError,
     UsageError,
 )
 from ledger.ops.context import LedgerContext
 from ledger.ops.trust_store import last_key_event_seq
-from ledger.store import db
-from ledger.store import repository as repo
+from ledger.store import db, entries, postgres
+from ledger.store.append import AppendTxn, append_transaction
+from ledger.store.entries import Head
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +259,8 @@ def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | N
     Returns None — nothing written — when the entry cannot be decided in one
     statement: its attestation would be expired at the recorded time, or key
     events arrived since it was judged.  The caller then uses commit_batch.
+    The database's link is checked against ``entry_hash`` before COMMIT
+    (``ledger.store.postgres``); a value the database refuses rejects the item.
     """
     row = _columns(p, p.digests)
     body = body_hash(p.envelope)
@@ -266,22 +268,19 @@ def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | N
     blobs = {p.digests[k]: v for k, v in p.payloads.items() if v is not None}
     guard = None
     if p.sub is not None and p.sub.attestation is not None:
-        exp = min(p.att_bounds[1] * 1_000_000, repo.MAX_BIGINT) if p.att_bounds \
-            else repo.MAX_BIGINT
+        exp = min(p.att_bounds[1] * 1_000_000, postgres.MAX_BIGINT) if p.att_bounds \
+            else postgres.MAX_BIGINT
         guard = (exp, -1 if p.trust_seq is None else p.trust_seq)
     try:
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            got = repo.pg_append_one(conn, row, blobs, clock.now_us(),  # type: ignore[arg-type]
-                                     ENTRY_TAG, guard)
-    except DBAPIError as exc:
-        raise StoreUnavailable(f"append failed: {exc.orig}") from exc
+        got = postgres.append_one(engine, row, blobs, clock.now_us(),  # type: ignore[arg-type]
+                                  ENTRY_TAG, lambda prev, seq, t: entry_hash(prev, seq, t, body),
+                                  guard)
+    except StoreDataError as exc:
+        return AppendResult(False, error=exc.to_dict(), index=p.index)
     if got is None:
         return None
-    seq, t, prev, eh = got
-    if eh != entry_hash(prev, seq, t, body):
-        raise LedgerError(f"database computed a different link for seq {seq}",
-                          code="link_mismatch")
-    return AppendResult(True, seq, hash_hex(eh), format_us(t), index=p.index)
+    return AppendResult(True, got.seq, hash_hex(got.entry_hash), format_us(got.recorded_at),
+                        index=p.index)
 
 
 class BatchWriter:
@@ -295,7 +294,7 @@ class BatchWriter:
     with a different envelope it is rejected with ``idempotency_conflict``.
     """
 
-    def __init__(self, txn: repo.AppendTxn, ledger_id: str, clock: Clock,
+    def __init__(self, txn: AppendTxn, ledger_id: str, clock: Clock,
                  recheck: Recheck | None = None) -> None:
         self.txn, self.ledger_id, self.recheck = txn, ledger_id, recheck
         h = txn.lock_head()
@@ -310,9 +309,9 @@ class BatchWriter:
                 p.seal(self.ledger_id)
         keys = [p.idempotency_key for p in prepared
                 if p.idempotency_key and p.idempotency_key not in self.known]
-        for k, (seq, env, eh, t) in self.txn.find_idempotent(keys).items():
-            self.known[k] = (bytes(env), AppendResult(True, seq, hash_hex(bytes(eh)),
-                                                      format_us(t), replayed=True))
+        for k, e in self.txn.find_idempotent(keys).items():
+            self.known[k] = (e.envelope, AppendResult(True, e.seq, hash_hex(e.entry_hash),
+                                                      format_us(e.recorded_at), replayed=True))
         results: list[AppendResult] = []
         rows: list[dict[str, Any]] = []
         blobs: dict[str, bytes] = {}
@@ -361,17 +360,58 @@ class BatchWriter:
 
     def finish(self) -> None:
         if self.wrote:
-            self.txn.set_head(repo.Head(self.size, self.prev, self.now))
+            self.txn.set_head(Head(self.size, self.prev, self.now))
 
 
 def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
                  recheck: Recheck | None = None) -> list[AppendResult]:
-    """Link and insert ``prepared`` under one head lock and one commit."""
-    with repo.append_transaction(engine) as txn:
+    """Link and insert ``prepared`` under one head lock and one commit.
+
+    An item whose value the database refuses (StoreDataError) is rejected alone:
+    the batch is rolled back, each item is tried in a transaction that is rolled
+    back, and the others are committed together without the refused ones.
+    """
+    try:
+        return _commit(engine, ledger_id, clock, prepared, recheck)
+    except StoreDataError as exc:
+        refused = _refused(engine, ledger_id, clock, prepared) if len(prepared) > 1 \
+            else {prepared[0].index: exc} if prepared else {}
+    if not refused:
+        raise StoreDataError("the database refused the batch but no single item of it",
+                             code="unstorable_batch")
+    rest = [p for p in prepared if p.index not in refused]
+    results = _commit(engine, ledger_id, clock, rest, recheck) if rest else []
+    results += [AppendResult(False, error=e.to_dict(), index=i) for i, e in refused.items()]
+    return sorted(results, key=lambda r: r.index)
+
+
+def _commit(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
+            recheck: Recheck | None) -> list[AppendResult]:
+    with append_transaction(engine) as txn:
         writer = BatchWriter(txn, ledger_id, clock, recheck)
         results = writer.add(prepared)
         writer.finish()
     return results
+
+
+class _DryRun(Exception):
+    """Ends a trial transaction (rolled back)."""
+
+
+def _refused(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
+             ) -> dict[int, StoreDataError]:
+    """index -> error of the items the database refuses, each tried alone and rolled back."""
+    out: dict[int, StoreDataError] = {}
+    for p in prepared:
+        try:
+            with append_transaction(engine) as txn:
+                BatchWriter(txn, ledger_id, clock).add([p])
+                raise _DryRun
+        except StoreDataError as exc:
+            out[p.index] = exc
+        except _DryRun:
+            pass
+    return out
 
 
 QUARANTINE_MAX_RAW = 64 * 1024  # a rejected submission is kept up to this many bytes
@@ -528,8 +568,8 @@ def quarantine(ctx: LedgerContext, bad: Sequence[tuple[bytes, LedgerError | dict
     """
     rows = quarantine_rows(ctx.clock, producer, bad)
     try:
-        with db.write_connection(ctx.engine) as conn, conn.begin():
-            repo.insert_quarantine(conn, rows)
+        with db.transaction(ctx.engine) as conn:
+            entries.insert_quarantine(conn, rows)
     except Exception:  # noqa: BLE001 - reported, never raised (see docstring)
         log.exception("could not write %d quarantine row(s)", len(rows))
         return False

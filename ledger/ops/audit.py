@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection
 
 from ledger.clock import format_us
 from ledger.core.audit import (
@@ -35,8 +35,9 @@ from ledger.errors import UsageError
 from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
 from ledger.ops.trust import load_trust_store
-from ledger.store import repository as repo
-from ledger.store.schema import audit_findings, audit_runs, entries
+from ledger.store import audit_runs as runs
+from ledger.store import entries as repo
+from ledger.store.db import connect, transaction
 
 PAGE = 1000
 PROGRESS_EVERY = 20_000
@@ -97,11 +98,10 @@ def _anchor(conn: Connection, ledger_id: str, start: int) -> tuple[bytes | None,
     missing (the range before reports that gap; there is nothing to link to)."""
     if start == 0:
         return genesis_hash(ledger_id), 0
-    row = conn.execute(select(entries.c.entry_hash, entries.c.recorded_at).where(
-        entries.c.seq == start - 1)).first()
-    if row is None:
+    link = repo.link_at(conn, start - 1)
+    if link is None:
         return None, 0
-    return bytes(row.entry_hash), row.recorded_at
+    return link.entry_hash, link.recorded_at
 
 
 def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Policy,
@@ -110,7 +110,7 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
                 state: dict[str, Any] | None = None) -> Tally:
     """Audit ``[start, end)`` (the caller checks the head).  Never raises for bad data."""
     tally = Tally()
-    with engine.connect() as conn:
+    with connect(engine) as conn:
         anchor, last_time = _anchor(conn, ledger_id, start)
         auditor = ChainAuditor(ledger_id, start, anchor, last_time, policy,
                                _attestation_judge(store) if store is not None else None,
@@ -167,7 +167,7 @@ def check_head(conn: Connection, end: int, size_now: int) -> list[Finding]:
     out: list[Finding] = []
     if h is None:
         return [Finding("head_missing", 0, TRUNCATED, "the head row is missing")]
-    max_seq = conn.execute(select(func.max(entries.c.seq))).scalar()
+    max_seq = repo.max_seq(conn)
     rows = 0 if max_seq is None else max_seq + 1
     if rows > h.size:
         out.append(Finding("entries_beyond_head", h.size, FORKED,
@@ -177,12 +177,11 @@ def check_head(conn: Connection, end: int, size_now: int) -> list[Finding]:
         out.append(Finding("head_beyond_entries", rows, TRUNCATED,
                            "the head records more entries than exist", h.size, rows))
     elif rows:
-        last = conn.execute(select(entries.c.entry_hash).where(
-            entries.c.seq == rows - 1)).scalar_one()
-        if bytes(last) != h.head_hash:
+        last = repo.entry_hash_at(conn, rows - 1)
+        if last != h.head_hash:
             out.append(Finding("head_hash_mismatch", rows - 1, FORKED,
                                "the head hash is not the last entry's hash",
-                               hash_hex(h.head_hash), hash_hex(bytes(last))))
+                               hash_hex(h.head_hash), hash_hex(last) if last else None))
     return out
 
 
@@ -192,9 +191,9 @@ def run_audit(ledger: LedgerContext, opts: AuditOptions,
     policy = _policy(opts.policy_path)
     started = ledger.clock.now_us()
     engine = ledger.engine
-    with engine.connect() as conn:
+    with connect(engine) as conn:
         size = repo.read_head(conn).size  # type: ignore[union-attr]
-        max_seq = conn.execute(select(func.max(entries.c.seq))).scalar()
+        max_seq = repo.max_seq(conn)
         pre: list[Finding] = []
         start = opts.start
         if opts.since_last:
@@ -255,9 +254,7 @@ def run_audit(ledger: LedgerContext, opts: AuditOptions,
 def _since_last(conn: Connection, ledger: LedgerContext) -> tuple[int, list[Finding]]:
     """Where verified history ends: passed recorded audits whose ranges chain
     contiguously from seq 0 (a partial or failed audit establishes no baseline)."""
-    rows = conn.execute(select(entries.c.seq, entries.c.doc_digest).where(
-        entries.c.kind == "audit_run", entries.c.status == "passed").order_by(
-        entries.c.seq)).all()
+    rows = repo.doc_refs(conn, "audit_run", status="passed")
     blobs = repo.get_payloads(conn, [r.doc_digest for r in rows])
     covered, anchor = 0, None
     for r in rows:
@@ -275,13 +272,12 @@ def _since_last(conn: Connection, ledger: LedgerContext) -> tuple[int, list[Find
         want = parse_hash_hex(doc["head_hash"]) if doc.get("head_hash") else None
     except ValueError:
         want = None
-    got = conn.execute(select(entries.c.entry_hash).where(
-        entries.c.seq == covered - 1)).scalar()
+    got = repo.entry_hash_at(conn, covered - 1)
     findings = []
-    if want is not None and (got is None or bytes(got) != want):
+    if want is not None and (got is None or got != want):
         findings.append(Finding("rewritten_since_audit", covered - 1, FORKED,
                                 f"entry {covered - 1} differs from the one audit {seq} verified",
-                                hash_hex(want), hash_hex(bytes(got)) if got else None))
+                                hash_hex(want), hash_hex(got) if got else None))
     return covered, findings
 
 
@@ -289,11 +285,9 @@ def _new_run(engine: Any, ledger: LedgerContext, opts: AuditOptions, start: int,
     now = ledger.clock.now_us()
     options = {"policy": opts.policy_path, "attestations": opts.check_attestations,
                "state": {}}
-    with engine.begin() as conn:
-        res = conn.execute(audit_runs.insert().values(
-            started_at=now, updated_at=now, range_start=start, range_end=end, next_seq=start,
-            state="running", options=json.dumps(options), counts=json.dumps(Tally().counts())))
-        return int(res.inserted_primary_key[0])
+    with transaction(engine) as conn:
+        return runs.new_run(conn, now, start, end, json.dumps(options),
+                            json.dumps(Tally().counts()))
 
 
 def _saver(engine: Any, run_id: int, base: Tally) -> Callable[[int, Tally, ChainAuditor], None]:
@@ -319,15 +313,12 @@ def _save(engine: Any, run_id: int, pos: int, tally: Tally, auditor: ChainAudito
     rows += [{"run_id": run_id, "seq": a["seq"], "kind": "abstention", "body": json.dumps(a)}
              for a in tally.abstentions[saved["abstentions"]:]]
     st = {"prev_failed_hash": bool(auditor and auditor.prev_failed_hash)}
-    with engine.begin() as conn:
-        if rows:
-            conn.execute(audit_findings.insert(), rows)
-        opts = json.loads(conn.execute(select(audit_runs.c.options).where(
-            audit_runs.c.id == run_id)).scalar_one())
+    with transaction(engine) as conn:
+        runs.add_findings(conn, rows)
+        opts = json.loads(runs.run_options(conn, run_id))
         opts["state"] = st
-        conn.execute(update(audit_runs).where(audit_runs.c.id == run_id).values(
-            next_seq=pos, counts=json.dumps(tally.counts()), state=state,
-            options=json.dumps(opts), updated_at=_now_us()))
+        runs.update_run(conn, run_id, next_seq=pos, counts=json.dumps(tally.counts()),
+                        state=state, options=json.dumps(opts), updated_at=_now_us())
     saved.update(findings=len(tally.findings), abstentions=len(tally.abstentions),
                  at=tally.rows)
 
@@ -339,27 +330,21 @@ def _now_us() -> int:
 
 
 def _finish_run(engine: Any, run_id: int, end: int, tally: Tally) -> None:
-    with engine.begin() as conn:
-        saved = conn.execute(select(func.count()).select_from(audit_findings).where(
-            audit_findings.c.run_id == run_id, audit_findings.c.kind == "finding")).scalar_one()
-        saved_a = conn.execute(select(func.count()).select_from(audit_findings).where(
-            audit_findings.c.run_id == run_id,
-            audit_findings.c.kind == "abstention")).scalar_one()
+    with connect(engine) as conn:
+        saved = runs.count_findings(conn, run_id, "finding")
+        saved_a = runs.count_findings(conn, run_id, "abstention")
     _save(engine, run_id, end, tally, None, {"findings": saved, "abstentions": saved_a,
                                              "at": 0}, state="complete")
 
 
 def _resume(engine: Any, opts: AuditOptions) -> tuple[int, int, Tally, dict[str, Any]]:
-    with engine.connect() as conn:
-        run = conn.execute(select(audit_runs).where(audit_runs.c.state == "running")
-                           .order_by(audit_runs.c.id.desc()).limit(1)).first()
+    with connect(engine) as conn:
+        run = runs.latest_running(conn)
         if run is None:
             raise UsageError("no interrupted audit run to resume", code="nothing_to_resume",
                              field="resume")
         tally = Tally(**json.loads(run.counts))
-        for kind, body in conn.execute(select(audit_findings.c.kind, audit_findings.c.body)
-                                       .where(audit_findings.c.run_id == run.id)
-                                       .order_by(audit_findings.c.id)):
+        for kind, body in runs.run_findings(conn, run.id):
             (tally.findings if kind == "finding" else tally.abstentions).append(json.loads(body))
     saved = json.loads(run.options)
     opts.start, opts.end = run.range_start, run.range_end
@@ -375,10 +360,9 @@ def record_run(ledger: LedgerContext, report: dict[str, Any], producer: str | No
     end = report["range"]["end"]
     head_hash = None
     if end:
-        with ledger.engine.connect() as conn:
-            h = conn.execute(select(entries.c.entry_hash).where(
-                entries.c.seq == end - 1)).scalar()
-            head_hash = hash_hex(bytes(h)) if h is not None else None
+        with connect(ledger.engine) as conn:
+            h = repo.entry_hash_at(conn, end - 1)
+            head_hash = hash_hex(h) if h is not None else None
     doc = {"format": "ledger-audit-run/1", "range": report["range"],
            "summary": report["summary"], "findings": len(report["findings"]),
            "outcome": report["outcome"], "head_hash": head_hash,

@@ -31,7 +31,7 @@ from ledger.errors import CheckpointError, NoteError, ProofError, UsageError
 from ledger.ops.checkpoint_check import check_against_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.ops.tree import StoredTree, extend_tree, sync_tree
-from ledger.store.repository import append_transaction
+from ledger.store.append import append_transaction
 from ledger.store.tree import CheckpointRow, TreeStore, read_store
 
 __all__ = ["CheckpointError", "CheckpointRow", "check_against_checkpoint", "checkpoint_at",

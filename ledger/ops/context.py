@@ -16,7 +16,7 @@ from ledger.clock import Clock, SystemClock
 from ledger.crypto.keys import Keyring
 from ledger.crypto.trust import TrustStore
 from ledger.ops.trust_store import last_key_event_seq, load_trust_store
-from ledger.store.repository import LedgerMeta
+from ledger.store.entries import LedgerMeta
 
 __all__ = ["Engine", "Keyring", "LedgerContext", "LedgerMeta", "TrustCache", "TrustStore"]
 

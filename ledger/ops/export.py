@@ -58,7 +58,8 @@ from ledger.ops.context import LedgerContext
 from ledger.ops.query import Filters, iter_pages, make_filters, with_window
 from ledger.ops.tree import StoredTree
 from ledger.ops.view import export_line
-from ledger.store import repository as repo
+from ledger.store import entries as repo
+from ledger.store.db import connect
 from ledger.store.tree import read_store
 
 PAGE = 1000
@@ -202,7 +203,7 @@ def export_bundle(ledger: LedgerContext, out_dir: str | os.PathLike[str], signer
         raise UsageError(f"proofs must be one of {', '.join(PROOF_MODES)}", field="proofs")
     f = filters or Filters()
     out = _prepare_dir(out_dir)
-    with ledger.engine.connect() as conn:
+    with connect(ledger.engine) as conn:
         head = repo.read_head(conn)
     end = head.size if f.end is None else min(f.end, head.size)  # type: ignore[union-attr]
     f = with_window(f, 0, end)
@@ -218,7 +219,7 @@ def export_bundle(ledger: LedgerContext, out_dir: str | os.PathLike[str], signer
     counts: dict[str, Counter] = {"by_status": Counter(), "by_kind": Counter()}
     outs = {name: _Out(out, name) for name in (KEY_EVENTS, ENTRIES, CSV_VIEW, PROOFS)}
     outs[CSV_VIEW].write(csv_bytes([CSV_HEADER]))
-    with read_store(ledger.engine) as store, ledger.engine.connect() as conn:
+    with read_store(ledger.engine) as store, connect(ledger.engine) as conn:
         tree = StoredTree(store, cp.size)
         n_events = _write_entries(conn, make_filters(kind="key_event", end=cp.size),
                                   outs[KEY_EVENTS], outs[PROOFS], tree, cp.size, "interval")
@@ -263,7 +264,7 @@ def export_filtered(ctx: LedgerContext, out_dir: str | os.PathLike[str], *,
 
 def iter_records(ctx: LedgerContext, f: Filters, page: int = 1000) -> Iterator[bytes]:
     """The export record line (``entries.jsonl`` form) of every entry matching ``f``."""
-    with ctx.engine.connect() as conn:
+    with connect(ctx.engine) as conn:
         for rows in iter_pages(conn, f, page=page):
             for row, blobs in rows:
                 yield export_line(row, blobs)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy.exc import OperationalError, ProgrammingError
-
 from ledger.clock import Clock, SystemClock
 from ledger.core.entry import FORMAT_VERSION, genesis_hash
-from ledger.errors import NotInitialized, StoreUnavailable
+from ledger.errors import NotInitialized
 from ledger.ops.context import LedgerContext
 from ledger.store import db
-from ledger.store import repository as repo
+from ledger.store import entries as repo
 
 NOT_INITIALIZED = "the ledger is not initialized here; run `ledger init`"
 
@@ -23,7 +21,7 @@ def init_ledger(url: str | None = None, *, origin: str | None = None,
     engine = db.make_engine(url or db.default_url(), create=True)
     try:
         db.upgrade(engine)
-        with db.write_connection(engine) as conn, conn.begin():
+        with db.transaction(engine) as conn:
             meta = repo.read_meta(conn)
             if meta is None:
                 ledger_id = str(uuid.uuid4())
@@ -40,13 +38,11 @@ def open_ledger(url: str | None = None, *, clock: Clock | None = None) -> Ledger
     """Open an initialized ledger.  Raises NotInitialized or StoreUnavailable."""
     engine = db.make_engine(url or db.default_url())
     try:
-        with engine.connect() as conn:
-            meta = repo.read_meta(conn)
-    except (OperationalError, ProgrammingError) as exc:
+        with db.connect(engine) as conn:
+            meta = repo.read_meta(conn) if repo.has_schema(conn) else None
+    except BaseException:
         engine.dispose()
-        if "no such table" in str(exc) or "does not exist" in str(exc):
-            raise NotInitialized(NOT_INITIALIZED) from exc
-        raise StoreUnavailable(f"cannot reach the database: {exc.orig}") from exc
+        raise
     if meta is None:
         engine.dispose()
         raise NotInitialized(NOT_INITIALIZED)

@@ -23,7 +23,8 @@ from ledger.ops.checkpoint import (
 )
 from ledger.ops.context import LedgerContext
 from ledger.ops.view import committed_digests, proof_entry
-from ledger.store import repository as repo
+from ledger.store import entries as repo
+from ledger.store.db import connect
 from ledger.verify.proof import CONSISTENCY_FORMAT, INCLUSION_FORMAT
 
 
@@ -62,7 +63,7 @@ def covering_checkpoint(ledger: LedgerContext, seq: int, keyring: Keyring | None
 
 def proof_entry_at(ledger: LedgerContext, seq: int) -> tuple[str, dict[str, Any]]:
     """(ledger id, the bundle's ``entry`` object) for the entry at ``seq``.  Raises NotFound."""
-    with ledger.engine.connect() as conn:
+    with connect(ledger.engine) as conn:
         row = repo.get_entry(conn, seq)
         if row is None:
             raise NotFound(f"no entry with seq {seq}", field="seq")

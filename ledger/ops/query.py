@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, select
+from sqlalchemy import Connection, Engine
 
 from ledger.clock import format_us, parse_rfc3339
 from ledger.errors import UsageError
@@ -38,8 +38,9 @@ from ledger.ops.view import (  # noqa: F401 -- the layers and views, re-exported
     project,
     row_view,
 )
-from ledger.store.repository import ENTRY_COLUMNS, EntryRow
-from ledger.store.schema import entries, payloads
+from ledger.store import query as sq
+from ledger.store.db import connect
+from ledger.store.entries import DIGEST_COLUMNS
 
 # Columns of the table and CSV outputs (CSV cells holding objects are JSON text).
 TABLE_COLUMNS = {
@@ -60,8 +61,7 @@ STRING_FILTERS = ("kind", "engine", "status", "constraint_id", "proof_ref", "sub
                   "producer", "att_verdict", "att_kid")
 MAX_FILTER_TEXT = 1024
 MAX_LIMIT = 10_000
-_DIGEST_COLUMNS = ("doc_digest", "preimage_digest", "attestation_digest", "query_digest",
-                   "meta_digest")
+_DIGEST_COLUMNS = DIGEST_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -165,68 +165,45 @@ class QueryPage:
     filters: Filters = field(default_factory=Filters)
 
 
-# -- SQL ------------------------------------------------------------------------------
-def _first_seq_at(conn: Connection, t_us: int) -> int | None:
-    """Smallest seq recorded at or after ``t_us`` (an index probe on recorded_at)."""
-    return conn.execute(select(entries.c.seq).where(entries.c.recorded_at >= t_us)
-                        .order_by(entries.c.recorded_at, entries.c.seq).limit(1)).scalar()
-
-
+# -- pages -------------------------------------------------------------------------------
 def seq_window(conn: Connection, f: Filters) -> tuple[int, int | None]:
     """``[lo, hi)`` of seqs that can match the seq and time filters (hi None: open)."""
     lo, hi = f.start, f.end
     if f.since_us is not None:
-        first = _first_seq_at(conn, f.since_us)
+        first = sq.first_seq_at(conn, f.since_us)
         if first is None:  # nothing recorded since then
             return 0, 0
         lo = max(lo, first)
     if f.until_us is not None:
-        first = _first_seq_at(conn, f.until_us)
+        first = sq.first_seq_at(conn, f.until_us)
         if first is not None:
             hi = first if hi is None else min(hi, first)
     return lo, hi
+
+
+def _equal(f: Filters) -> dict[str, tuple[str, ...]]:
+    """The equality filters.  The time window is already the seq window [lo, hi); its
+    exact check is done on the fetched rows (_in_window), not in SQL, where PostgreSQL
+    would multiply the two (correlated) selectivities and pick a bitmap scan plus a sort
+    over every match."""
+    return {name: getattr(f, name) for name in STRING_FILTERS}
 
 
 def _payload_names(layer: str) -> tuple[str, ...]:
     return _DIGEST_COLUMNS if layer == "auditor" else ("doc_digest",)
 
 
-def statement(f: Filters, lo: int, hi: int | None, after: int, limit: int | None,
-              digest_columns: Iterable[str] = ("doc_digest",)) -> Any:
-    """The SELECT of one page: entries columns plus the joined payload bytes
-    (labelled ``<digest column>_data``)."""
-    joined, cols = entries, [entries]
-    for name in digest_columns:
-        p = payloads.alias(f"p_{name}")
-        joined = joined.outerjoin(p, p.c.digest == entries.c[name])
-        cols.append(p.c.data.label(f"{name}_data"))
-    conds = [entries.c.seq >= lo, entries.c.seq > after]
-    if hi is not None:
-        conds.append(entries.c.seq < hi)
-    for name in STRING_FILTERS:
-        values = getattr(f, name)
-        if len(values) == 1:
-            conds.append(entries.c[name] == values[0])
-        elif values:
-            conds.append(entries.c[name].in_(values))
-    # The time window is already the seq window [lo, hi); its exact check is done on the
-    # fetched rows (_in_window), not in SQL, where PostgreSQL would multiply the two
-    # (correlated) selectivities and pick a bitmap scan plus a sort over every match.
-    stmt = select(*cols).select_from(joined).where(and_(*conds)).order_by(entries.c.seq)
-    return stmt.limit(limit) if limit is not None else stmt
-
-
 def iter_pages(conn: Connection, f: Filters, *, after: int = -1, page: int = 1000,
                digest_columns: Iterable[str] = _DIGEST_COLUMNS,
                ) -> Iterator[list[tuple[Any, dict[str, bytes]]]]:
     """Pages of ``(row, {digest: payload bytes})`` matching ``f`` with ``seq > after``,
-    in seq order; memory is one page.  ``row`` is a ``repository.EntryRow``."""
+    in seq order; memory is one page.  ``row`` is a ``ledger.store.entries.EntryRow``."""
     digest_columns = tuple(digest_columns)
     lo, hi = seq_window(conn, f)
     if hi is not None and lo >= hi:
         return
     while True:
-        rows = _rows(conn, statement(f, lo, hi, after, page, digest_columns), digest_columns)
+        rows = sq.select_page(conn, _equal(f), lo, hi, after, page, digest_columns)
         if not rows:
             return
         kept = [r for r in rows if _in_window(f, r[0].recorded_at)]
@@ -243,24 +220,6 @@ def _in_window(f: Filters, t: int) -> bool:
     return (f.since_us is None or t >= f.since_us) and (f.until_us is None or t < f.until_us)
 
 
-_N = len(ENTRY_COLUMNS)
-
-
-def _rows(conn: Connection, stmt: Any, digest_columns: tuple[str, ...],
-          ) -> list[tuple[EntryRow, dict[str, bytes]]]:
-    """(entry as a namedtuple — cheap attribute access —, {digest: payload bytes})."""
-    positions = [ENTRY_COLUMNS.index(c) for c in digest_columns]
-    out = []
-    for t in conn.execute(stmt):
-        blobs = {}
-        for i, pos in enumerate(positions):
-            d, data = t[pos], t[_N + i]
-            if d is not None and data is not None:
-                blobs[d] = bytes(data)
-        out.append((EntryRow(*t[:_N]), blobs))
-    return out
-
-
 def _check_page(after: int, limit: int, layer: str) -> None:
     if layer not in LAYERS:
         raise UsageError(f"layer must be one of {', '.join(LAYERS)}", field="layer")
@@ -275,10 +234,10 @@ def query(engine: Engine, f: Filters, *, after: int = -1, limit: int = 100,
     """One keyset page of matching rows projected for ``layer``.  Raises UsageError."""
     _check_page(after, limit, layer)
     names = _payload_names(layer)
-    with engine.connect() as conn:
+    with connect(engine) as conn:
         lo, hi = seq_window(conn, f)
-        rows = [] if hi is not None and lo >= hi else _rows(
-            conn, statement(f, lo, hi, after, limit + 1, names), names)
+        rows = [] if hi is not None and lo >= hi else sq.select_page(
+            conn, _equal(f), lo, hi, after, limit + 1, names)
     more = len(rows) > limit
     rows = rows[:limit]
     out = [project(row_view(r, blobs), layer) for r, blobs in rows
@@ -291,7 +250,7 @@ def iter_query(engine: Engine, f: Filters, *, after: int = -1, layer: str = "age
     """Every matching row (as of each page's read), projected, streamed page by page."""
     _check_page(after, page, layer)
     names = _payload_names(layer)
-    with engine.connect() as conn:
+    with connect(engine) as conn:
         for chunk in iter_pages(conn, f, after=after, page=page, digest_columns=names):
             for r, blobs in chunk:
                 yield project(row_view(r, blobs), layer)
@@ -300,13 +259,10 @@ def iter_query(engine: Engine, f: Filters, *, after: int = -1, layer: str = "age
 def explain(engine: Engine, f: Filters, *, after: int = -1, limit: int = 100,
             layer: str = "agent") -> list[str]:
     """The database's plan for one page (EXPLAIN QUERY PLAN / EXPLAIN), one line each."""
-    with engine.connect() as conn:
+    with connect(engine) as conn:
         lo, hi = seq_window(conn, f)
-        stmt = statement(f, lo, hi, after, limit + 1, _payload_names(layer))
-        compiled = stmt.compile(conn, compile_kwargs={"literal_binds": True})
-        prefix = "EXPLAIN QUERY PLAN " if conn.dialect.name == "sqlite" else "EXPLAIN "
-        return [" ".join(str(c) for c in r) if conn.dialect.name == "sqlite" else str(r[0])
-                for r in conn.exec_driver_sql(prefix + str(compiled)).all()]
+        return sq.explain_page(conn, _equal(f), lo, hi, after, limit + 1,
+                               _payload_names(layer))
 
 
 def with_window(f: Filters, start: int, end: int | None) -> Filters:

@@ -10,12 +10,13 @@ from ledger.core.entry import PAYLOAD_MAP, hash_hex
 from ledger.errors import NotFound
 from ledger.ops.context import LedgerContext
 from ledger.ops.view import entry_detail
-from ledger.store import repository as repo
+from ledger.store import entries as repo
+from ledger.store.db import connect
 
 
 def head(ctx: LedgerContext) -> dict[str, Any]:
     """Identity and size of the ledger, its head hash and the last recorded time."""
-    with ctx.engine.connect() as conn:
+    with connect(ctx.engine) as conn:
         h = repo.read_head(conn)
     assert h is not None
     return {"ledger_id": ctx.meta.ledger_id, "origin": ctx.meta.origin,
@@ -25,7 +26,7 @@ def head(ctx: LedgerContext) -> dict[str, Any]:
 
 def get_entry(ctx: LedgerContext, seq: int) -> dict[str, Any]:
     """One entry with its payloads (auditor view).  Raises NotFound."""
-    with ctx.engine.connect() as conn:
+    with connect(ctx.engine) as conn:
         row = repo.get_entry(conn, seq)
         if row is None:
             raise NotFound(f"no entry with seq {seq}", field="seq")
@@ -36,5 +37,5 @@ def get_entry(ctx: LedgerContext, seq: int) -> dict[str, Any]:
 
 def iter_entries(ctx: LedgerContext, start: int = 0, end: int | None = None) -> Iterator[Any]:
     """Stored entry rows with ``start <= seq < end``, in seq order."""
-    with ctx.engine.connect() as conn:
+    with connect(ctx.engine) as conn:
         yield from repo.iter_entries(conn, start, end)

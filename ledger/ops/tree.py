@@ -27,7 +27,7 @@ from ledger.core.merkle import (
     root_from_nodes,
 )
 from ledger.errors import TreeIntegrityError, UsageError
-from ledger.store.repository import append_transaction
+from ledger.store.append import append_transaction
 from ledger.store.tree import TreeStore, read_store
 
 SYNC_PAGE = 5000          # entries per SELECT

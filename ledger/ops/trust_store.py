@@ -7,21 +7,19 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
-from ledger.core.entry import digest_text
+from ledger.core.digest import digest_text
 from ledger.crypto.trust import ACTIONS, TrustStore
-from ledger.store import repository as repo
-from ledger.store.schema import entries
+from ledger.store import entries as repo
+from ledger.store.db import connect
 
 
 def load_trust_store(engine: Engine, since: TrustStore | None = None) -> TrustStore:
     """Fold every key_event entry (or only those after ``since.last_event_seq``)."""
     store = since or TrustStore()
-    with engine.connect() as conn:
-        rows = conn.execute(select(entries.c.seq, entries.c.doc_digest).where(
-            entries.c.kind == "key_event", entries.c.seq > store.last_event_seq,
-        ).order_by(entries.c.seq)).all()
+    with connect(engine) as conn:
+        rows = repo.doc_refs(conn, "key_event", after=store.last_event_seq)
         blobs = repo.get_payloads(conn, [r.doc_digest for r in rows])
     for r in rows:
         data = blobs.get(r.doc_digest)
@@ -42,9 +40,7 @@ def load_trust_store(engine: Engine, since: TrustStore | None = None) -> TrustSt
 
 
 def last_key_event_seq(engine: Engine) -> int:
-    from sqlalchemy import func
-
-    with engine.connect() as conn:
-        v = conn.execute(select(func.max(entries.c.seq)).where(
-            entries.c.kind == "key_event")).scalar()
-    return -1 if v is None else int(v)
+    """The seq of the newest key_event entry, or -1."""
+    with connect(engine) as conn:
+        v = repo.max_seq(conn, "key_event")
+    return -1 if v is None else v

@@ -10,7 +10,7 @@ output.
   bundle (``ledger export``, ``GET /v1/export?format=records``).
 * :func:`proof_entry`: the ``entry`` object of an inclusion-proof bundle.
 
-``row`` is a stored entry (``ledger.store.repository.EntryRow`` or any object with its
+``row`` is a stored entry (``ledger.store.entries.EntryRow`` or any object with its
 attributes); ``blobs`` maps payload digests to their stored bytes.
 """
 

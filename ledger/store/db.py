@@ -1,24 +1,35 @@
-"""Engines, connection settings and migrations for SQLite and PostgreSQL.
+"""Engines, connections and the one translation of database errors.
 
 SQLite: WAL journal, ``synchronous=FULL`` (every commit is durable, also across
 power loss), a 60 s busy timeout so many writer processes queue instead of
 failing, and write transactions opened with ``BEGIN IMMEDIATE`` so the append
 lock is taken before the head is read (no read-then-upgrade deadlocks).
 
-PostgreSQL (psycopg 3): appends lock the one-row ``head`` table ``FOR UPDATE``.
+PostgreSQL (psycopg 3): appends lock the one-row ``head`` table ``FOR UPDATE``;
+the pool pings a connection before handing it out, so it recovers by itself
+after a server restart.
+
+Every driver error is translated once, by :func:`translate` (driver exception
+type and SQLSTATE, never message text), through :func:`translate_errors` around
+every connection the store opens; the engine's ``handle_error`` hook also turns a
+connection-level fault on any other connection into StoreUnavailable.
+The table is in docs/storage.md.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from ledger.errors import StoreUnavailable, UsageError
+from ledger.errors import LedgerError, NotInitialized, StoreDataError, StoreUnavailable, UsageError
 
 DEFAULT_URL = "sqlite:///ledger.db"
 WRITE_OPTION = "ledger_write"
@@ -36,6 +47,108 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def is_pg(engine_or_conn: Engine | Connection) -> bool:
+    return engine_or_conn.dialect.name == "postgresql"
+
+
+def placeholder(pg: bool) -> str:
+    """The driver's parameter marker: ``%s`` (psycopg) or ``?`` (sqlite3)."""
+    return "%s" if pg else "?"
+
+
+# -- error translation -------------------------------------------------------------------
+# SQLSTATE classes and codes a retry can cure: connection exception, insufficient
+# resources, operator intervention (admin shutdown, cancel), system error; serialization
+# failure, deadlock, lock not available.  A store that refuses writes (a read-only role,
+# a hot standby: another node or the operator cures it) is unavailable too — on the
+# store's own paths only: the append-only triggers also raise 42501.
+_RETRY_CLASSES = ("08", "53", "57", "58")
+_RETRY_STATES = frozenset({"40001", "40P01", "55P03"})
+_REFUSED_WRITE_STATES = frozenset({"42501", "25006"})
+_DATA_CLASSES = ("22", "23")  # data exception, integrity constraint violation
+_UNDEFINED_TABLE = "42P01"
+# SQLite primary result codes a retry can cure: BUSY, LOCKED, NOMEM, IOERR, FULL,
+# CANTOPEN, PROTOCOL; data: TOOBIG, CONSTRAINT, MISMATCH, RANGE.
+_SQLITE_RETRY = frozenset({5, 6, 7, 10, 13, 14, 15})
+_SQLITE_DATA = frozenset({18, 19, 20, 25})
+
+
+def translate(exc: BaseException, what: str = "database") -> LedgerError | None:
+    """The ledger error for a driver (or SQLAlchemy-wrapped driver) error, or None when
+    it is not a store fault (a bug: left as it is).
+
+    Connection-level faults -> StoreUnavailable (503, retry); bad data -> StoreDataError
+    (422, that item only); an undefined table -> NotInitialized.
+    """
+    orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    if isinstance(orig, sqlite3.Error):
+        return _translate_sqlite(orig, what)
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is a dependency
+        return None
+    if isinstance(orig, psycopg.Error):
+        return _translate_pg(orig, psycopg, what)
+    return None
+
+
+def _translate_pg(orig: Any, psycopg: Any, what: str) -> LedgerError | None:
+    state = getattr(orig, "sqlstate", None) or ""
+    reason = f"{what}: {type(orig).__name__}"
+    if state.startswith(_RETRY_CLASSES) or state in _RETRY_STATES \
+            or state in _REFUSED_WRITE_STATES:
+        return StoreUnavailable(f"{reason} (SQLSTATE {state}); retry shortly",
+                                detail={"sqlstate": state})
+    if state.startswith(_DATA_CLASSES):
+        return StoreDataError(f"{reason}: the database refused a value (SQLSTATE {state})",
+                              detail={"sqlstate": state})
+    if state == _UNDEFINED_TABLE:
+        return NotInitialized("the ledger is not initialized here; run `ledger init`")
+    if not state and isinstance(orig, psycopg.DataError):  # refused by the driver itself
+        return StoreDataError(f"{reason}: the database cannot store a value ({orig})")
+    if not state and isinstance(orig, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return StoreUnavailable(f"{reason}: the database is unreachable; retry shortly")
+    return None
+
+
+def _translate_sqlite(orig: sqlite3.Error, what: str) -> LedgerError | None:
+    code = getattr(orig, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    reason = f"{what}: {type(orig).__name__} ({getattr(orig, 'sqlite_errorname', '?')})"
+    if primary in _SQLITE_RETRY:
+        return StoreUnavailable(f"{reason}; retry shortly", detail={"sqlite_code": code})
+    if primary in _SQLITE_DATA or isinstance(orig, sqlite3.DataError):
+        return StoreDataError(f"{reason}: the database refused a value",
+                              detail={"sqlite_code": code})
+    return None
+
+
+@contextmanager
+def translate_errors(what: str = "database") -> Iterator[None]:
+    """Translate driver errors raised inside the block (see :func:`translate`)."""
+    try:
+        yield
+    except Exception as exc:
+        err = None if isinstance(exc, LedgerError) else translate(exc, what)
+        if err is None:
+            raise
+        raise err from exc
+
+
+def _on_error(ctx: Any) -> None:
+    """``handle_error`` hook: a connection-level fault on *any* connection of the engine
+    becomes StoreUnavailable (SQLAlchemy has already invalidated the connection, and the
+    pool on a disconnect).  Other errors are translated by ``translate_errors`` where the
+    store opens the connection (``connect``, ``transaction``, ``driver_cursor``)."""
+    if ctx.is_pre_ping or ctx.original_exception is None:
+        return
+    err = translate(ctx.original_exception)
+    if isinstance(err, StoreUnavailable) and err.detail.get("sqlstate") not in \
+            _REFUSED_WRITE_STATES:
+        raise err from ctx.sqlalchemy_exception or ctx.original_exception
+
+
+# -- engines -------------------------------------------------------------------------------
 def make_engine(url: str, *, create: bool = False, **kwargs: Any) -> Engine:
     """An Engine configured for the ledger.  Raises UsageError for a bad URL.
 
@@ -49,12 +162,15 @@ def make_engine(url: str, *, create: bool = False, **kwargs: Any) -> Engine:
                          field="db") from exc
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        return _sqlite_engine(url, create, **kwargs)
-    if backend == "postgresql":
+        engine = _sqlite_engine(url, create, **kwargs)
+    elif backend == "postgresql":
         kwargs.setdefault("pool_pre_ping", True)
-        return create_engine(url, **kwargs)
-    raise UsageError(f"unsupported database {backend!r}; use sqlite:/// or postgresql://",
-                     code="bad_db_url", field="db")
+        engine = create_engine(url, **kwargs)
+    else:
+        raise UsageError(f"unsupported database {backend!r}; use sqlite:/// or postgresql://",
+                         code="bad_db_url", field="db")
+    event.listen(engine, "handle_error", _on_error)
+    return engine
 
 
 def _sqlite_engine(url: str, create: bool, **kwargs: Any) -> Engine:
@@ -84,11 +200,69 @@ def _sqlite_engine(url: str, create: bool, **kwargs: Any) -> Engine:
     return engine
 
 
+# -- connections ---------------------------------------------------------------------------
+@contextmanager
+def connect(engine: Engine) -> Iterator[Connection]:
+    """A SQLAlchemy connection for reads; driver errors are translated."""
+    with translate_errors(), engine.connect() as conn:
+        yield conn
+
+
+@contextmanager
+def transaction(engine: Engine) -> Iterator[Connection]:
+    """The one way to open a write transaction on a SQLAlchemy connection: it takes the
+    SQLite write lock at BEGIN, commits on success and rolls back on any error."""
+    with translate_errors(), write_connection(engine) as conn, conn.begin():
+        yield conn
+
+
 def write_connection(engine: Engine) -> Connection:
     """A connection whose transactions take the SQLite write lock at BEGIN."""
     return engine.connect().execution_options(**{WRITE_OPTION: True})
 
 
+@contextmanager
+def driver_cursor(engine: Engine, what: str) -> Iterator[tuple[Any, Any]]:
+    """(pooled DBAPI connection, its cursor), errors translated; the connection is
+    invalidated (never reused) after a connection-level fault.  The caller ends its
+    transaction; whatever is left open is rolled back when the connection goes back."""
+    pg = is_pg(engine)
+    with translate_errors(what):
+        raw = engine.raw_connection()
+    cur = raw.cursor()
+    try:
+        with translate_errors(what):
+            yield raw, cur
+    except StoreUnavailable as exc:
+        _close_quietly(cur)
+        raw.invalidate(exc.__cause__ if isinstance(exc.__cause__, Exception) else None)
+        raw.close()
+        raise
+    except BaseException:
+        _rollback(raw, cur, pg)
+        _close_quietly(cur)
+        raw.close()
+        raise
+    _close_quietly(cur)
+    if pg:
+        raw.rollback()  # end a read's implicit transaction (a no-op after COMMIT)
+    raw.close()
+
+
+def _rollback(raw: Any, cur: Any, pg: bool) -> None:
+    with suppress(Exception):  # the original error is what matters
+        if pg:
+            raw.rollback()
+        elif raw.driver_connection.in_transaction:
+            cur.execute("ROLLBACK")
+
+
+def _close_quietly(cur: Any) -> None:
+    with suppress(Exception):  # a cursor of a lost connection
+        cur.close()
+
+
+# -- migrations ----------------------------------------------------------------------------
 def migrations_dir() -> Path:
     import ledger._migrations as m
 
@@ -109,16 +283,13 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """Apply migrations up to ``revision``.  Raises StoreUnavailable if unreachable."""
     from alembic import command
 
-    try:
-        with write_connection(engine) as conn:
-            command.upgrade(alembic_config(conn), revision)
-            conn.commit()
-    except OperationalError as exc:
-        raise StoreUnavailable(f"cannot reach the database: {exc.orig}") from exc
+    with translate_errors("migration"), write_connection(engine) as conn:
+        command.upgrade(alembic_config(conn), revision)
+        conn.commit()
 
 
 def current_revision(engine: Engine) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
-    with engine.connect() as conn:
+    with connect(engine) as conn:
         return MigrationContext.configure(conn).get_current_revision()

@@ -2,7 +2,7 @@
 
 The tables are created *only* by Alembic (``migrations/``); this module is the
 metadata that ``alembic check`` compares the migrations against, and the
-column objects the repository builds statements from.  Every hash column
+column objects the store modules build statements from.  Every hash column
 holds raw 32-byte digests; payload digests are ``sha256:<hex>`` text.
 """
 

@@ -4,7 +4,7 @@ Persists hashes already computed by ``ledger.core.merkle``; never hashes or
 signs.  Works on a DBAPI cursor (``sqlite3`` or psycopg 3) so that a proof
 costs one round trip: placeholders are ``?`` on SQLite and ``%s`` on
 PostgreSQL.  Write methods must run inside a transaction that holds the
-append lock (``repository.append_transaction``).
+append lock (``ledger.store.append.append_transaction``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import OperationalError
 
-from ledger.errors import StoreUnavailable
+from ledger.store.db import driver_cursor, is_pg, placeholder
 
 NodeId = tuple[int, int]
 
@@ -37,7 +36,7 @@ class TreeStore:
     def __init__(self, cursor: Any, pg: bool) -> None:
         self.cur = cursor
         self.pg = pg
-        self.ph = "%s" if pg else "?"
+        self.ph = placeholder(pg)
         self._node_sql: dict[int, str] = {}
 
     # -- sizes ------------------------------------------------------------------
@@ -138,18 +137,5 @@ def read_store(engine: Engine) -> Iterator[TreeStore]:
     Rows below the stored tree size never change, so statements need no common
     snapshot: every read is bounded by a size read earlier.
     """
-    pg = engine.dialect.name == "postgresql"
-    try:
-        raw = engine.raw_connection()
-    except OperationalError as exc:
-        raise StoreUnavailable(f"cannot reach the database: {exc.orig}") from exc
-    cur = raw.cursor()
-    try:
-        yield TreeStore(cur, pg)
-    except engine.dialect.loaded_dbapi.Error as exc:
-        raise StoreUnavailable(f"tree read failed: {exc}") from exc
-    finally:
-        cur.close()
-        if pg:
-            raw.rollback()
-        raw.close()
+    with driver_cursor(engine, "tree read") as (_raw, cur):
+        yield TreeStore(cur, is_pg(engine))

@@ -1,0 +1,39 @@
+"""Readers (SQLite and PostgreSQL): entries, pages with payloads, single values."""
+
+from __future__ import annotations
+
+from ledger.ops.samples import realistic
+from ledger.store import db
+from ledger.store import entries as repo
+
+
+def test_readers_agree_with_what_was_appended(ledger):
+    res = ledger.append_many(realistic(7))
+    with db.connect(ledger.engine) as conn:
+        assert repo.has_schema(conn)
+        rows = list(repo.iter_entries(conn, 2, 6, batch=3))
+        assert [r.seq for r in rows] == [2, 3, 4, 5]
+        pages = list(repo.iter_entry_pages(conn, 0, 7, page=3))
+        assert [len(p) for p in pages] == [3, 3, 1]
+        for page in pages:
+            for row, blobs in page:
+                assert row.doc_digest in blobs
+                assert repo.get_payloads(conn, [row.doc_digest]) == {
+                    row.doc_digest: blobs[row.doc_digest]}
+        assert repo.max_seq(conn) == 6 and repo.max_seq(conn, "key_event") is None
+        assert repo.entry_hash_at(conn, 6) == repo.read_head(conn).head_hash  # type: ignore
+        assert repo.entry_hash_at(conn, 7) is None and repo.link_at(conn, 7) is None
+        link = repo.link_at(conn, 3)
+        assert link is not None and "sha256:" + link.entry_hash.hex() == res[3].entry_hash
+        refs = repo.doc_refs(conn, "result", after=4)
+        assert [r.seq for r in refs] == [5, 6]
+        assert repo.get_entry(conn, 9) is None
+
+
+def test_a_fresh_database_has_no_schema(db_url):
+    engine = db.make_engine(db_url)
+    try:
+        with db.connect(engine) as conn:
+            assert not repo.has_schema(conn)
+    finally:
+        engine.dispose()

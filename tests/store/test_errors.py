@@ -1,0 +1,74 @@
+"""Error translation by driver exception type and SQLSTATE (real drivers, real errors)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import event, text
+
+from ledger import Ledger
+from ledger.errors import NotInitialized, StoreDataError, StoreUnavailable
+from ledger.store import db
+
+
+def test_a_data_error_is_the_items_4xx_not_unavailable(db_url):
+    engine = db.make_engine(db_url)
+    try:
+        with pytest.raises(StoreDataError) as caught, db.connect(engine) as conn:
+            conn.execute(text("CREATE TEMP TABLE t (x INTEGER NOT NULL)"))
+            conn.execute(text("INSERT INTO t (x) VALUES (NULL)"))  # 23502 / SQLITE_CONSTRAINT
+        assert caught.value.http_status == 422
+        assert not isinstance(caught.value, StoreUnavailable)
+    finally:
+        engine.dispose()
+
+
+def test_a_bad_cast_on_postgresql_is_a_data_error(pg_url):
+    engine = db.make_engine(pg_url)
+    try:
+        with pytest.raises(StoreDataError) as caught, db.connect(engine) as conn:
+            conn.execute(text("SELECT 'x'::integer"))  # 22P02
+        assert caught.value.detail["sqlstate"] == "22P02"
+    finally:
+        engine.dispose()
+
+
+def test_an_unreachable_server_is_unavailable():
+    engine = db.make_engine("postgresql://postgres@127.0.0.1:1/none?connect_timeout=2")
+    try:
+        with pytest.raises(StoreUnavailable):
+            Ledger.open("postgresql://postgres@127.0.0.1:1/none?connect_timeout=2")
+        with pytest.raises(StoreUnavailable), db.connect(engine):
+            pass
+    finally:
+        engine.dispose()
+
+
+def test_a_locked_sqlite_database_is_unavailable(sqlite_url):
+    Ledger.init(sqlite_url).close()
+    engine = db.make_engine(sqlite_url)
+
+    @event.listens_for(engine, "connect")
+    def _short_wait(dbapi_conn, _record) -> None:  # after the ledger's own PRAGMAs
+        dbapi_conn.execute("PRAGMA busy_timeout=50")
+
+    blocker = db.make_engine(sqlite_url)
+    try:
+        with db.transaction(blocker), pytest.raises(StoreUnavailable), \
+                db.transaction(engine):
+            pass
+    finally:
+        engine.dispose(), blocker.dispose()
+
+
+def test_an_uninitialized_database_is_not_initialized(db_url):
+    with pytest.raises(NotInitialized):
+        Ledger.open(db_url)
+
+
+def test_an_undefined_table_on_postgresql_is_not_initialized(pg_url):
+    engine = db.make_engine(pg_url)
+    try:
+        with pytest.raises(NotInitialized), db.connect(engine) as conn:
+            conn.execute(text("SELECT * FROM head"))
+    finally:
+        engine.dispose()
