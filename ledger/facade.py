@@ -12,6 +12,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from ledger.clock import Clock, SystemClock, format_us
 from ledger.core.entry import FORMAT_VERSION, PAYLOAD_MAP, genesis_hash, hash_hex
+from ledger.core.note import check_origin
 from ledger.crypto.attestation import VERDICT_UNCHECKED, VERDICT_VALID
 from ledger.crypto.trust import TrustStore, check_attestation, time_problem
 from ledger.errors import (
@@ -58,7 +59,10 @@ class Ledger:
     @classmethod
     def init(cls, url: str | None = None, *, origin: str | None = None,
              clock: Clock | None = None) -> Ledger:
-        """Create the schema (migrations) and the ledger identity if absent; idempotent."""
+        """Create the schema (migrations) and the ledger identity if absent; idempotent.
+        Raises UsageError (``bad_origin``) for an origin no signing key can be named after."""
+        if origin is not None:
+            check_origin(origin)
         clock = clock or SystemClock()
         engine = db.make_engine(url or db.default_url(), create=True)
         try:
