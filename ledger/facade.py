@@ -187,7 +187,8 @@ class Ledger:
                 fields.pop("_bounds", None)
                 return fields if any(p.fields.get(k) != v for k, v in fields.items()) else None
             if p.att_bounds is not None:
-                bad = time_problem(*p.att_bounds, recorded_at)
+                iat, exp, nbf = p.att_bounds
+                bad = time_problem(iat, exp, recorded_at, nbf)
                 if bad:
                     return SubmissionError(bad[1], code=bad[0], field="attestation")
             return None
@@ -266,13 +267,14 @@ class Ledger:
 def _judged(sub: Any, store: TrustStore, seq: int, recorded_at: int) -> dict[str, Any]:
     """Attestation fields for an entry at (seq, recorded_at); raises SubmissionError."""
     r = check_attestation(sub.attestation, store=store, seq=seq, recorded_at_us=recorded_at,
-                          proof_ref=sub.proof_ref, query=sub.query, admission=sub.admission)
+                          proof_ref=sub.proof_ref, query=sub.query, admission=sub.admission,
+                          engine=sub.engine)
     if r.disposition == "failed":
         raise SubmissionError(r.message, code=r.code, field="attestation")
     verdict = VERDICT_VALID if r.disposition == "verified" else VERDICT_UNCHECKED
     out: dict[str, Any] = {"att_verdict": verdict, "att_kid": r.kid, "att_iss": r.iss}
     if r.disposition == "verified":
-        out["_bounds"] = (r.iat, r.exp)
+        out["_bounds"] = (r.iat, r.exp, r.nbf)
     return out
 
 

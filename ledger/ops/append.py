@@ -70,7 +70,7 @@ class Prepared:
     digests: dict[str, str | None] = field(default_factory=dict)
     envelope: bytes = b""
     sub: Submission | None = None  # for re-judging the attestation under the lock
-    att_bounds: tuple[int, int] | None = None  # verified token's (iat, exp), seconds
+    att_bounds: tuple[int, int, int | None] | None = None  # verified (iat, exp, nbf), seconds
     trust_seq: int | None = None  # last key_event seq the attestation was judged with
 
     def seal(self, ledger_id: str) -> Prepared:

@@ -100,7 +100,7 @@ def _attestation_judge(store: TrustStore) -> Callable[..., tuple[str, str, str]]
     def judge(token: str, row: Any, env: dict[str, Any], query: str | None):
         r = check_attestation(token, store=store, seq=row.seq, recorded_at_us=row.recorded_at,
                               proof_ref=env.get("proof_ref"), query=query,
-                              admission=env.get("admission"))
+                              admission=env.get("admission"), engine=env.get("engine"))
         return r.disposition, r.code, r.message
     return judge
 
