@@ -173,8 +173,7 @@ def _foreign(token: _JWS, store: TrustStore, seq: int, kid: str | None,
     """A failure if a key active at ``seq`` for an issuer other than the token's verifies
     its signature: a key is trusted for its own issuer only."""
     for k in store.keys:
-        if k.issuer != iss and k.active_at(seq) and _ES256.verify(
-                token.signing_input, k.public_key, token.signature):
+        if k.issuer != iss and k.active_at(seq) and _verifies(k, token):
             return _fail("attestation_issuer_mismatch",
                          f"signed with key {k.kid!r} trusted for issuer {k.issuer!r}, but the "
                          f"token claims issuer {iss!r}: a key is trusted for its own issuer "
@@ -208,6 +207,16 @@ def _parse_jws(token: str) -> _JWS:
 _ES256 = ECAlgorithm(ECAlgorithm.SHA256)
 
 
+def _verifies(key: TrustedKey, token: _JWS) -> bool:
+    """Does ``key`` verify the token's ES256 signature?  A key whose JWK does not load (only
+    a key event forged behind the append path can hold one) verifies nothing."""
+    try:
+        public_key = key.public_key
+    except Exception:  # noqa: BLE001 - any unusable stored JWK
+        return False
+    return _ES256.verify(token.signing_input, public_key, token.signature)
+
+
 def _judge_with_later_keys(token: _JWS, store: TrustStore, seq: int, t: int, row: Binding,
                            kid: str | None, iss: str | None) -> AttestationCheck:
     later = [k for k in store.keys if k.issuer == iss and k.kid == kid and k.since_seq >= seq]
@@ -236,8 +245,7 @@ def _judge(token: _JWS, candidates: list[TrustedKey], seq: int | None, t: int, r
     if not active:
         why = "is retired or revoked" if candidates else "names no trusted key"
         return _fail("attestation_unknown_kid", f"kid {kid!r} {why} at this position", kid, iss)
-    key = next((k for k in active
-                if _ES256.verify(token.signing_input, k.public_key, token.signature)), None)
+    key = next((k for k in active if _verifies(k, token)), None)
     if key is None:
         return _fail("attestation_signature_invalid",
                      f"signature does not verify with any key named {kid!r}", kid, iss)

@@ -201,3 +201,17 @@ def test_the_audit_fails_inserted_rows_with_the_same_codes(db_url):
     assert sorted((f["code"], f["seq"], f["class"]) for f in report["findings"]) == sorted(
         (code, seq, "signature_invalid") for code, seq in seqs.items())
     assert report["summary"]["failed"] == len(forged)
+
+
+def test_an_unloadable_stored_key_verifies_nothing_and_never_raises():
+    """A key event forged behind the append path may hold a JWK that does not load: the
+    issuer binding check, which tries every active key, must not crash on it."""
+    store = _store((T.ISSUER, T.FIXTURE_KEY, 1))
+    store.apply(2, {"action": "trust", "issuer": "did:qwed:node:broken", "kid": "b",
+                    "thumbprint": "t", "jwk": {"kty": "EC", "crv": "P-256", "x": "AA",
+                                               "y": "AA"}})
+    sub = T.verified_sub(1)
+    unknown = token_for(sub, iss=OTHER, kid=OTHER_KID, key=T.new_key())
+    assert _judge(store, unknown, 5, sub) == ("abstained", "unknown_issuer_key")
+    forged = token_for(sub, iss=OTHER, kid=OTHER_KID)
+    assert _judge(store, forged, 5, sub) == ("failed", "attestation_issuer_mismatch")
