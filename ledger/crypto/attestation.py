@@ -93,7 +93,10 @@ def time_problem(iat: Any, exp: Any, t: int, nbf: Any = None) -> Problem | None:
 
 def claims_problem(claims: dict[str, Any], t: int, row: Binding) -> Problem | None:
     """The first rule the verified ``claims`` break for ``row`` recorded at ``t`` (µs), or
-    None.  The issuer binding is the trust store's (the key that verified is the issuer's)."""
+    None.  A signed value the ledger also knows must agree with it; a member the producer
+    always signs but this token lacks (``qwed.version``, ``qwed.query_hash``,
+    ``qwed.result.engine``) is not a contradiction.  The issuer binding is the trust
+    store's (the key that verified is the issuer's)."""
     bad = time_problem(claims.get("iat"), claims.get("exp"), t, claims.get("nbf"))
     if bad:
         return bad
@@ -103,9 +106,9 @@ def claims_problem(claims: dict[str, Any], t: int, row: Binding) -> Problem | No
     res = q.get("result") if isinstance(q, dict) else None
     if not isinstance(q, dict) or not isinstance(res, dict):
         return "attestation_claims_missing", "qwed.result is missing or not an object"
-    if q.get("version") != CLAIMS_VERSION:
+    if "version" in q and q["version"] != CLAIMS_VERSION:
         return "attestation_version_unsupported", \
-            f"qwed.version is {q.get('version')!r}, not {CLAIMS_VERSION!r}"
+            f"qwed.version is {q['version']!r}, not {CLAIMS_VERSION!r}"
     return _binding_problem(claims, q, res, row)
 
 
@@ -121,9 +124,9 @@ def _binding_problem(claims: dict[str, Any], q: dict[str, Any], res: dict[str, A
             return "attestation_query_mismatch", "qwed.query_hash does not hash the query"
     if row.admission is not None and q.get("admission") != row.admission:
         return "attestation_admission_mismatch", "qwed.admission differs from the admission"
-    if claims["sub"] != q.get("query_hash"):
+    if "query_hash" in q and claims["sub"] != q["query_hash"]:
         return "attestation_subject_mismatch", "sub differs from qwed.query_hash"
-    if row.engine is not None and res.get("engine") != row.engine:
+    if row.engine is not None and "engine" in res and res["engine"] != row.engine:
         return "attestation_engine_mismatch", \
             f"signed engine {res.get('engine')!r} is not the row's engine {row.engine!r}"
     return None

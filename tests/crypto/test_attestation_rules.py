@@ -215,3 +215,21 @@ def test_an_unloadable_stored_key_verifies_nothing_and_never_raises():
     assert _judge(store, unknown, 5, sub) == ("abstained", "unknown_issuer_key")
     forged = token_for(sub, iss=OTHER, kid=OTHER_KID)
     assert _judge(store, forged, 5, sub) == ("failed", "attestation_issuer_mismatch")
+
+
+def test_members_the_producer_always_signs_may_be_absent(db_url):
+    """Only a contradiction is refused: a token without qwed.version, qwed.result.engine or
+    (for a row without a query) qwed.query_hash is judged on the rest."""
+    def minimal(s: dict[str, Any]) -> str:
+        claims = T.claims_for(s["result"]["proof_ref"], iat=T0_S, query=None)
+        del claims["qwed"]["version"], claims["qwed"]["result"]["engine"]
+        del claims["qwed"]["query_hash"]
+        claims["sub"] = "any subject"
+        return T.sign(claims)
+
+    with Ledger.init(db_url, clock=FixedClock(T0)) as L:
+        L.trust_issuer(T.ISSUER, T.JWKS)
+        sub = T.verified_sub(1, query=None)
+        res = L.append(T.attested(sub, minimal(sub)))
+        assert res.ok, res.error
+        assert L.get(res.seq)["attestation_verdict"] == "valid"
