@@ -122,6 +122,21 @@ def test_cli_doc_has_the_global_options_and_exit_codes():
 # docs/submissions.md: every rejection code
 # ---------------------------------------------------------------------------
 
+def attestation_codes() -> set[str]:
+    """The failure codes of the attestation check: ``_fail`` calls in crypto/trust.py and the
+    (code, message) pairs returned by the claim/time checks of crypto/trust.py and
+    crypto/attestation.py."""
+    codes: set[str] = set()
+    for relpath in ("crypto/trust.py", "crypto/attestation.py"):
+        tree = _tree(relpath)
+        codes |= {c for call in _calls(tree, "_fail") if (c := _first_arg(call))}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) \
+                    and node.value.elts and (code := _str(node.value.elts[0])):
+                codes.add(code)
+    return codes
+
+
 def submission_codes() -> set[str]:
     codes: set[str] = set()
     for relpath in ("core/submission.py", "ops/append.py", "crypto/attestation.py",
@@ -131,12 +146,7 @@ def submission_codes() -> set[str]:
         for cls in ("SubmissionError", "SubmissionTooLarge", "IdempotencyConflict"):
             codes |= {c for call in _calls(tree, cls) if (c := _keyword(call, "code"))}
     # attestation checks used at append (the facade's judge raises SubmissionError(r.code))
-    trust = _tree("crypto/trust.py")
-    codes |= {c for call in _calls(trust, "_fail") if (c := _first_arg(call))}
-    for node in ast.walk(trust):  # the (code, message) pairs of the claim/time checks
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) \
-                and node.value.elts and (code := _str(node.value.elts[0])):
-            codes.add(code)
+    codes |= attestation_codes()
     defaults = _default_codes()
     codes |= {defaults[c] for c in ("SubmissionError", "SubmissionTooLarge",
                                     "IdempotencyConflict")}
@@ -174,13 +184,7 @@ def finding_codes() -> set[str]:
     codes |= {c for call in _calls(_tree("ops/checkpoint_check.py"), "_finding")
               if (c := _first_arg(call))}
     # attestation failures become findings too
-    trust = _tree("crypto/trust.py")
-    codes |= {c for call in _calls(trust, "_fail") if (c := _first_arg(call))}
-    for node in ast.walk(trust):
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) \
-                and node.value.elts and (code := _str(node.value.elts[0])):
-            codes.add(code)
-    return codes
+    return codes | attestation_codes()
 
 
 def abstention_reasons() -> set[str]:

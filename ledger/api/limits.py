@@ -1,9 +1,14 @@
-"""Request-size bounds, enforced before any parsing (pure ASGI middleware).
+"""Request-size bounds, enforced before any parsing.
 
-A body larger than its route's limit is refused with 413 ``too_large``: at once
-from ``Content-Length``, or, for a chunked body, as soon as the bytes received
-pass the limit (the rest is never buffered).  Limits: a single submission
-``MAX_SUBMISSION_BYTES`` (1 MiB, the same limit as the CLI), a batch
+The request head (request line and headers, counted as raw bytes up to the blank line) is
+capped at ``MAX_HEAD_BYTES`` (32 KiB) by the HTTP protocol ``ledger serve`` runs
+(:class:`HeadLimitedHttpToolsProtocol`): a head that grows past it is answered at once with
+431 ``header_too_large`` and the connection is closed; no more of it is read or kept.
+
+A body larger than its route's limit is refused with 413 ``too_large`` (pure ASGI
+middleware :class:`BodyLimit`): at once from ``Content-Length``, or, for a chunked body, as
+soon as the bytes received pass the limit (the rest is never buffered).  Limits: a single
+submission ``MAX_SUBMISSION_BYTES`` (1 MiB, the same limit as the CLI), a batch
 ``Settings.batch_max_bytes`` (8 MiB), anything else 64 KiB.
 """
 
@@ -13,10 +18,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
 from ledger.api.errors import PROBLEM_MEDIA_TYPE, problem_body
 from ledger.errors import SubmissionTooLarge
 
 OTHER_MAX_BYTES = 64 * 1024
+MAX_HEAD_BYTES = 32 * 1024  # request line + headers of one request
 
 
 def _send_json(status: int, body: dict[str, Any]) -> Callable[..., Any]:
@@ -75,3 +83,57 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited_receive, send)
+
+
+class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the request head capped at ``MAX_HEAD_BYTES``.
+
+    httptools itself has no such limit: uvicorn would buffer a header of any size.  Bytes are
+    counted before they reach the parser; of a chunk that would pass the cap only what fits
+    is parsed, and if the head did not end inside it the answer is 431 and the connection
+    closes.  (The bytes of a pipelined next request that arrive in the chunk that ended the
+    previous one are not counted: at most one read's worth.)
+    """
+
+    max_head_bytes = MAX_HEAD_BYTES
+
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        self._in_head, self._head_bytes, self._heads_done = True, 0, 0
+        super().connection_made(transport)
+
+    def on_headers_complete(self) -> None:
+        self._in_head, self._heads_done = False, self._heads_done + 1
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_head, self._head_bytes = True, 0
+        super().on_message_complete()
+
+    def data_received(self, data: bytes) -> None:
+        if not self._in_head:
+            super().data_received(data)
+            return
+        room = self.max_head_bytes - self._head_bytes
+        self._head_bytes += min(len(data), room)
+        if len(data) <= room:
+            super().data_received(data)
+            return
+        heads = self._heads_done
+        super().data_received(data[:room])
+        if self.transport.is_closing():
+            return
+        if self._heads_done == heads:  # the head did not end within the cap
+            self._send_431()
+            return
+        self.data_received(data[room:])
+
+    def _send_431(self) -> None:
+        body = json.dumps({"error": {
+            "code": "header_too_large",
+            "message": f"the request line and headers exceed {self.max_head_bytes} bytes"}}
+        ).encode()
+        self.transport.write(b"".join([
+            STATUS_LINE[431], b"content-type: application/json\r\n",
+            b"content-length: ", str(len(body)).encode(), b"\r\n",
+            b"connection: close\r\n\r\n", body]))
+        self.transport.close()

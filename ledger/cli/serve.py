@@ -2,7 +2,9 @@
 
 Exit codes: 2 usage (bad option, no ledger signing key, bad JWKS); 4 could not
 run (database unreachable, ledger not initialized).  Stops on SIGINT/SIGTERM
-after in-flight requests and queued appends are done.
+after in-flight requests and queued appends are done.  The HTTP protocol is
+uvicorn's httptools one with the request head capped (431 beyond 32 KiB; see
+ledger.api.limits), named by import string like the app.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import click
 from ledger.cli.signing import keys_dir_option
 
 SETTINGS_ENV = "LEDGER_SERVE_SETTINGS"  # read by ledger.api.settings.Settings.from_env
+HEAD_PROTOCOL = "ledger.api.limits:HeadLimitedHttpToolsProtocol"  # loaded by uvicorn by name
 
 
 @click.command()
@@ -71,9 +74,10 @@ def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: 
     click.echo(f"serving {origin} on http://{host}:{port}"
                + (f" with {workers} workers" if workers > 1 else ""), err=True)
     # by import string: the CLI and the HTTP layer never import each other
+    # the protocol caps the request line + headers (431 beyond 32 KiB, ledger.api.limits)
     uvicorn.run("ledger.api.app:app_from_env", factory=True, workers=workers, host=host,
                 port=port, log_level=log_level, access_log=access_log,
-                timeout_graceful_shutdown=30)
+                timeout_graceful_shutdown=30, http=HEAD_PROTOCOL)
 
 
 def _preflight(settings: dict[str, Any]) -> str:

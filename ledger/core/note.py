@@ -24,7 +24,7 @@ import binascii
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ledger.errors import NoteError
+from ledger.errors import NoteError, UsageError
 
 EM_DASH = "\u2014"
 SIGNATURE_PREFIX = EM_DASH + " "
@@ -35,6 +35,7 @@ MAX_TREE_SIZE = 2**63 - 1          # stored as a signed 64-bit integer
 MAX_EXTENSION_LINES = 16
 MAX_SIGNATURES = 100               # Go sumdb/note's cap; the spec requires accepting >= 16
 MAX_NOTE_BYTES = 1 << 20
+MAX_ORIGIN_CHARS = 255            # the ledger_meta.origin column
 _DECIMAL = frozenset("0123456789")
 
 
@@ -59,6 +60,24 @@ def check_key_name(name: str) -> None:
     if any(ch.isspace() or ch == "+" for ch in name):
         raise NoteError(f"key name {name!r} contains a space or '+'", field="name")
     _check_text(name, "key name")
+
+
+def check_origin(origin: str) -> None:
+    """Raise UsageError (code ``bad_origin``, field ``origin``) unless ``origin`` can name a
+    ledger: its checkpoints are signed with keys named after it, so it must be a valid key
+    name (non-empty, no Unicode spaces, no '+', no control characters), of at most
+    ``MAX_ORIGIN_CHARS`` characters."""
+    if not isinstance(origin, str) or len(origin) > MAX_ORIGIN_CHARS:
+        raise UsageError(f"origin must be text of at most {MAX_ORIGIN_CHARS} characters (it is "
+                         "stored as such and names the ledger's signing keys: a key name)",
+                         code="bad_origin", field="origin")
+    try:
+        check_key_name(origin)
+    except NoteError as exc:
+        raise UsageError(f"origin {_show(origin)} cannot name the ledger's signing keys: a "
+                         "key name is non-empty, with no spaces, no '+' and no control "
+                         f"characters ({exc.message})", code="bad_origin", field="origin"
+                         ) from None
 
 
 def _b64decode(text: str, what: str, field: str) -> bytes:

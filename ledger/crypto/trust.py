@@ -12,10 +12,16 @@ Trust rules (docs/audit.md, section "Trust store"):
   ``compromised_since``: then a row recorded at or after that time whose token
   verifies only with that key fails (``attestation_key_compromised``).
 * Time is judged at the row's ``recorded_at``: the token must have been issued
-  (``iat``, 5 minutes of skew) and not expired (``exp``) at that time.
+  (``iat``) and be valid (``nbf``, if present) by then, 5 minutes of skew each, and
+  not expired (``exp``) at that time.
+* A key is trusted for its issuer only: a token whose signature verifies with a key
+  active at the row for *another* issuer than its ``iss`` is a forgery attempt and
+  fails (``attestation_issuer_mismatch``), whether its issuer is known or not.
 * An issuer with no key trusted at the row's position is *unknown*: the check
   abstains (``unknown_issuer_key``).  A key trusted later can confirm such a row
   (verified) but never refute it (a failure with a later key still abstains).
+
+Every rule, in the order applied: docs/format-attestation.md.
 """
 
 from __future__ import annotations
@@ -23,17 +29,26 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from jwt.algorithms import ECAlgorithm
 
-from ledger.crypto.attestation import ATTESTATION_TYP
+from ledger.crypto.attestation import (
+    ATTESTATION_TYP,
+    CLOCK_SKEW_US,
+    REQUIRED_CLAIMS,
+    Binding,
+    claims_problem,
+    time_problem,
+)
 from ledger.crypto.keys import b64url_decode
 
+__all__ = ["CLOCK_SKEW_US", "REQUIRED_CLAIMS", "AttestationCheck", "TrustStore", "TrustedKey",
+           "check_attestation", "jwk_thumbprint", "public_jwk", "time_problem"]
+
 ALLOWED_ALGS = ("ES256",)
-CLOCK_SKEW_US = 300 * 1_000_000
-REQUIRED_CLAIMS = ("iss", "sub", "iat", "exp", "jti", "qwed")
 ACTIONS = ("trust", "retire", "revoke")
 
 
@@ -121,6 +136,7 @@ class AttestationCheck:
     thumbprint: str | None = None
     iat: int | None = None  # set when verified: the time bounds the row must fall in
     exp: int | None = None
+    nbf: int | None = None
 
 
 def _fail(code: str, message: str, kid: str | None, iss: str | None) -> AttestationCheck:
@@ -129,8 +145,12 @@ def _fail(code: str, message: str, kid: str | None, iss: str | None) -> Attestat
 
 def check_attestation(token: str, *, store: TrustStore, seq: int, recorded_at_us: int,
                       proof_ref: str | None, query: str | None = None,
-                      admission: str | None = None) -> AttestationCheck:
-    """Judge one attestation as of ledger position ``seq`` and time ``recorded_at_us``."""
+                      admission: str | None = None, engine: str | None = None,
+                      ) -> AttestationCheck:
+    """Judge one attestation as of ledger position ``seq`` and time ``recorded_at_us`` for a
+    row with these ``proof_ref``, ``query``, ``admission`` and ``engine`` (None: unknown, not
+    checked).  Never raises for bad data: the disposition says verified, failed or
+    abstained, with its code."""
     try:
         jws = _parse_jws(token)
     except ValueError as exc:
@@ -138,11 +158,28 @@ def check_attestation(token: str, *, store: TrustStore, seq: int, recorded_at_us
     header, unverified = jws.header, jws.claims
     kid = header.get("kid") if isinstance(header.get("kid"), str) else None
     iss = unverified.get("iss") if isinstance(unverified.get("iss"), str) else None
+    row = Binding(proof_ref, query, admission, engine)
     if iss is None or not store.issuer_known(iss, seq):
-        return _judge_with_later_keys(jws, header, store, seq, recorded_at_us, proof_ref,
-                                      query, admission, kid, iss)
-    return _judge(jws, header, [k for k in store.keys if k.issuer == iss and k.kid == kid],
-                  seq, recorded_at_us, proof_ref, query, admission, kid, iss)
+        return _foreign(jws, store, seq, kid, iss) or _judge_with_later_keys(
+            jws, store, seq, recorded_at_us, row, kid, iss)
+    res = _judge(jws, [k for k in store.keys if k.issuer == iss and k.kid == kid], seq,
+                 recorded_at_us, row, kid, iss)
+    if res.code in ("attestation_unknown_kid", "attestation_signature_invalid"):
+        return _foreign(jws, store, seq, kid, iss) or res
+    return res
+
+
+def _foreign(token: _JWS, store: TrustStore, seq: int, kid: str | None,
+             iss: str | None) -> AttestationCheck | None:
+    """A failure if a key active at ``seq`` for an issuer other than the token's verifies
+    its signature: a key is trusted for its own issuer only."""
+    for k in store.keys:
+        if k.issuer != iss and k.active_at(seq) and _verifies(k, token):
+            return _fail("attestation_issuer_mismatch",
+                         f"signed with key {k.kid!r} trusted for issuer {k.issuer!r}, but the "
+                         f"token claims issuer {iss!r}: a key is trusted for its own issuer "
+                         "only", kid, iss)
+    return None
 
 
 @dataclass(frozen=True)
@@ -171,13 +208,21 @@ def _parse_jws(token: str) -> _JWS:
 _ES256 = ECAlgorithm(ECAlgorithm.SHA256)
 
 
-def _judge_with_later_keys(token: _JWS, header: dict[str, Any], store: TrustStore, seq: int,
-                           t: int, proof_ref: str | None, query: str | None,
-                           admission: str | None, kid: str | None,
-                           iss: str | None) -> AttestationCheck:
+def _verifies(key: TrustedKey, token: _JWS) -> bool:
+    """Does ``key`` verify the token's ES256 signature?  A key whose JWK does not load (only
+    a key event forged behind the append path can hold one) verifies nothing."""
+    try:
+        public_key = key.public_key
+    except Exception:  # noqa: BLE001 - any unusable stored JWK
+        return False
+    return _ES256.verify(token.signing_input, public_key, token.signature)
+
+
+def _judge_with_later_keys(token: _JWS, store: TrustStore, seq: int, t: int, row: Binding,
+                           kid: str | None, iss: str | None) -> AttestationCheck:
     later = [k for k in store.keys if k.issuer == iss and k.kid == kid and k.since_seq >= seq]
     if later:
-        res = _judge(token, header, later, None, t, proof_ref, query, admission, kid, iss)
+        res = _judge(token, later, None, t, row, kid, iss)
         if res.disposition == "verified":
             return AttestationCheck("verified", "attestation_valid_later_key",
                                     "verified with a key trusted after this row", kid, iss,
@@ -186,9 +231,9 @@ def _judge_with_later_keys(token: _JWS, header: dict[str, Any], store: TrustStor
                             f"no key of issuer {iss!r} was trusted at this position", kid, iss)
 
 
-def _judge(token: _JWS, header: dict[str, Any], candidates: list[TrustedKey], seq: int | None,
-           t: int, proof_ref: str | None, query: str | None, admission: str | None,
+def _judge(token: _JWS, candidates: list[TrustedKey], seq: int | None, t: int, row: Binding,
            kid: str | None, iss: str | None) -> AttestationCheck:
+    header = token.header
     if header.get("alg") not in ALLOWED_ALGS:
         return _fail("attestation_alg_not_allowed", f"alg {header.get('alg')!r} is not ES256",
                      kid, iss)
@@ -201,8 +246,7 @@ def _judge(token: _JWS, header: dict[str, Any], candidates: list[TrustedKey], se
     if not active:
         why = "is retired or revoked" if candidates else "names no trusted key"
         return _fail("attestation_unknown_kid", f"kid {kid!r} {why} at this position", kid, iss)
-    key = next((k for k in active
-                if _ES256.verify(token.signing_input, k.public_key, token.signature)), None)
+    key = next((k for k in active if _verifies(k, token)), None)
     if key is None:
         return _fail("attestation_signature_invalid",
                      f"signature does not verify with any key named {kid!r}", kid, iss)
@@ -215,41 +259,25 @@ def _judge(token: _JWS, header: dict[str, Any], candidates: list[TrustedKey], se
         return _fail("attestation_key_compromised",
                      "signed by a key revoked as compromised before this row was recorded",
                      kid, iss)
-    bad = _claims_problem(claims, t, proof_ref, query, admission)
+    bad = claims_problem(claims, t, row)
     if bad:
         return _fail(bad[0], bad[1], kid, iss)
     return AttestationCheck("verified", "attestation_valid", "signature and binding verified",
-                            kid, iss, key.thumbprint, claims["iat"], claims["exp"])
+                            kid, iss, key.thumbprint, claims["iat"], claims["exp"],
+                            claims.get("nbf"))
 
 
-def time_problem(iat: Any, exp: Any, t: int) -> tuple[str, str] | None:
-    """Was a token with these iat/exp (seconds) valid at time ``t`` (µs)?"""
-    if type(iat) is not int or type(exp) is not int:
-        return "attestation_claims_missing", "iat and exp must be integers"
-    if iat * 1_000_000 > t + CLOCK_SKEW_US:
-        return "attestation_not_yet_valid", "issued after the row was recorded"
-    if exp * 1_000_000 <= t:
-        return "attestation_expired_at_record", "already expired when the row was recorded"
-    return None
-
-
-def _claims_problem(claims: dict[str, Any], t: int, proof_ref: str | None, query: str | None,
-                    admission: str | None) -> tuple[str, str] | None:
-    bad = time_problem(claims.get("iat"), claims.get("exp"), t)
-    if bad:
-        return bad
-    q = claims.get("qwed")
-    res = q.get("result") if isinstance(q, dict) else None
-    if not isinstance(q, dict) or not isinstance(res, dict):
-        return "attestation_claims_missing", "qwed.result is missing or not an object"
-    if res.get("status") != "VERIFIED":
-        return "attestation_status_mismatch", f"signed status is {res.get('status')!r}"
-    if q.get("proof_hash") != proof_ref:
-        return "attestation_proof_mismatch", "qwed.proof_hash differs from the row's proof_ref"
-    if query is not None:
-        want = "sha256:" + hashlib.sha256(query.encode("utf-8")).hexdigest()
-        if q.get("query_hash") != want:
-            return "attestation_query_mismatch", "qwed.query_hash does not hash the query"
-    if admission is not None and q.get("admission") != admission:
-        return "attestation_admission_mismatch", "qwed.admission differs from the admission"
-    return None
+def row_judge(store: TrustStore) -> Callable[[str, Any, dict[str, Any] | None, str | None],
+                                             tuple[str, str, str]]:
+    """The audit's attestation judge over ``store``: ``judge(token, row, envelope, query)``
+    -> (disposition, code, message), the token judged as of the row's seq and recorded
+    time against the row's envelope fields.  Used by ``ledger audit`` and by the offline
+    export verifier alike."""
+    def judge(token: str, row: Any, env: dict[str, Any] | None, query: str | None,
+              ) -> tuple[str, str, str]:
+        env = env or {}
+        r = check_attestation(token, store=store, seq=row.seq, recorded_at_us=row.recorded_at,
+                              proof_ref=env.get("proof_ref"), query=query,
+                              admission=env.get("admission"), engine=env.get("engine"))
+        return r.disposition, r.code, r.message
+    return judge

@@ -89,7 +89,7 @@ class Prepared:
     digests: dict[str, str | None] = field(default_factory=dict)
     envelope: bytes = b""
     sub: Submission | None = None  # for re-judging the attestation under the lock
-    att_bounds: tuple[int, int] | None = None  # verified token's (iat, exp), seconds
+    att_bounds: tuple[int, int, int | None] | None = None  # verified (iat, exp, nbf), seconds
     trust_seq: int | None = None  # last key_event seq the attestation was judged with
 
     def seal(self, ledger_id: str) -> Prepared:
@@ -111,12 +111,12 @@ class Judgement:
     """The attestation verdict of a submission as judged before the lock.
 
     ``fields`` are the envelope's attestation fields (att_verdict, att_kid, att_iss);
-    ``bounds`` the verified token's (iat, exp) in seconds, or None; ``trust_seq`` the
+    ``bounds`` the verified token's (iat, exp, nbf) in seconds, or None; ``trust_seq`` the
     last key_event seq the token was judged with, or None when no trust store was used.
     """
 
     fields: dict[str, Any]
-    bounds: tuple[int, int] | None = None
+    bounds: tuple[int, int, int | None] | None = None
     trust_seq: int | None = None
 
 
@@ -510,13 +510,14 @@ def judge_attestation(sub: Submission, store: TrustStore, seq: int, recorded_at:
                       ) -> Judgement:
     """The attestation verdict for an entry at (seq, recorded_at); raises SubmissionError."""
     r = check_attestation(sub.attestation, store=store, seq=seq, recorded_at_us=recorded_at,
-                          proof_ref=sub.proof_ref, query=sub.query, admission=sub.admission)
+                          proof_ref=sub.proof_ref, query=sub.query, admission=sub.admission,
+                          engine=sub.engine)
     if r.disposition == "failed":
         raise SubmissionError(r.message, code=r.code, field="attestation")
     verified = r.disposition == "verified"
     fields = {"att_verdict": VERDICT_VALID if verified else VERDICT_UNCHECKED,
               "att_kid": r.kid, "att_iss": r.iss}
-    return Judgement(fields, (r.iat, r.exp) if verified else None, store.last_event_seq)
+    return Judgement(fields, (r.iat, r.exp, r.nbf) if verified else None, store.last_event_seq)
 
 
 def trust_judge(ctx: LedgerContext) -> AttestationJudge:
@@ -551,7 +552,8 @@ def trust_recheck(ctx: LedgerContext) -> Recheck:
                 return exc
             return fields if any(p.fields.get(k) != v for k, v in fields.items()) else None
         if p.att_bounds is not None:
-            bad = time_problem(*p.att_bounds, recorded_at)
+            iat, exp, nbf = p.att_bounds
+            bad = time_problem(iat, exp, recorded_at, nbf)
             if bad:
                 return SubmissionError(bad[1], code=bad[0], field="attestation")
         return None

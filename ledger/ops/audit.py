@@ -30,7 +30,7 @@ from ledger.core.digest import digest_text
 from ledger.core.entry import genesis_hash, hash_hex, parse_hash_hex
 from ledger.core.finding import LEDGER_LEVEL_CODES, summary_line  # noqa: F401 -- re-exported
 from ledger.core.policy import Policy, load_policy
-from ledger.crypto.trust import TrustStore, check_attestation
+from ledger.crypto.trust import TrustStore, row_judge
 from ledger.errors import UsageError
 from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
@@ -84,15 +84,6 @@ class Tally:
 _policy = load_policy
 
 
-def _attestation_judge(store: TrustStore) -> Callable[..., tuple[str, str, str]]:
-    def judge(token: str, row: Any, env: dict[str, Any], query: str | None):
-        r = check_attestation(token, store=store, seq=row.seq, recorded_at_us=row.recorded_at,
-                              proof_ref=env.get("proof_ref"), query=query,
-                              admission=env.get("admission"))
-        return r.disposition, r.code, r.message
-    return judge
-
-
 def _anchor(conn: Connection, ledger_id: str, start: int) -> tuple[bytes | None, int]:
     """The hash the first row must link to; None when the predecessor is itself
     missing (the range before reports that gap; there is nothing to link to)."""
@@ -113,7 +104,7 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
     with connect(engine) as conn:
         anchor, last_time = _anchor(conn, ledger_id, start)
         auditor = ChainAuditor(ledger_id, start, anchor, last_time, policy,
-                               _attestation_judge(store) if store is not None else None,
+                               row_judge(store) if store is not None else None,
                                lookup=lambda d: repo.get_payloads(conn, [d]).get(d))
         if state:
             auditor.prev_failed_hash = state.get("prev_failed_hash", False)

@@ -6,6 +6,7 @@ import uuid
 
 from ledger.clock import Clock, SystemClock
 from ledger.core.entry import FORMAT_VERSION, genesis_hash
+from ledger.core.note import check_origin
 from ledger.errors import NotInitialized
 from ledger.ops.context import LedgerContext
 from ledger.store import db
@@ -16,7 +17,11 @@ NOT_INITIALIZED = "the ledger is not initialized here; run `ledger init`"
 
 def init_ledger(url: str | None = None, *, origin: str | None = None,
                 clock: Clock | None = None) -> LedgerContext:
-    """Create the schema (migrations) and the ledger identity if absent; idempotent."""
+    """Create the schema (migrations) and the ledger identity if absent; idempotent.
+
+    Raises UsageError (``bad_origin``) for an origin no signing key can be named after."""
+    if origin is not None:
+        check_origin(origin)
     clock = clock or SystemClock()
     engine = db.make_engine(url or db.default_url(), create=True)
     try:

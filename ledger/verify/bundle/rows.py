@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from typing import Any
 
 from ledger.core.audit import AttestationJudge, ChainAuditor
 from ledger.core.bundle import (
@@ -30,7 +29,7 @@ from ledger.core.bundle import (
     read_entry,
 )
 from ledger.core.finding import FindingClass, row_disposition
-from ledger.crypto.trust import TrustStore, check_attestation
+from ledger.crypto.trust import TrustStore, row_judge
 from ledger.verify.bundle.context import BundleContext, RowCounts
 from ledger.verify.bundle.proofs import ProofCursor, ProofTracker
 from ledger.verify.bundle.sink import FindingSink
@@ -122,14 +121,7 @@ class Entries(RowVisitor):
 
 def judge_with(store: TrustStore) -> AttestationJudge:
     """The audit's attestation judge over ``store`` (as folded so far)."""
-    def judge(token: str, row: Any, env: dict[str, Any] | None, query: str | None
-              ) -> tuple[str, str, str]:
-        env = env or {}
-        r = check_attestation(token, store=store, seq=row.seq, recorded_at_us=row.recorded_at,
-                              proof_ref=env.get("proof_ref"), query=query,
-                              admission=env.get("admission"))
-        return r.disposition, r.code, r.message
-    return judge
+    return row_judge(store)
 
 
 def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: ProofCursor,
