@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from ledger.core.finding import Disposition
 from ledger.core.note import NoteError, parse_checkpoint_body, parse_note
-from ledger.crypto.jws import JWT_TYP, UNTRUSTED, SignatureCheck, verifies
+from ledger.crypto.jws import UNTRUSTED, SignatureCheck, verifies
 from ledger.crypto.keys import PublicKeyRef, known_keys
 
-__all__ = ["JWT_TYP", "SignatureCheck", "check_note"]  # JWT_TYP: for ledger.ops.export
+__all__ = ["SignatureCheck", "check_note"]
 
 
 def check_note(data: bytes, keys: list[PublicKeyRef], trusted: bool) -> SignatureCheck:

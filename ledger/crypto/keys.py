@@ -44,7 +44,7 @@ from cryptography.hazmat.primitives.serialization import (
 from ledger.clock import format_us
 from ledger.core.note import check_key_name
 from ledger.crypto.note_sign import KnownKeys, ed25519_key_id
-from ledger.errors import KeyringError
+from ledger.errors import KeyringError, UsageError
 
 DEFAULT_KEYS_DIR = "ledger-keys"
 JWKS_FILE = "jwks.json"
@@ -204,6 +204,20 @@ def _jwk_ref(jwk: dict[str, Any]) -> PublicKeyRef:
     if len(raw) != 32:
         raise KeyringError(f"JWK {jwk.get('kid')!r} has a bad x", code="bad_jwks")
     return PublicKeyRef(jwk.get("key_name"), raw)
+
+
+def load_private_pem(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
+    """The Ed25519 private key in the PEM file ``path``.  Raises UsageError
+    (``bad_key_file``) for an unreadable file or another kind of key."""
+    try:
+        key = load_pem_private_key(Path(path).read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise UsageError(f"cannot read the private key {path}: {exc}", code="bad_key_file",
+                         field="key") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise UsageError(f"{path} is not an Ed25519 private key", code="bad_key_file",
+                         field="key")
+    return key
 
 
 def load_public_keys(path: str | os.PathLike[str]) -> list[PublicKeyRef]:

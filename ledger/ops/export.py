@@ -26,10 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jwt
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
-
 from ledger.clock import format_us
 from ledger.core.bundle import (
     CHECKPOINT,
@@ -50,8 +46,16 @@ from ledger.core.bundle import (
 from ledger.core.digest import digest_text, hasher_text
 from ledger.core.entry import hash_hex
 from ledger.core.note import parse_checkpoint_body, parse_note
-from ledger.crypto.bundle_sign import JWT_TYP, check_note
-from ledger.crypto.keys import Keyring, load_public_keys, public_jwk, raw_public
+from ledger.crypto.bundle_sign import check_note
+from ledger.crypto.jws import sign_manifest
+from ledger.crypto.keys import (
+    Ed25519PrivateKey,
+    Keyring,
+    load_private_pem,
+    load_public_keys,
+    public_jwk,
+    raw_public,
+)
 from ledger.errors import UsageError
 from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
 from ledger.ops.context import LedgerContext
@@ -96,14 +100,7 @@ def signer_from_keyring(keyring: Keyring, origin: str) -> Signer:
 def signer_from_pem(path: str | os.PathLike[str], origin: str, now_us: int) -> Signer:
     """An Ed25519 private key in a PEM file, named after the ledger origin.  Raises
     UsageError."""
-    try:
-        key = load_pem_private_key(Path(path).read_bytes(), password=None)
-    except (OSError, ValueError, TypeError) as exc:
-        raise UsageError(f"cannot read the private key {path}: {exc}", code="bad_key_file",
-                         field="key") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise UsageError(f"{path} is not an Ed25519 private key", code="bad_key_file",
-                         field="key")
+    key = load_private_pem(path)
     jwk = public_jwk(origin, raw_public(key), format_us(now_us))
     return Signer(origin, key, jwk["kid"], [jwk])
 
@@ -241,8 +238,7 @@ def export_bundle(ledger: LedgerContext, out_dir: str | os.PathLike[str], signer
     claims = {"iss": ledger.meta.origin, "sub": ledger.meta.ledger_id,
               "iat": ledger.clock.now_us() // 1_000_000, "format": EXPORT_FORMAT,
               "manifest_sha256": digest_text(body)}
-    token = jwt.encode(claims, signer.private_key, algorithm="EdDSA",
-                       headers={"kid": signer.kid, "typ": JWT_TYP})
+    token = sign_manifest(claims, signer.private_key, signer.kid)
     (out / MANIFEST_JWT).write_bytes(token.encode("ascii"))
     return manifest
 

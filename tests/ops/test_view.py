@@ -11,7 +11,7 @@ from ledger.facade import Ledger
 from ledger.ops import view
 from ledger.ops.query import make_filters, query
 from ledger.ops.samples import realistic
-from ledger.store import repository as repo
+from ledger.store import entries as repo
 
 
 def _rows(L: Ledger) -> list[tuple[object, dict[str, bytes]]]:
