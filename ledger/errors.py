@@ -18,6 +18,8 @@ The tree (category in brackets; a class without one inherits its parent's)::
     ├── SubmissionError [invalid]
     │   └── SubmissionTooLarge [too_large]
     ├── CanonicalizationError [invalid] (also a ValueError)
+    ├── StrictError [invalid] (also a ValueError)
+    ├── StoreDataError [invalid]
     ├── NoteError [invalid]
     ├── IdempotencyConflict [conflict]
     ├── NotFound [not_found]
@@ -182,6 +184,19 @@ class CanonicalizationError(_ValueCheck):
 
     category = "invalid"
     default_code = "invalid_value"
+
+
+class StrictError(_ValueCheck):
+    """An artifact breaks a strict-reading rule (ledger.core.strict).  ``field`` names
+    where (or None); ``rule`` which: ``encoding``, ``syntax``, ``duplicate_key``,
+    ``unknown_key``, ``base64``."""
+
+    category = "invalid"
+    default_code = "not_strict"
+
+    def __init__(self, message: str, field: str | None = None, rule: str = "syntax") -> None:
+        super().__init__(message, field=field)
+        self.rule = rule
 
 
 class NoteError(LedgerError):

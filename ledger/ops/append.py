@@ -126,11 +126,7 @@ AttestationJudge = Callable[[Submission], Judgement]
 
 def default_judge(sub: Submission) -> Judgement:
     """No trust store: a token is inspected (must decode) and marked unchecked."""
-    if sub.attestation is None:
-        return Judgement({"att_verdict": VERDICT_NONE, "att_kid": None, "att_iss": None})
-    info = inspect_attestation(sub.attestation)
-    return Judgement({"att_verdict": VERDICT_UNCHECKED, "att_kid": info.kid,
-                      "att_iss": info.iss})
+    return judge_attestation(sub)
 
 
 MAX_HINT = 512  # att_kid / att_iss column width
@@ -394,23 +390,16 @@ def _commit(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Pre
     return results
 
 
-class _DryRun(Exception):
-    """Ends a trial transaction (rolled back)."""
-
-
 def _refused(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
              ) -> dict[int, StoreDataError]:
     """index -> error of the items the database refuses, each tried alone and rolled back."""
     out: dict[int, StoreDataError] = {}
     for p in prepared:
         try:
-            with append_transaction(engine) as txn:
+            with append_transaction(engine, trial=True) as txn:
                 BatchWriter(txn, ledger_id, clock).add([p])
-                raise _DryRun
         except StoreDataError as exc:
             out[p.index] = exc
-        except _DryRun:
-            pass
     return out
 
 
@@ -506,9 +495,19 @@ def check_producer(producer: str | None) -> None:
                          field="producer")
 
 
-def judge_attestation(sub: Submission, store: TrustStore, seq: int, recorded_at: int,
-                      ) -> Judgement:
-    """The attestation verdict for an entry at (seq, recorded_at); raises SubmissionError."""
+def judge_attestation(sub: Submission, store: TrustStore | None = None, seq: int = 0,
+                      recorded_at: int = 0) -> Judgement:
+    """The one attestation judge of appends: ``sub``'s verdict as an entry at
+    ``(seq, recorded_at)``.  No token: verdict none.  No trust store: the token is
+    inspected (it must decode) and marked unchecked.  With a store: judged; a failure
+    raises SubmissionError, an abstention is unchecked, a verified token is valid with
+    its (iat, exp, nbf) bounds.  Raises SubmissionError."""
+    if sub.attestation is None:
+        return Judgement({"att_verdict": VERDICT_NONE, "att_kid": None, "att_iss": None})
+    if store is None:
+        info = inspect_attestation(sub.attestation)
+        return Judgement({"att_verdict": VERDICT_UNCHECKED, "att_kid": info.kid,
+                          "att_iss": info.iss})
     r = check_attestation(sub.attestation, store=store, seq=seq, recorded_at_us=recorded_at,
                           proof_ref=sub.proof_ref, query=sub.query, admission=sub.admission,
                           engine=sub.engine)

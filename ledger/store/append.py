@@ -96,9 +96,10 @@ class AppendTxn:
 
 
 @contextmanager
-def append_transaction(engine: Engine) -> Iterator[AppendTxn]:
+def append_transaction(engine: Engine, *, trial: bool = False) -> Iterator[AppendTxn]:
     """One append transaction on a pooled driver connection; commits on success and
-    rolls back on any error (nothing of it is then stored).
+    rolls back on any error (nothing of it is then stored).  ``trial``: roll back even
+    on success (to find out whether the database accepts the statements).
 
     Raises StoreUnavailable (lost connection, lock timeout, ...) or StoreDataError
     (the database refused a value), see ``ledger.store.db.translate``.
@@ -108,4 +109,7 @@ def append_transaction(engine: Engine) -> Iterator[AppendTxn]:
         if not pg:
             cur.execute("BEGIN IMMEDIATE")
         yield AppendTxn(cur, pg)
-        raw.commit() if pg else cur.execute("COMMIT")
+        if trial:
+            raw.rollback() if pg else cur.execute("ROLLBACK")
+        else:
+            raw.commit() if pg else cur.execute("COMMIT")
