@@ -176,19 +176,19 @@ def check_head(conn: Connection, end: int, size_now: int) -> list[Finding]:
     return out
 
 
-def run_audit(ledger: LedgerContext, opts: AuditOptions,
+def run_audit(ctx: LedgerContext, opts: AuditOptions,
               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Run an audit and return its report (see docs/audit.md for the format)."""
     policy = _policy(opts.policy_path)
-    started = ledger.clock.now_us()
-    engine = ledger.engine
+    started = ctx.clock.now_us()
+    engine = ctx.engine
     with connect(engine) as conn:
         size = repo.read_head(conn).size  # type: ignore[union-attr]
         max_seq = repo.max_seq(conn)
         pre: list[Finding] = []
         start = opts.start
         if opts.since_last:
-            start, pre = _since_last(conn, ledger)
+            start, pre = _since_last(conn, ctx)
         end = min(opts.end, size) if opts.end is not None else max(
             size, 0 if max_seq is None else max_seq + 1)
         head_findings = check_head(conn, end, size) if opts.end is None else []
@@ -203,11 +203,11 @@ def run_audit(ledger: LedgerContext, opts: AuditOptions,
         policy = _policy(opts.policy_path)
         store = load_trust_store(engine) if opts.check_attestations else None
     elif not parallel:
-        run_id = _new_run(engine, ledger, opts, start, end)
+        run_id = _new_run(engine, ctx, opts, start, end)
     if parallel:
         bounds = [start + (end - start) * i // opts.workers for i in range(opts.workers + 1)]
         url = engine.url.render_as_string(hide_password=False)
-        args = [(url, ledger.meta.ledger_id, bounds[i], bounds[i + 1], opts.policy_path,
+        args = [(url, ctx.meta.ledger_id, bounds[i], bounds[i + 1], opts.policy_path,
                  opts.check_attestations) for i in range(opts.workers)]
         method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
         with mp.get_context(method).Pool(opts.workers) as pool:
@@ -217,32 +217,32 @@ def run_audit(ledger: LedgerContext, opts: AuditOptions,
                     progress(part.rows)
     else:
         saver = _saver(engine, run_id, tally) if run_id is not None else None
-        tally.add(audit_range(engine, ledger.meta.ledger_id, start, end, policy, store,
+        tally.add(audit_range(engine, ctx.meta.ledger_id, start, end, policy, store,
                               progress, saver, state))
         if run_id is not None:
             _finish_run(engine, run_id, end, tally)
     tally.findings += [f.to_dict() for f in pre + head_findings]  # ledger-level, not rows
     report = {
-        "format": REPORT_FORMAT, "ledger_id": ledger.meta.ledger_id, "origin": ledger.meta.origin,
+        "format": REPORT_FORMAT, "ledger_id": ctx.meta.ledger_id, "origin": ctx.meta.origin,
         "range": {"start": opts.start if not opts.since_last else start, "end": end},
         "summary": tally.counts(), "findings": sorted(tally.findings, key=lambda f: f["seq"]),
         "abstentions": tally.abstentions, "policy": policy.source,
         "attestations_checked": opts.check_attestations, "workers": opts.workers,
-        "started_at": format_us(started), "finished_at": format_us(ledger.clock.now_us()),
+        "started_at": format_us(started), "finished_at": format_us(ctx.clock.now_us()),
         "run_id": run_id,
     }
     if opts.checkpoints:
         from ledger.ops.audit_checkpoint import apply_checkpoints
 
-        apply_checkpoints(ledger, report, opts.checkpoints, opts.keys)
+        apply_checkpoints(ctx, report, opts.checkpoints, opts.keys)
     report["outcome"] = outcome(report)
     if opts.record:
-        report["recorded_seq"] = record_run(ledger, report, opts.producer)
+        report["recorded_seq"] = record_run(ctx, report, opts.producer)
     return report
 
 
 # -- since-last, resume, record -------------------------------------------------
-def _since_last(conn: Connection, ledger: LedgerContext) -> tuple[int, list[Finding]]:
+def _since_last(conn: Connection, ctx: LedgerContext) -> tuple[int, list[Finding]]:
     """Where verified history ends: passed recorded audits whose ranges chain
     contiguously from seq 0 (a partial or failed audit establishes no baseline)."""
     rows = repo.doc_refs(conn, "audit_run", status="passed")
@@ -272,8 +272,8 @@ def _since_last(conn: Connection, ledger: LedgerContext) -> tuple[int, list[Find
     return covered, findings
 
 
-def _new_run(engine: Any, ledger: LedgerContext, opts: AuditOptions, start: int, end: int) -> int:
-    now = ledger.clock.now_us()
+def _new_run(engine: Any, ctx: LedgerContext, opts: AuditOptions, start: int, end: int) -> int:
+    now = ctx.clock.now_us()
     options = {"policy": opts.policy_path, "attestations": opts.check_attestations,
                "state": {}}
     with transaction(engine) as conn:
@@ -345,13 +345,13 @@ def _resume(engine: Any, opts: AuditOptions) -> tuple[int, int, Tally, dict[str,
     return int(run.id), int(run.next_seq), tally, state
 
 
-def record_run(ledger: LedgerContext, report: dict[str, Any], producer: str | None) -> int:
+def record_run(ctx: LedgerContext, report: dict[str, Any], producer: str | None) -> int:
     """Append an ``audit_run`` entry: the summary, the range, and the report digest."""
     body = json.dumps(report, sort_keys=True, separators=(",", ":")).encode()
     end = report["range"]["end"]
     head_hash = None
     if end:
-        with connect(ledger.engine) as conn:
+        with connect(ctx.engine) as conn:
             h = repo.entry_hash_at(conn, end - 1)
             head_hash = hash_hex(h) if h is not None else None
     doc = {"format": "ledger-audit-run/1", "range": report["range"],
@@ -361,5 +361,5 @@ def record_run(ledger: LedgerContext, report: dict[str, Any], producer: str | No
            "finished_at": report["finished_at"]}
     ev = prepare_event("audit_run", {"outcome": report["outcome"], "producer": producer},
                        "report", doc)
-    res = commit_batch(ledger.engine, ledger.meta.ledger_id, ledger.clock, [ev])
+    res = commit_batch(ctx.engine, ctx.meta.ledger_id, ctx.clock, [ev])
     return int(res[0].seq)  # type: ignore[arg-type]

@@ -20,11 +20,11 @@ from ledger.ops.checkpoint_check import checkpoint_findings
 from ledger.ops.context import LedgerContext
 
 
-def apply_checkpoints(ledger: LedgerContext, report: dict[str, Any], paths: Sequence[str],
+def apply_checkpoints(ctx: LedgerContext, report: dict[str, Any], paths: Sequence[str],
                       key_paths: Sequence[str]) -> None:
     """Check each checkpoint file and fold its findings into ``report`` (in place)."""
     refs = [ref for p in key_paths for ref in load_public_keys(p)]
-    known = known_keys(refs, ledger.meta.origin) if refs else None
+    known = known_keys(refs, ctx.meta.origin) if refs else None
     checked = []
     for path in paths:
         try:
@@ -33,7 +33,7 @@ def apply_checkpoints(ledger: LedgerContext, report: dict[str, Any], paths: Sequ
             raise UsageError(f"cannot read checkpoint {path}: {exc.strerror}",
                              field="checkpoint") from None
         report["findings"] += [f.with_extra(checkpoint=path).to_dict(CHECKPOINT_FINDING_KEYS)
-                               for f in checkpoint_findings(ledger, text, known)]
+                               for f in checkpoint_findings(ctx, text, known)]
         if known is None:
             report["abstentions"].append(Abstention(
                 None, "checkpoint_signature", "no_ledger_key",

@@ -39,7 +39,7 @@ __all__ = ["CheckpointError", "CheckpointRow", "check_against_checkpoint", "chec
            "tree_root"]
 
 
-def make_checkpoint(ledger: LedgerContext, keyring: Keyring) -> str:
+def make_checkpoint(ctx: LedgerContext, keyring: Keyring) -> str:
     """Sign (origin, size, root) of the whole ledger with every active key; store and
     return the signed note text.
 
@@ -50,10 +50,10 @@ def make_checkpoint(ledger: LedgerContext, keyring: Keyring) -> str:
     returned is then freshly signed by the current keys (identical unless the
     active keys changed).
     """
-    origin = ledger.meta.origin
+    origin = ctx.meta.origin
     signers = keyring.signers(origin)
-    sync_tree(ledger.engine)  # bulk catch-up in chunks, outside this transaction
-    with append_transaction(ledger.engine) as txn:
+    sync_tree(ctx.engine)  # bulk catch-up in chunks, outside this transaction
+    with append_transaction(ctx.engine) as txn:
         store = TreeStore(txn.cur, txn.pg)
         size = extend_tree(store, txn.lock_head().size)  # what was appended meanwhile
         tree = StoredTree(store, size)
@@ -64,7 +64,7 @@ def make_checkpoint(ledger: LedgerContext, keyring: Keyring) -> str:
         body = format_checkpoint_body(Checkpoint(origin, size, root))
         note = body + "\n" + "".join(sign_note(body, name, key) for name, key in signers)
         if latest is None or latest.size < size:
-            store.insert_checkpoint(size, root, note, ledger.clock.now_us())
+            store.insert_checkpoint(size, root, note, ctx.clock.now_us())
     return note
 
 
@@ -94,41 +94,41 @@ def _require_consistent(tree: StoredTree, latest: CheckpointRow, origin: str, si
                     "checkpoint_root": cp.root_hash.hex(), "root": root.hex()}) from exc
 
 
-def latest_checkpoint(ledger: LedgerContext) -> CheckpointRow | None:
+def latest_checkpoint(ctx: LedgerContext) -> CheckpointRow | None:
     """The stored checkpoint with the largest tree size, or None."""
-    with read_store(ledger.engine) as store:
+    with read_store(ctx.engine) as store:
         return store.latest_checkpoint()
 
 
-def checkpoint_at(ledger: LedgerContext, size: int) -> CheckpointRow | None:
-    with read_store(ledger.engine) as store:
+def checkpoint_at(ctx: LedgerContext, size: int) -> CheckpointRow | None:
+    with read_store(ctx.engine) as store:
         return store.checkpoint_at(size)
 
 
-def _tree(ledger: LedgerContext, store: TreeStore, size: int) -> StoredTree:
+def _tree(ctx: LedgerContext, store: TreeStore, size: int) -> StoredTree:
     """The stored tree, synced first if it does not reach ``size`` yet."""
     head_size, tree_size = store.sizes()
     if size > head_size:
         raise UsageError(f"tree size {size} is larger than the ledger ({head_size})",
                          code="size_out_of_range", field="size")
     if size > tree_size:
-        tree_size = sync_tree(ledger.engine)
+        tree_size = sync_tree(ctx.engine)
     return StoredTree(store, tree_size)
 
 
-def _resolve(ledger: LedgerContext, size: int, specs: list[NodeSpec]) -> list[bytes]:
+def _resolve(ctx: LedgerContext, size: int, specs: list[NodeSpec]) -> list[bytes]:
     """Fetch and fold the nodes of ``specs`` in one read when the stored tree already
     reaches ``size`` (its leaf ``size - 1`` is stored); else check sizes, sync, refetch."""
     ids = node_ids(specs)
     want = list(dict.fromkeys([*ids, (0, size - 1)])) if size else ids
-    with read_store(ledger.engine) as store:
+    with read_store(ctx.engine) as store:
         got = store.get_nodes(want)
         if len(got) != len(want):
-            got = _tree(ledger, store, size).nodes(want)
+            got = _tree(ctx, store, size).nodes(want)
     return resolve_proof(specs, got)
 
 
-def inclusion_proof(ledger: LedgerContext, seq: int, size: int) -> list[bytes]:
+def inclusion_proof(ctx: LedgerContext, seq: int, size: int) -> list[bytes]:
     """RFC 9162 inclusion proof for the entry at ``seq`` in the tree of ``size`` entries.
 
     One read of O(log n) nodes (plus a tree sync if ``size`` is beyond the stored
@@ -137,19 +137,19 @@ def inclusion_proof(ledger: LedgerContext, seq: int, size: int) -> list[bytes]:
     if not 0 <= seq < size:
         raise UsageError(f"seq {seq} is not in a tree of size {size}",
                          code="seq_out_of_range", field="seq")
-    return _resolve(ledger, size, inclusion_nodes(seq, size))
+    return _resolve(ctx, size, inclusion_nodes(seq, size))
 
 
-def consistency_proof(ledger: LedgerContext, size1: int, size2: int) -> list[bytes]:
+def consistency_proof(ctx: LedgerContext, size1: int, size2: int) -> list[bytes]:
     """RFC 9162 consistency proof from tree size ``size1`` to ``size2``."""
     if not 0 <= size1 <= size2:
         raise UsageError(f"invalid consistency sizes {size1} -> {size2}",
                          code="size_out_of_range", field="size")
-    return _resolve(ledger, size2, consistency_nodes(size1, size2))
+    return _resolve(ctx, size2, consistency_nodes(size1, size2))
 
 
-def tree_root(ledger: LedgerContext, size: int) -> bytes:
+def tree_root(ctx: LedgerContext, size: int) -> bytes:
     """Root of the stored tree of ``size`` entries (``popcount(size)`` node reads)."""
-    with read_store(ledger.engine) as store:
-        return _tree(ledger, store, size).root(size)
+    with read_store(ctx.engine) as store:
+        return _tree(ctx, store, size).root(size)
 

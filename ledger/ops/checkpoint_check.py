@@ -118,14 +118,14 @@ def _open(note_text: str | bytes, known_keys: KnownKeys | None) -> Checkpoint:
     return open_checkpoint(note_text, known_keys)[0]
 
 
-def check_against_checkpoint(ledger: LedgerContext, note_text: str | bytes,
+def check_against_checkpoint(ctx: LedgerContext, note_text: str | bytes,
                              known_keys: KnownKeys | None = None) -> list[dict[str, Any]]:
     """:func:`checkpoint_findings` as report dicts (``range`` last where there is one)."""
     return [f.to_dict(CHECKPOINT_FINDING_KEYS)
-            for f in checkpoint_findings(ledger, note_text, known_keys)]
+            for f in checkpoint_findings(ctx, note_text, known_keys)]
 
 
-def checkpoint_findings(ledger: LedgerContext, note_text: str | bytes,
+def checkpoint_findings(ctx: LedgerContext, note_text: str | bytes,
                         known_keys: KnownKeys | None = None) -> list[Finding]:
     """Findings showing how the ledger fails to extend the checkpoint ``note_text``.
 
@@ -137,12 +137,12 @@ def checkpoint_findings(ledger: LedgerContext, note_text: str | bytes,
     except LedgerError as exc:
         return [_finding("checkpoint_unverified", FindingClass.SIGNATURE_INVALID, 0,
                          f"the checkpoint cannot be used: {exc}")]
-    if cp.origin != ledger.meta.origin:
+    if cp.origin != ctx.meta.origin:
         return [_finding("checkpoint_origin_mismatch", FindingClass.SIGNATURE_INVALID,
                          max(cp.size - 1, 0),
                          "the checkpoint is for another ledger",
-                         {"origin": cp.origin}, {"origin": ledger.meta.origin})]
-    with read_store(ledger.engine) as store:
+                         {"origin": cp.origin}, {"origin": ctx.meta.origin})]
+    with read_store(ctx.engine) as store:
         tree_size = store.tree_size()
         scan = _scan(store, {cp.size, tree_size})
         found = [_finding("entries_gap", FindingClass.DELETED, g, f"no entry at seq {g}")

@@ -135,15 +135,15 @@ def _prepare_dir(out_dir: str | os.PathLike[str]) -> Path:
     return path
 
 
-def _checkpoint(ledger: LedgerContext, signer: Signer, end: int, jwks_path: Path) -> str:
+def _checkpoint(ctx: LedgerContext, signer: Signer, end: int, jwks_path: Path) -> str:
     """A signed checkpoint covering ``[0, end)`` that the bundle's jwks.json verifies: the
     latest stored one if it does, else a new one (stored when the ledger grew)."""
-    latest = latest_checkpoint(ledger)
+    latest = latest_checkpoint(ctx)
     if latest is not None and latest.size >= end:
         refs = load_public_keys(jwks_path)
         if check_note(latest.note.encode("utf-8"), refs, True)[0] == "verified":
             return latest.note
-    return make_checkpoint(ledger, signer)  # type: ignore[arg-type]
+    return make_checkpoint(ctx, signer)  # type: ignore[arg-type]
 
 
 def _prove(tree: StoredTree, proofs: _Out, file: str, first: int, last: int, size: int) -> None:
@@ -186,7 +186,7 @@ def _write_entries(conn: Any, f: Filters, out: _Out, proofs: _Out, tree: StoredT
     return n
 
 
-def export_bundle(ledger: LedgerContext, out_dir: str | os.PathLike[str], signer: Signer,
+def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: Signer,
                   filters: Filters | None = None, *, proofs: str = "interval",
                   progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Write the bundle of the entries matching ``filters`` (default: all) to ``out_dir``
@@ -200,7 +200,7 @@ def export_bundle(ledger: LedgerContext, out_dir: str | os.PathLike[str], signer
         raise UsageError(f"proofs must be one of {', '.join(PROOF_MODES)}", field="proofs")
     f = filters or Filters()
     out = _prepare_dir(out_dir)
-    with connect(ledger.engine) as conn:
+    with connect(ctx.engine) as conn:
         head = repo.read_head(conn)
     end = head.size if f.end is None else min(f.end, head.size)  # type: ignore[union-attr]
     f = with_window(f, 0, end)
@@ -208,7 +208,7 @@ def export_bundle(ledger: LedgerContext, out_dir: str | os.PathLike[str], signer
     jwks = _Out(out, JWKS)
     jwks.write(json.dumps({"keys": signer.jwks}, indent=2, sort_keys=True).encode() + b"\n")
     files[JWKS] = jwks.close()
-    note = _checkpoint(ledger, signer, end, out / JWKS)
+    note = _checkpoint(ctx, signer, end, out / JWKS)
     cp = parse_checkpoint_body(parse_note(note).text)
     cp_out = _Out(out, CHECKPOINT)
     cp_out.write(note.encode("utf-8"))
@@ -216,7 +216,7 @@ def export_bundle(ledger: LedgerContext, out_dir: str | os.PathLike[str], signer
     counts: dict[str, Counter] = {"by_status": Counter(), "by_kind": Counter()}
     outs = {name: _Out(out, name) for name in (KEY_EVENTS, ENTRIES, CSV_VIEW, PROOFS)}
     outs[CSV_VIEW].write(csv_bytes([CSV_HEADER]))
-    with read_store(ledger.engine) as store, connect(ledger.engine) as conn:
+    with read_store(ctx.engine) as store, connect(ctx.engine) as conn:
         tree = StoredTree(store, cp.size)
         n_events = _write_entries(conn, make_filters(kind="key_event", end=cp.size),
                                   outs[KEY_EVENTS], outs[PROOFS], tree, cp.size, "interval")
@@ -224,8 +224,8 @@ def export_bundle(ledger: LedgerContext, out_dir: str | os.PathLike[str], signer
                            outs[CSV_VIEW], counts, progress)
     files.update({name: o.close() for name, o in outs.items()})
     manifest = {
-        "format": EXPORT_FORMAT, "ledger_id": ledger.meta.ledger_id,
-        "origin": ledger.meta.origin, "created_at": format_us(ledger.clock.now_us()),
+        "format": EXPORT_FORMAT, "ledger_id": ctx.meta.ledger_id,
+        "origin": ctx.meta.origin, "created_at": format_us(ctx.clock.now_us()),
         "filters": f.to_doc(), "range": {"start": f.start, "end": end},
         "contiguous": n == end - f.start, "proofs": proofs,
         "counts": {"entries": n, "key_events": n_events,
@@ -235,8 +235,8 @@ def export_bundle(ledger: LedgerContext, out_dir: str | os.PathLike[str], signer
     }
     body = dump_line(manifest)
     (out / MANIFEST).write_bytes(body)
-    claims = {"iss": ledger.meta.origin, "sub": ledger.meta.ledger_id,
-              "iat": ledger.clock.now_us() // 1_000_000, "format": EXPORT_FORMAT,
+    claims = {"iss": ctx.meta.origin, "sub": ctx.meta.ledger_id,
+              "iat": ctx.clock.now_us() // 1_000_000, "format": EXPORT_FORMAT,
               "manifest_sha256": digest_text(body)}
     token = sign_manifest(claims, signer.private_key, signer.kid)
     (out / MANIFEST_JWT).write_bytes(token.encode("ascii"))
