@@ -41,8 +41,10 @@ def cli(ctx: click.Context, db_url: str | None) -> None:
 
 def _register() -> None:
     from ledger.cli import audit, db, demo, entries, export, keys, proofs, query, serve, token
+    from ledger.cli import importer, spool
 
-    for module in (db, entries, keys, audit, demo, proofs, query, export, serve, token):
+    for module in (db, entries, keys, audit, demo, proofs, query, export, serve, token,
+                   spool, importer):
         for command in module.COMMANDS:
             cli.add_command(command)
 
