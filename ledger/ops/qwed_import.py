@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.core.qwed_log import ChainChecker, RowVerdict, as_datetime
+from ledger.core.qwed_log import ChainChecker, RowVerdict, as_datetime, canonical_ts
 from ledger.core.submission import parse_submission
 from ledger.crypto.attestation import VERDICT_NONE, VERDICT_UNCHECKED, VERDICT_VALID
 from ledger.crypto.trust import TrustStore, check_attestation
@@ -82,6 +82,8 @@ def read_jsonl(path: str) -> Iterator[dict[str, Any]]:
                     obj = json.loads(line)
                     if not isinstance(obj, dict):
                         raise ValueError("not an object")
+                    if obj.get("is_verified") in (0, 1):  # a boolean column dumped as 0/1
+                        obj["is_verified"] = bool(obj["is_verified"])
                     rows.append(obj)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read the QWED dump {path} (line {n}): {exc}",
@@ -114,9 +116,9 @@ def _submission(v: RowVerdict, source: str, namespace: str) -> dict[str, Any]:
     provenance = {k: row.get(k) for k in ("user_id", "is_verified", "domain", "api_key_id",
                                           "verifier_version", "admission", "raw_llm_output",
                                           "previous_hash")}
-    provenance.update(source="qwed", source_label=source, namespace=namespace,
-                      organization_id=org, source_id=rid, source_entry_hash=row["entry_hash"],
-                      hmac=v.hmac, source_timestamp=str(row["timestamp"]),
+    provenance.update(source="qwed", namespace=namespace, organization_id=org, source_id=rid,
+                      source_entry_hash=row["entry_hash"], hmac=v.hmac,
+                      source_timestamp=canonical_ts(as_datetime(row["timestamp"])),
                       source_timestamp_us=_us(row["timestamp"]))
     sub: dict[str, Any] = {"result": json.loads(row["result"]),
                            "engine": str(row["domain"]).lower(), "query": row["query"],
@@ -189,7 +191,32 @@ class _Run:
         self.bad.append((_raw(row), {"code": code, "field": None,
                                      "message": f"QWED row {row.get('id')}: {message}"}))
 
+    def _already(self) -> None:
+        """Rows the ledger holds from an earlier run are not sent again: the same source
+        entry hash is "replayed" (whatever HMAC verdict that run recorded); another one
+        means the row changed since it was imported (``idempotency_conflict``)."""
+        held = qwed_source.imported_meta(self.ctx.engine,
+                                         [p.idempotency_key for p, _ in self.pending])
+        keep = []
+        for p, row in self.pending:
+            if p.idempotency_key not in held:
+                keep.append((p, row))
+                continue
+            meta = held[p.idempotency_key]
+            try:
+                was = json.loads(meta or b"{}").get("import", {}).get("source_entry_hash")
+            except ValueError:
+                was = None
+            if was == row["entry_hash"]:
+                self.report.replayed += 1
+            else:
+                self._quarantine(row, "idempotency_conflict", "the ledger holds another "
+                                 "version of this row (imported before it changed)")
+        self.pending = keep
+
     def flush(self) -> None:
+        if self.pending:
+            self._already()
         if self.pending and not self.report.dry_run:
             results = commit_batch(self.ctx.engine, self.ctx.meta.ledger_id, self.ctx.clock,
                                    [p for p, _ in self.pending])
@@ -231,12 +258,13 @@ def import_qwed(ctx: Any, rows: Iterable[dict[str, Any]], *, source: str,
 
 
 def _record(ctx: Any, report: ImportReport) -> int:
-    doc = {"type": REPORT_TYPE, "source": "qwed", "source_label": report.source,
+    doc = {"type": REPORT_TYPE, "source": f"qwed:{report.namespace}",
+           "source_label": report.source,
            "namespace": report.namespace, "outcome": report.outcome, "hmac": report.hmac,
            "rows": report.rows, "imported": report.imported, "replayed": report.replayed,
            "legacy": report.legacy, "quarantined": len(report.quarantined),
            "organizations": report.organizations}
-    ev = prepare_event("import", {"source": f"qwed:{report.namespace}",
+    ev = prepare_event("import", {"source": doc["source"],
                                   "outcome": report.outcome, "producer": PRODUCER},
                        "report", doc)
     res = commit_batch(ctx.engine, ctx.meta.ledger_id, ctx.clock, [ev])[0]

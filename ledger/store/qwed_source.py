@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import MetaData, Table, create_engine, select
+from sqlalchemy import Engine, MetaData, Table, create_engine, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, NoSuchTableError, SQLAlchemyError
 
 from ledger.errors import StoreUnavailable, UsageError
 from ledger.store.db import normalize_url
+from ledger.store.schema import entries, payloads
 
 TABLE = "verificationlog"
 COLUMNS = ("id", "organization_id", "user_id", "query", "result", "is_verified", "domain",
@@ -69,3 +70,18 @@ def read_rows(url: str, organization: int | None = None, page: int = 1000,
                          field="source") from exc
     finally:
         engine.dispose()
+
+
+def imported_meta(engine: Engine, keys: list[str]) -> dict[str, bytes | None]:
+    """For the keys the ledger already holds: key -> the entry's stored meta payload
+    (what an import recorded as the row's provenance; None if it has none)."""
+    out: dict[str, bytes | None] = {}
+    with engine.connect() as conn:
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            stmt = select(entries.c.idempotency_key, payloads.c.data).select_from(
+                entries.outerjoin(payloads, payloads.c.digest == entries.c.meta_digest)).where(
+                entries.c.idempotency_key.in_(chunk))
+            for key, data in conn.execute(stmt):
+                out[key] = bytes(data) if data is not None else None
+    return out
