@@ -47,4 +47,4 @@ def result_keys(db_url: str) -> list[str]:
 
 def audit_exit(db_url: str) -> int:
     return subprocess.run([sys.executable, "-m", "ledger", "--db", db_url, "audit"],
-                          capture_output=True, timeout=120, cwd=ROOT).returncode
+                          capture_output=True, timeout=120, cwd=ROOT, check=False).returncode

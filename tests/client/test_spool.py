@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.client import Spool, SpoolCorrupt, SpoolFull, SpoolLocked, inspect
-from ledger.client import framing
+from ledger.client import Spool, SpoolCorrupt, SpoolFull, SpoolLocked, framing, inspect
 
 bodies = st.lists(st.dictionaries(st.text(max_size=8), st.text(max_size=40), max_size=4),
                   min_size=1, max_size=6)

@@ -15,8 +15,7 @@ import sys
 
 
 def main(rounds: int) -> None:
-    from qwed_new.core import models  # noqa: F401 - registers the tables
-    from qwed_new.core import database
+    from qwed_new.core import database, models  # models: registers the tables
     from qwed_new.core.audit_logger import AuditLogger
     from sqlmodel import Session
 
