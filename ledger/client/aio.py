@@ -147,7 +147,7 @@ class AsyncLedgerClient:
     async def _send_one(self, body: bytes, key: str) -> AppendOutcome:
         await self._identify()
         status, payload = await self._request("POST", "/v1/entries", content=body, headers={
-            "Content-Type": "application/json", "Idempotency-Key": key})
+            "Content-Type": "application/json"})  # the body carries the key
         return await self._verify(self.core.single_answer(status, payload), key)
 
     async def _send_many(self, items: list[tuple[bytes, str]]) -> list[AppendOutcome]:

@@ -13,6 +13,7 @@ what the response said.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jwt
@@ -21,6 +22,18 @@ from ledger.client.errors import ReceiptInvalid
 
 RECEIPT_TYP = "ledger-receipt+jwt"
 RECEIPT_CLAIMS = ("iss", "origin", "ledger_id", "seq", "entry_hash", "recorded_at", "iat")
+
+
+_KEYS: dict[str, Any] = {}  # JWK text -> public key object (parsing one costs more than a check)
+
+
+def _key(jwk: dict[str, Any]) -> Any:
+    text = json.dumps(jwk, sort_keys=True)
+    if text not in _KEYS:
+        if len(_KEYS) > 64:
+            _KEYS.clear()
+        _KEYS[text] = jwt.PyJWK(jwk, algorithm="EdDSA").key
+    return _KEYS[text]
 
 
 def receipt_kid(token: str) -> str | None:
@@ -44,7 +57,7 @@ def verify_receipt(token: Any, jwks: dict[str, Any], *, origin: str, ledger_id: 
         keys = [k for k in jwks.get("keys", []) if k.get("kid") == header.get("kid")]
         if not keys:
             raise ReceiptInvalid("receipt signed by a key the ledger does not publish")
-        key = jwt.PyJWK(keys[0], algorithm="EdDSA").key
+        key = _key(keys[0])
         claims = jwt.decode(token, key, algorithms=["EdDSA"], issuer=origin,
                             options={"require": list(RECEIPT_CLAIMS), "verify_aud": False})
     except (jwt.InvalidTokenError, jwt.PyJWKError) as exc:
