@@ -14,7 +14,7 @@ from ledger.ops import append as append_ops
 from ledger.ops import audit as audit_ops
 from ledger.ops import checkpoint as checkpoint_ops
 from ledger.ops import export as export_ops
-from ledger.ops import lifecycle, prove, read, trust
+from ledger.ops import lifecycle, prove, qwed_import, read, trust
 from ledger.ops import query as query_ops
 from ledger.ops.append import AppendResult
 from ledger.ops.context import Engine, Keyring, LedgerContext, LedgerMeta, TrustStore
@@ -144,6 +144,10 @@ class Ledger:
         ``signer`` (``ledger.ops.export.Signer``) or ``keys`` (keyring directory) or
         ``key_file`` (PEM); ``proofs``; ``progress``; and the filters of :meth:`query`."""
         return export_ops.export_filtered(self.ctx, out_dir, **kw)
+
+    def import_qwed(self, rows: Iterable[dict[str, Any]], **kw: Any) -> Any:
+        """Import QWED ``VerificationLog`` rows (see ``ledger.ops.qwed_import``)."""
+        return qwed_import.import_qwed(self.ctx, rows, **kw)
 
     def export_records(self, f: query_ops.Filters) -> Iterable[bytes]:
         """The export record line of every entry matching ``f`` (streaming)."""

@@ -48,12 +48,15 @@ KIND_KEYS = {"result": (RESULT_KEYS, {"result", "preimage", "attestation", "quer
              "key_event": ({"v", "ledger", "kind", "action", "issuer", "kid", "thumbprint",
                             "producer", "payloads"}, {"event"}),
              "audit_run": ({"v", "ledger", "kind", "outcome", "producer", "payloads"},
-                           {"report"})}
-DOC_OF = {"result": "result", "key_event": "event", "audit_run": "report"}
+                           {"report"}),
+             "import": ({"v", "ledger", "kind", "source", "outcome", "producer", "payloads"},
+                        {"report"})}
+DOC_OF = {"result": "result", "key_event": "event", "audit_run": "report", "import": "report"}
 FILTER_FIELD = {"result": {k: k for k in RESULT_KEYS},
                 "key_event": {"status": "action", "att_iss": "issuer", "att_kid": "kid",
                               "constraint_id": "thumbprint", "producer": "producer"},
-                "audit_run": {"status": "outcome", "producer": "producer"}}
+                "audit_run": {"status": "outcome", "producer": "producer"},
+                "import": {"subject": "source", "status": "outcome", "producer": "producer"}}
 SKEW_US = 300 * 1_000_000
 
 

@@ -11,7 +11,11 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
   never the facade, the CLI or the HTTP layer;
 * ``facade`` -> ``ops``, ``errors``, ``clock``;
 * ``cli`` / ``api`` -> anything but ``store`` and each other;
-* only ``crypto`` imports cryptography or PyJWT;
+* ``client`` (the producer library) -> the standard library, httpx, ``client``, ``errors``;
+  never the server side (``store``, ``ops``, ``api``, ``cli``, the facade, SQLAlchemy, FastAPI);
+* ``integrations`` -> never ``store``, ``api`` or ``cli``;
+* only ``crypto`` imports cryptography or PyJWT, and the client's one boundary module
+  ``client/receipt.py`` (the client verifies receipts without the server's key code);
 * no import cycle among the modules of ``ledger/``.
 """
 
@@ -44,7 +48,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "cli": ("ledger.store", "ledger.api", *CRYPTO_LIBS),
     "api": ("ledger.store", "ledger.cli", *CRYPTO_LIBS),
     "demo": ("ledger.store", "ledger.cli", "ledger.api"),
+    "client": ("ledger.store", "ledger.ops", "ledger.api", "ledger.cli", "ledger.facade",
+               "ledger.core", "ledger.verify", "sqlalchemy", "fastapi", "uvicorn"),
+    "integrations": ("ledger.store", "ledger.api", "ledger.cli", "sqlalchemy", "fastapi"),
 }
+# modules outside crypto/ allowed to call cryptography/PyJWT, with the reason
+CRYPTO_BOUNDARIES = {"client/receipt.py": "the producer client's own receipt check"}
 
 
 def module_name(path: Path) -> str:
@@ -119,6 +128,9 @@ def _violations(path: Path) -> list[str]:
                 bad.append(module)
         elif any(_matches(module, p) for p in FORBIDDEN.get(layer, ())):
             bad.append(module)
+        elif layer == "client" and module.split(".")[0] in CRYPTO_LIBS and \
+                str(path.relative_to(PKG)) not in CRYPTO_BOUNDARIES:
+            bad.append(module)
     return sorted(set(bad))
 
 
@@ -130,6 +142,7 @@ def test_module_keeps_its_layers_rules(path):
 
 def test_only_crypto_imports_cryptography_or_jwt():
     users = sorted(str(p.relative_to(PKG)) for p in _modules() if layer_of(p) != "crypto"
+                   and str(p.relative_to(PKG)) not in CRYPTO_BOUNDARIES
                    and any(m.split(".")[0] in CRYPTO_LIBS for m, _ in imports(p)))
     assert users == []
 

@@ -47,15 +47,17 @@ def _register() -> None:
         demo,
         entries,
         export,
+        importer,
         keys,
         proofs,
         query,
         serve,
+        spool,
         token,
     )
 
     for module in (db, entries, keys, audit, demo, proofs, checkpoint_verify, query, export,
-                   serve, token):
+                   serve, token, spool, importer):
         for command in module.COMMANDS:
             cli.add_command(command)
 

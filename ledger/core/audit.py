@@ -72,6 +72,7 @@ _DOC_FIELDS = {
     "key_event": ("event", {"action": "action", "issuer": "issuer", "kid": "kid",
                             "thumbprint": "thumbprint"}),
     "audit_run": ("report", {"outcome": "outcome"}),
+    "import": ("report", {"outcome": "outcome", "source": "source"}),
 }
 
 
@@ -258,7 +259,11 @@ class ChainAuditor:
         _contract_findings(seq, env, contract.ENVELOPE_RULES, f)
         pre_digest = (env.get("payloads") or {}).get("preimage")
         if status == "VERIFIED" and proof_ref is not None:
-            if pre_digest is None:
+            if pre_digest is None and imported_provenance(env, texts) is not None:
+                out.abstentions.append(Abstention(
+                    seq, "proof_ref", "insufficient_evidence", "imported from a source that "
+                    "kept no evidence preimage: proof_ref cannot be recomputed"))
+            elif pre_digest is None:
                 f.append(Finding("verified_without_evidence", seq, CONTRACT_VIOLATION,
                                  "a VERIFIED row stores no evidence preimage", proof_ref, None))
             elif "preimage" in texts:
@@ -340,6 +345,9 @@ class ChainAuditor:
                                               "attestations were not checked in this run"))
             return
         query = texts["query"].decode("utf-8") if "query" in texts else None
+        imported = imported_provenance(env, texts) or {}
+        if type(imported.get("source_timestamp_us")) is int:  # judged when the source recorded it
+            row = _AtTime(row, imported["source_timestamp_us"])
         disp, code, message = self.judge(texts["attestation"].decode("ascii"), row, env, query)
         disp = Disposition(disp)
         if disp is Disposition.FAILED:
@@ -355,3 +363,31 @@ def _contract_findings(seq: int, view: dict[str, Any], rules: tuple[contract.Rul
     """The result-contract rules (ledger.core.contract) as findings on row ``seq``."""
     f.extend(Finding(v.code or v.rejection, seq, CONTRACT_VIOLATION, v.finding_message,
                      v.expected, v.actual) for v in contract.violations(view, rules))
+
+
+def imported_provenance(env: dict[str, Any], texts: dict[str, bytes]) -> dict[str, Any] | None:
+    """``meta.import`` of a VERIFIED row written by an import (ledger/ops/qwed_import.py).
+
+    Only an import appends a VERIFIED row without a preimage (every other append must
+    give one), so provenance counts only on such a row: a producer's own ``meta`` can
+    never turn a missing preimage into an abstention or move its attestation's time.
+    """
+    if env.get("status") != "VERIFIED" or (env.get("payloads") or {}).get("preimage") \
+            is not None or "meta" not in texts:
+        return None
+    try:
+        meta = json.loads(texts["meta"])
+    except ValueError:
+        return None
+    imported = meta.get("import") if isinstance(meta, dict) else None
+    return imported if isinstance(imported, dict) else None
+
+
+class _AtTime:
+    """A row seen at another time (an imported attestation is judged at the source's)."""
+
+    def __init__(self, row: Any, recorded_at: int) -> None:
+        self._row, self.recorded_at = row, recorded_at
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._row, name)

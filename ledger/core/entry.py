@@ -38,7 +38,7 @@ ENVELOPE_TAG = b"ledger.envelope.v1\x00"
 ENTRY_TAG = b"ledger.entry.v1\x00"
 GENESIS_TAG = b"ledger.genesis.v1\x00"
 
-KINDS = ("result", "key_event", "audit_run", "redaction")
+KINDS = ("result", "key_event", "audit_run", "redaction", "import")
 
 # Envelope field -> queryable entries column, per kind.  Every listed field is
 # always present in the envelope (null where absent); the audit checks that each
@@ -51,6 +51,7 @@ COLUMN_MAP: dict[str, dict[str, str]] = {
                   "thumbprint": "constraint_id", "producer": "producer"},
     "audit_run": {"outcome": "status", "producer": "producer"},
     "redaction": {"target_seq": "subject", "producer": "producer"},
+    "import": {"source": "subject", "outcome": "status", "producer": "producer"},
 }
 # Envelope payload name -> entries column holding its digest, per kind.
 PAYLOAD_MAP: dict[str, dict[str, str]] = {
@@ -60,6 +61,7 @@ PAYLOAD_MAP: dict[str, dict[str, str]] = {
     "key_event": {"event": "doc_digest"},
     "audit_run": {"report": "doc_digest"},
     "redaction": {"request": "doc_digest"},
+    "import": {"report": "doc_digest"},
 }
 
 _U64 = struct.Struct(">Q")
