@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 VERIFIED = "VERIFIED"
@@ -37,7 +38,8 @@ class Rule:
     field: str  # the result field the rule is about (relative to the result)
     message: str  # the rejection message
     finding_message: str | None
-    find: Finder = field(repr=False, compare=False)
+    # dataclasses.field spelled out: the ``field`` attribute above shadows the name
+    find: Finder = dataclasses.field(repr=False, compare=False)
 
 
 @dataclass(frozen=True)

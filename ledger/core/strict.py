@@ -22,7 +22,7 @@ import binascii
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 _B64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
@@ -48,7 +48,7 @@ def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise StrictError(f"{name} is not JSON")
 
 

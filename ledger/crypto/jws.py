@@ -7,7 +7,7 @@ unpadded base64url, header and claims JSON objects without duplicate keys.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import jwt
 from cryptography.exceptions import InvalidSignature
@@ -22,13 +22,16 @@ UNTRUSTED = ("the %s verifies only with the bundle's own jwks.json; give the led
              "with --jwks")
 
 
-class SignatureCheck(NamedTuple):
+_Parsed = TypeVar("_Parsed")
+
+
+class SignatureCheck(NamedTuple, Generic[_Parsed]):
     """How a signature check ended, and what it read (claims, checkpoint) if anything."""
 
     disposition: Disposition
     code: str
     message: str
-    parsed: Any = None
+    parsed: _Parsed | None = None
 
 
 def sign_manifest(claims: dict[str, Any], private_key: Ed25519PrivateKey, kid: str) -> str:
@@ -60,7 +63,8 @@ def verifies(public_raw: bytes, signature: bytes, message: bytes) -> bool:
         return False
 
 
-def check_manifest_jwt(token: bytes, keys: list[PublicKeyRef], trusted: bool) -> SignatureCheck:
+def check_manifest_jwt(token: bytes, keys: list[PublicKeyRef], trusted: bool,
+                       ) -> SignatureCheck[dict[str, Any]]:
     """The manifest JWT's check (``parsed``: its claims, when they could be read).  ``keys``
     are the verifier's trusted keys, or (``trusted`` False) the bundle's own jwks.json:
     then a valid signature only abstains, since anyone can put a key in a bundle.  Never
