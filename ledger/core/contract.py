@@ -14,9 +14,9 @@ validation checks it).  Pure: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterator, Mapping
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 

@@ -47,9 +47,9 @@ def parse_jwt(token: bytes) -> tuple[dict[str, Any], dict[str, Any], bytes, byte
     if len(parts) != 3:
         raise ValueError("a compact JWS has three parts")
     names = ("header", "claims", "signature")
-    header, claims = (loads(b64url_decode(p, n)) for p, n in zip(parts[:2], names))
+    header, claims = (loads(b64url_decode(p, n)) for p, n in zip(parts[:2], names[:2], strict=True))
     if not isinstance(header, dict) or not isinstance(claims, dict):
-        raise ValueError("header and claims must be JSON objects")  # noqa: TRY004
+        raise ValueError("header and claims must be JSON objects")  # callers catch ValueError
     return header, claims, f"{parts[0]}.{parts[1]}".encode("ascii"), \
         b64url_decode(parts[2], names[2])
 

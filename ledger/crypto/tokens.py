@@ -157,6 +157,7 @@ def new_es256_key() -> tuple[ec.EllipticCurvePrivateKey, dict[str, Any]]:
     return key, json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
 
 
-def sign_es256(claims: dict[str, Any], key: ec.EllipticCurvePrivateKey, *, kid: str, typ: str) -> str:
+def sign_es256(claims: dict[str, Any], key: ec.EllipticCurvePrivateKey, *, kid: str,
+               typ: str) -> str:
     """An ES256 JWS of ``claims`` (the upstream attestation's algorithm)."""
     return jwt.encode(claims, key, algorithm="ES256", headers={"kid": kid, "typ": typ})

@@ -107,8 +107,9 @@ class ProofCursor:
 
 def _path(o: dict[str, Any], sink: FindingSink) -> list[bytes] | None:
     try:
-        path = [bytes.fromhex(h) for h in o["inclusion_path"]]
-        if any(len(h) != 32 or h.hex() != t for h, t in zip(path, o["inclusion_path"])):
+        text = o["inclusion_path"]
+        path = [bytes.fromhex(h) for h in text]
+        if any(len(h) != 32 or h.hex() != t for h, t in zip(path, text, strict=True)):
             raise ValueError("not 64 lowercase hex digits")
     except (ValueError, TypeError) as exc:
         sink.fail("proof_malformed", FindingClass.PAYLOAD_MODIFIED, f"inclusion_path: {exc}",
