@@ -48,21 +48,21 @@ FORKED = FindingClass.FORKED
 SIGNATURE_INVALID = FindingClass.SIGNATURE_INVALID
 CONTRACT_VIOLATION = FindingClass.CONTRACT_VIOLATION
 POLICY_VIOLATION = FindingClass.POLICY_VIOLATION
-__all__ = ["EXIT_CODES", "Abstention", "AttestationJudge", "ChainAuditor", "Disposition",
-           "EntryRow", "Finding", "FindingClass", "RowOutcome", "outcome"]
+__all__ = ["EXIT_CODES", "Abstention", "AttestationJudge", "AuditedRow", "ChainAuditor",
+           "Disposition", "Finding", "FindingClass", "RowOutcome", "outcome"]
 
 STATUSES = contract.STATUSES
 
 
 def _pair(mapping: dict[str, str],
-          ) -> tuple[Callable[[dict[str, Any]], tuple[Any, ...]], Callable[[EntryRow], Any]]:
+          ) -> tuple[Callable[[dict[str, Any]], tuple[Any, ...]], Callable[[AuditedRow], Any]]:
     """Getters of ``mapping``'s envelope fields and of its columns, as equal-length tuples."""
     names, columns = list(mapping), list(mapping.values())
     return (lambda d: tuple(d[n] for n in names)), attrgetter(*columns) if len(columns) > 1 \
         else (lambda r: (getattr(r, columns[0]),))
 
 
-class EntryRow(Protocol):
+class AuditedRow(Protocol):
     """An entries row as the audit reads it: a database row or a bundle line's
     :class:`ledger.core.bundle.BundleRow`.  Besides these, the columns of
     :data:`COLUMN_MAP` and :data:`PAYLOAD_MAP` are read by name.  Values written behind the
@@ -127,7 +127,7 @@ class RowOutcome:
 
 
 # (token, row, result_doc, query_text) -> (disposition, code, message)
-AttestationJudge = Callable[[str, EntryRow, dict[str, Any] | None, str | None],
+AttestationJudge = Callable[[str, AuditedRow, dict[str, Any] | None, str | None],
                             tuple[str, str, str]]
 
 
@@ -150,7 +150,7 @@ class ChainAuditor:
         self.judge = judge_attestation
 
     # -- chain ------------------------------------------------------------
-    def check_row(self, row: EntryRow, blobs: dict[str, bytes]) -> RowOutcome:
+    def check_row(self, row: AuditedRow, blobs: dict[str, bytes]) -> RowOutcome:
         """All checks of one row.  Never raises for bad data: a row whose stored
         values cannot even be read (wrong types written behind the ledger's back)
         is one ``row_unreadable`` finding, and the walk goes on."""
@@ -168,7 +168,7 @@ class ChainAuditor:
                 self.prev_hash = b""
             return out
 
-    def _check_row(self, row: EntryRow, blobs: dict[str, bytes]) -> RowOutcome:
+    def _check_row(self, row: AuditedRow, blobs: dict[str, bytes]) -> RowOutcome:
         out = RowOutcome(row.seq)
         f = out.findings
         envelope, body = _as_bytes(row.envelope), _as_bytes(row.body_hash)
@@ -226,7 +226,7 @@ class ChainAuditor:
         return None
 
     # -- content ----------------------------------------------------------
-    def _check_content(self, row: EntryRow, envelope: bytes, blobs: dict[str, bytes],
+    def _check_content(self, row: AuditedRow, envelope: bytes, blobs: dict[str, bytes],
                        out: RowOutcome) -> None:
         f = out.findings
         try:
@@ -283,7 +283,7 @@ class ChainAuditor:
         elif row.kind in _DOC_FIELDS:
             self._check_event_doc(row, env, texts, out)
 
-    def _check_result(self, row: EntryRow, env: dict[str, Any], texts: dict[str, bytes],
+    def _check_result(self, row: AuditedRow, env: dict[str, Any], texts: dict[str, bytes],
                       out: RowOutcome) -> None:
         f, seq = out.findings, row.seq
         status, proof_ref = env.get("status"), env.get("proof_ref")
@@ -310,7 +310,7 @@ class ChainAuditor:
         self._check_attestation(row, env, doc, texts, out)
 
     @staticmethod
-    def _check_event_doc(row: EntryRow, env: dict[str, Any], texts: dict[str, bytes],
+    def _check_event_doc(row: AuditedRow, env: dict[str, Any], texts: dict[str, bytes],
                          out: RowOutcome) -> None:
         """A key_event/audit_run document must say what its hashed envelope says."""
         payload, fields = _DOC_FIELDS[row.kind]
@@ -354,7 +354,7 @@ class ChainAuditor:
                                  env.get(key), doc.get(key)))
         _contract_findings(seq, doc, contract.DOCUMENT_RULES, f)
 
-    def _check_attestation(self, row: EntryRow, env: dict[str, Any], doc: dict[str, Any] | None,
+    def _check_attestation(self, row: AuditedRow, env: dict[str, Any], doc: dict[str, Any] | None,
                            texts: dict[str, bytes], out: RowOutcome) -> None:
         digest = (env.get("payloads") or {}).get("attestation")
         if digest is None:

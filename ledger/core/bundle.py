@@ -137,7 +137,7 @@ def agent_message(kind: str, result_bytes: bytes | None) -> str | None:
 # -- reading lines ------------------------------------------------------------------------
 class BundleRow:
     """A bundle line as an entries row (the attributes ChainAuditor reads: an
-    :class:`ledger.core.audit.EntryRow`).  The linked parts were type-checked by
+    :class:`ledger.core.audit.AuditedRow`).  The linked parts were type-checked by
     :func:`read_entry`; the other columns are the envelope's fields, unverified JSON values
     (None where the envelope lacks them)."""
 

@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.ec import (
 )
 from jwt.algorithms import ECAlgorithm
 
-from ledger.core.audit import AttestationJudge, EntryRow
+from ledger.core.audit import AttestationJudge, AuditedRow
 from ledger.crypto.attestation import (
     ATTESTATION_TYP,
     CLOCK_SKEW_US,
@@ -278,7 +278,7 @@ def row_judge(store: TrustStore) -> AttestationJudge:
     -> (disposition, code, message), the token judged as of the row's seq and recorded
     time against the row's envelope fields.  Used by ``ledger audit`` and by the offline
     export verifier alike."""
-    def judge(token: str, row: EntryRow, env: dict[str, Any] | None, query: str | None,
+    def judge(token: str, row: AuditedRow, env: dict[str, Any] | None, query: str | None,
               ) -> tuple[str, str, str]:
         env = env or {}
         r = check_attestation(token, store=store, seq=row.seq, recorded_at_us=row.recorded_at,
