@@ -380,7 +380,8 @@ class Bundle:
                 assert p["first_seq"] <= p["seq"] and self.cp and p["tree_size"] == self.cp["size"]
                 p["path"] = [bytes.fromhex(h) for h in p["inclusion_path"]]
                 assert all(len(h) == 32 and h.hex() == t for h, t in zip(p["path"],
-                                                                         p["inclusion_path"]))
+                                                                         p["inclusion_path"],
+                                                                         strict=True))
             except (AssertionError, ValueError, TypeError, KeyError):
                 self.r.fail("proofs.jsonl", p.get("seq") if isinstance(p, dict) else None,
                             "proof_invalid", f"line {n} is not a valid proof record")
@@ -418,7 +419,10 @@ class Bundle:
         seq, t, kind = o["seq"], o["recorded_at_us"], o["kind"]
         if type(seq) is not int or type(t) is not int or seq < 0 or t < 0:
             raise ValueError("seq/recorded_at_us must be non-negative integers")
-        fail = lambda code, msg: self.r.fail(name, seq, code, msg)
+
+        def fail(code: str, msg: str) -> None:
+            self.r.fail(name, seq, code, msg)
+
         envelope = o["envelope"].encode("utf-8")
         body, prev, ehash = (hex32(o[k]) for k in ("body_hash", "prev_hash", "entry_hash"))
         if sha(ENVELOPE_TAG + envelope) != body:

@@ -110,7 +110,8 @@ def prove(obj: dict, seq: int | None, checkpoint_file: str | None,
         raise click.UsageError("give either SEQ or --consistency OLD NEW")
     with Ledger.open(obj["db_url"]) as ledger:
         if consistency is not None:
-            old, new = (_note_arg(ledger, a, n) for a, n in zip(consistency, ("OLD", "NEW")))
+            old, new = (_note_arg(ledger, a, n)
+                        for a, n in zip(consistency, ("OLD", "NEW"), strict=False))
             bundle = ledger.prove_consistency(old, new)
             what = "consistency proof"
         else:

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, Protocol
 
 from ledger.core import contract
 from ledger.core.digest import digest_text
@@ -48,19 +48,49 @@ FORKED = FindingClass.FORKED
 SIGNATURE_INVALID = FindingClass.SIGNATURE_INVALID
 CONTRACT_VIOLATION = FindingClass.CONTRACT_VIOLATION
 POLICY_VIOLATION = FindingClass.POLICY_VIOLATION
-__all__ = ["EXIT_CODES", "Abstention", "AttestationJudge", "ChainAuditor", "Disposition",
-           "Finding", "FindingClass", "RowOutcome", "outcome"]
+__all__ = ["EXIT_CODES", "Abstention", "AttestationJudge", "AuditedRow", "ChainAuditor",
+           "Disposition", "Finding", "FindingClass", "RowOutcome", "outcome"]
 
 STATUSES = contract.STATUSES
 
 
-def _pair(mapping: dict[str, str]) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+def _pair(mapping: dict[str, str],
+          ) -> tuple[Callable[[dict[str, Any]], tuple[Any, ...]], Callable[[AuditedRow], Any]]:
+    """Getters of ``mapping``'s envelope fields and of its columns, as equal-length tuples."""
     names, columns = list(mapping), list(mapping.values())
     return (lambda d: tuple(d[n] for n in names)), attrgetter(*columns) if len(columns) > 1 \
         else (lambda r: (getattr(r, columns[0]),))
 
 
-def _as_bytes(value: Any) -> bytes:
+class AuditedRow(Protocol):
+    """An entries row as the audit reads it: a database row or a bundle line's
+    :class:`ledger.core.bundle.BundleRow`.  Besides these, the columns of
+    :data:`COLUMN_MAP` and :data:`PAYLOAD_MAP` are read by name.  Values written behind the
+    ledger's back may have other types; the audit reports such a row as unreadable."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def recorded_at(self) -> int: ...
+
+    @property
+    def envelope(self) -> bytes | str: ...
+
+    @property
+    def body_hash(self) -> bytes | str: ...
+
+    @property
+    def prev_hash(self) -> bytes | str: ...
+
+    @property
+    def entry_hash(self) -> bytes | str: ...
+
+
+def _as_bytes(value: bytes | str) -> bytes:
     """Stored bytes as bytes (a tampered SQLite BLOB may read back as TEXT)."""
     if isinstance(value, str):
         return value.encode("utf-8", "surrogatepass")
@@ -98,15 +128,17 @@ class RowOutcome:
 
 
 # (token, row, result_doc, query_text) -> (disposition, code, message)
-AttestationJudge = Callable[[str, Any, dict[str, Any] | None, str | None], tuple[str, str, str]]
+AttestationJudge = Callable[[str, AuditedRow, dict[str, Any] | None, str | None],
+                            tuple[str, str, str]]
 
 
 class ChainAuditor:
     """Stateful walk over ``[start, end)``; ``anchor_hash`` is the prev_hash the
     first row must link to (genesis for seq 0, else the stored hash of start-1;
-    None: nothing to link to, e.g. the first row of a filtered export run)."""
+    None: nothing to link to, e.g. the first row of a filtered export run).  A
+    ``ledger_id`` of None (a bundle manifest that names none) makes every envelope foreign."""
 
-    def __init__(self, ledger_id: str, start: int, anchor_hash: bytes | None, last_time: int,
+    def __init__(self, ledger_id: str | None, start: int, anchor_hash: bytes | None, last_time: int,
                  policy: Policy, judge_attestation: AttestationJudge | None = None,
                  lookup: Callable[[str], bytes | None] | None = None) -> None:
         self.lookup = lookup  # payloads the envelope names but the row's columns did not
@@ -119,7 +151,7 @@ class ChainAuditor:
         self.judge = judge_attestation
 
     # -- chain ------------------------------------------------------------
-    def check_row(self, row: Any, blobs: dict[str, bytes]) -> RowOutcome:
+    def check_row(self, row: AuditedRow, blobs: dict[str, bytes]) -> RowOutcome:
         """All checks of one row.  Never raises for bad data: a row whose stored
         values cannot even be read (wrong types written behind the ledger's back)
         is one ``row_unreadable`` finding, and the walk goes on."""
@@ -137,7 +169,7 @@ class ChainAuditor:
                 self.prev_hash = b""
             return out
 
-    def _check_row(self, row: Any, blobs: dict[str, bytes]) -> RowOutcome:
+    def _check_row(self, row: AuditedRow, blobs: dict[str, bytes]) -> RowOutcome:
         out = RowOutcome(row.seq)
         f = out.findings
         envelope, body = _as_bytes(row.envelope), _as_bytes(row.body_hash)
@@ -195,7 +227,7 @@ class ChainAuditor:
         return None
 
     # -- content ----------------------------------------------------------
-    def _check_content(self, row: Any, envelope: bytes, blobs: dict[str, bytes],
+    def _check_content(self, row: AuditedRow, envelope: bytes, blobs: dict[str, bytes],
                        out: RowOutcome) -> None:
         f = out.findings
         try:
@@ -252,7 +284,7 @@ class ChainAuditor:
         elif row.kind in _DOC_FIELDS:
             self._check_event_doc(row, env, texts, out)
 
-    def _check_result(self, row: Any, env: dict[str, Any], texts: dict[str, bytes],
+    def _check_result(self, row: AuditedRow, env: dict[str, Any], texts: dict[str, bytes],
                       out: RowOutcome) -> None:
         f, seq = out.findings, row.seq
         status, proof_ref = env.get("status"), env.get("proof_ref")
@@ -283,7 +315,7 @@ class ChainAuditor:
         self._check_attestation(row, env, doc, texts, out)
 
     @staticmethod
-    def _check_event_doc(row: Any, env: dict[str, Any], texts: dict[str, bytes],
+    def _check_event_doc(row: AuditedRow, env: dict[str, Any], texts: dict[str, bytes],
                          out: RowOutcome) -> None:
         """A key_event/audit_run document must say what its hashed envelope says."""
         payload, fields = _DOC_FIELDS[row.kind]
@@ -327,7 +359,7 @@ class ChainAuditor:
                                  env.get(key), doc.get(key)))
         _contract_findings(seq, doc, contract.DOCUMENT_RULES, f)
 
-    def _check_attestation(self, row: Any, env: dict[str, Any], doc: dict[str, Any] | None,
+    def _check_attestation(self, row: AuditedRow, env: dict[str, Any], doc: dict[str, Any] | None,
                            texts: dict[str, bytes], out: RowOutcome) -> None:
         digest = (env.get("payloads") or {}).get("attestation")
         if digest is None:

@@ -24,12 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.core.canonical import canonical_json
-from ledger.core.digest import (  # noqa: F401 -- re-exported
-    digest_text,
-    hash_hex,
-    parse_hash_hex,
-    sha256,
-)
+from ledger.core.digest import digest_text as digest_text  # re-exported
+from ledger.core.digest import hash_hex as hash_hex  # re-exported
+from ledger.core.digest import parse_hash_hex as parse_hash_hex  # re-exported
+from ledger.core.digest import sha256
 
 FORMAT_VERSION = 1
 HASH_SIZE = 32

@@ -22,7 +22,7 @@ import binascii
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from ledger.errors import StrictError
 
@@ -42,7 +42,7 @@ def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise StrictError(f"{name} is not JSON")
 
 

@@ -247,8 +247,8 @@ def _evidence_preimage(sub: dict[str, Any], status: str, proof_ref: str | None,
     if has_pre:
         pre = sub["proof_preimage"]
         if not isinstance(pre, str):
-            raise _fail("invalid_type", "proof_preimage", "must be a string (the exact bytes hashed "
-                        "into proof_ref)")
+            raise _fail("invalid_type", "proof_preimage",
+                        "must be a string (the exact bytes hashed into proof_ref)")
         _check_unicode(pre, "proof_preimage")
     elif has_ev:
         ev = sub["evidence"]

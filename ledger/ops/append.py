@@ -210,7 +210,7 @@ def raw_bytes(item: Any) -> bytes:
         return item
     if isinstance(item, str):
         return item.encode("utf-8", "surrogatepass")
-    
+
     try:
         return json.dumps(item, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
     except (TypeError, ValueError):
@@ -571,7 +571,7 @@ def quarantine(ctx: LedgerContext, bad: Sequence[tuple[bytes, LedgerError | dict
     try:
         with db.transaction(ctx.engine) as conn:
             entries.insert_quarantine(conn, rows)
-    except Exception:  # noqa: BLE001 - reported, never raised (see docstring)
+    except Exception:  # reported, never raised (see docstring)
         log.exception("could not write %d quarantine row(s)", len(rows))
         return False
     return True

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ledger.core.entry import body_hash, entry_hash, parse_hash_hex
 from ledger.core.merkle import HASH_SIZE, leaf_hash, verify_consistency, verify_inclusion
@@ -42,6 +42,7 @@ ENTRY_KEYS = frozenset({"envelope", "recorded_at_us", "prev_hash", "body_hash", 
                         "payloads"})
 PAYLOAD_KEYS = frozenset({"digest", "data_b64"})
 CONSISTENCY_KEYS = frozenset({"format", "origin", "old", "new", "path"})
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -63,13 +64,13 @@ def _fail(code: str, message: str, field_: str | None = None) -> ProofError:
     return ProofError(message, code=code, field=field_)
 
 
-def _get(doc: Any, key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+def _get(doc: object, key: str, kind: type[_T], where: str = "") -> _T:
     if not isinstance(doc, dict) or key not in doc:
         raise _fail("proof_malformed", f"missing field {where}{key}", where + key)
     value = doc[key]
     if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
         raise _fail("proof_malformed", f"field {where}{key} has the wrong type", where + key)
-    if kind is int and value < 0:
+    if isinstance(value, int) and kind is int and value < 0:
         raise _fail("proof_malformed", f"field {where}{key} is negative", where + key)
     return value
 
@@ -121,7 +122,7 @@ def _closed(doc: dict[str, Any], allowed: frozenset[str], where: str = "") -> No
         raise _fail("proof_malformed", exc.message, exc.field) from exc
 
 
-def open_signed_checkpoint(note: Any, keys: Sequence[PublicKeyRef], what: str = "checkpoint"
+def open_signed_checkpoint(note: object, keys: Sequence[PublicKeyRef], what: str = "checkpoint"
                            ) -> tuple[Checkpoint, list[str]]:
     """Parse a signed checkpoint and verify it with ``keys`` (unnamed keys are taken
     as named after the checkpoint origin).  Raises ProofError."""
