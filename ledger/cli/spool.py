@@ -47,8 +47,8 @@ def status(directory: str, fmt: str) -> None:
               help="A producer token (or $LEDGER_TOKEN).")
 @click.option("--origin", default=None, metavar="ORIGIN",
               help="Pin the ledger origin receipts must name (default: as /v1/health says).")
-@click.option("--batch", "drain_batch", default=100, show_default=True, type=click.IntRange(1, 1000),
-              help="Items per batch request.")
+@click.option("--batch", "drain_batch", default=100, show_default=True,
+              type=click.IntRange(1, 1000), help="Items per batch request.")
 @click.option("--timeout", default=10.0, show_default=True, type=float, help="Seconds per request.")
 @format_option(default="text", choices=("text", "json"))
 def drain(directory: str, url: str, token: str, origin: str | None, drain_batch: int,

@@ -85,7 +85,7 @@ def read_jsonl(path: str) -> Iterator[dict[str, Any]]:
     rows, n = [], 0
     try:
         with open(path, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
+            for n, line in enumerate(fh, 1):  # noqa: B007 - n is reported below
                 if line.strip():
                     obj = json.loads(line)
                     if not isinstance(obj, dict):
