@@ -7,8 +7,9 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
 * ``crypto`` -> ``core``, ``errors``, ``clock``, cryptography, PyJWT;
 * ``verify`` -> ``core``, ``crypto``, ``errors`` (offline: no database library);
 * ``store``  -> ``errors``, ``store``, the database libraries and the migrations;
-* ``ops``    -> ``core``, ``crypto``, ``verify``, ``store``, ``errors``, ``clock``, ``data``;
-  never the facade, the CLI or the HTTP layer;
+* ``ops``    -> ``core``, ``crypto``, ``verify``, ``store``, ``errors``, ``clock``, ``data``,
+  and SQLAlchemy's ``Engine``/``Connection`` type names only; never the facade, the CLI or
+  the HTTP layer;
 * ``facade`` -> ``ops``, ``errors``, ``clock``;
 * ``cli`` / ``api`` -> anything but ``store`` and each other;
 * ``client`` (the producer library) -> the standard library, httpx, ``client``, ``errors``;
@@ -40,8 +41,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "verify": ("ledger.core", "ledger.crypto", "ledger.verify", "ledger.errors"),
     "store": ("ledger.store", "ledger.errors", "ledger._migrations", *DB_LIBS),
     "ops": ("ledger.core", "ledger.crypto", "ledger.verify", "ledger.store", "ledger.ops",
-            "ledger.errors", "ledger.clock", "ledger.data", "sqlalchemy"),
+            "ledger.errors", "ledger.clock", "ledger.data"),
     "facade": ("ledger.ops", "ledger.errors", "ledger.clock"),
+}
+# layer -> names allowed exactly (not as a prefix): ops may name SQLAlchemy's connection
+# types in signatures, and nothing else of it (statements are the store's)
+EXACT: dict[str, frozenset[str]] = {
+    "ops": frozenset({"sqlalchemy", "sqlalchemy.Engine", "sqlalchemy.Connection"}),
 }
 # layer -> what it must never import (for the layers with an open list)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
@@ -122,6 +128,8 @@ def _violations(path: Path) -> list[str]:
         if top in STDLIB or module == "ledger":
             continue
         if module.startswith("ledger.") and not _is_submodule_name(module):
+            continue
+        if module in EXACT.get(layer, ()):
             continue
         if layer in ALLOWED:
             if not any(_matches(module, p) for p in ALLOWED[layer]):
@@ -223,6 +231,15 @@ def test_imports_resolves_relative_from_and_guarded_imports():
     assert got["ledger.ops.read"] is False
     assert got["ledger.store.db"] is False
     assert got["ledger.facade"] is True
+
+
+def test_ops_may_name_sqlalchemy_types_but_not_build_statements():
+    probe = PKG / "ops" / "_layer_probe.py"
+    probe.write_text("from sqlalchemy import Engine, select\n", encoding="utf-8")
+    try:
+        assert _violations(probe) == ["sqlalchemy.select"]
+    finally:
+        probe.unlink()
 
 
 def test_rules_catch_a_violation():
