@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_layers import PKG, imported_modules
+from tests.test_layers import PKG, imports
 
 SERVER_SIDE = ("sqlalchemy", "fastapi", "uvicorn", "starlette", "alembic", "psycopg",
                "ledger.store", "ledger.ops", "ledger.api", "ledger.cli", "ledger.facade")
@@ -14,7 +14,7 @@ CRYPTO = ("jwt", "cryptography")
 
 
 def _hits(path: Path, prefixes: tuple[str, ...]) -> set[str]:
-    return {m for m in imported_modules(path)
+    return {m for m, _ in imports(path)
             if any(m == p or m.startswith(p + ".") for p in prefixes)}
 
 
