@@ -289,9 +289,11 @@ class BatchWriter:
     ``add`` may be called several times (chunks of one batch); ``finish`` moves the
     head.  Nothing is visible to others until the transaction commits.
 
-    Idempotency: an item whose key is already in the ledger (or earlier in the
-    batch) with the same envelope is replayed (the existing entry is returned);
-    with a different envelope it is rejected with ``idempotency_conflict``.
+    Idempotency: keys are scoped per producer.  An item whose key its producer already
+    used (in the ledger or earlier in the batch) with the same envelope is replayed (the
+    existing entry is returned); with a different envelope it is rejected with
+    ``idempotency_conflict``, naming only that producer's own entry.  Another producer's
+    entry under the same key is neither found nor disclosed.
     """
 
     def __init__(self, txn: AppendTxn, ledger_id: str, clock: Clock,
@@ -300,18 +302,19 @@ class BatchWriter:
         h = txn.lock_head()
         self.now = max(clock.now_us(), h.last_recorded_at)
         self.size, self.prev = h.size, h.head_hash
-        self.known: dict[str, tuple[bytes, AppendResult]] = {}
+        # (producer, idempotency key) -> (envelope, result): keys are scoped per producer
+        self.known: dict[tuple[str | None, str], tuple[bytes, AppendResult]] = {}
         self.wrote = False
 
     def add(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
         for p in prepared:
             if not p.envelope:
                 p.seal(self.ledger_id)
-        keys = [p.idempotency_key for p in prepared
-                if p.idempotency_key and p.idempotency_key not in self.known]
-        for k, e in self.txn.find_idempotent(keys).items():
-            self.known[k] = (e.envelope, AppendResult(True, e.seq, hash_hex(e.entry_hash),
-                                                      format_us(e.recorded_at), replayed=True))
+        for producer, keys in _keys_by_producer(prepared, self.known).items():
+            for k, e in self.txn.find_idempotent(keys, producer).items():
+                self.known[(producer, k)] = (
+                    e.envelope, AppendResult(True, e.seq, hash_hex(e.entry_hash),
+                                             format_us(e.recorded_at), replayed=True))
         results: list[AppendResult] = []
         rows: list[dict[str, Any]] = []
         blobs: dict[str, bytes] = {}
@@ -326,7 +329,8 @@ class BatchWriter:
 
     def _one(self, p: Prepared, rows: list[dict[str, Any]], blobs: dict[str, bytes],
              ) -> AppendResult:
-        key = p.idempotency_key
+        key = None if p.idempotency_key is None else (p.fields.get("producer"),
+                                                      p.idempotency_key)
         if key is not None and key in self.known:
             env, prior = self.known[key]
             if _same_content(env, p.envelope):
@@ -361,6 +365,16 @@ class BatchWriter:
     def finish(self) -> None:
         if self.wrote:
             self.txn.set_head(Head(self.size, self.prev, self.now))
+
+
+def _keys_by_producer(prepared: Sequence[Prepared], known: Any) -> dict[str | None, list[str]]:
+    """The idempotency keys not yet looked up, grouped by the producer that scopes them."""
+    out: dict[str | None, list[str]] = {}
+    for p in prepared:
+        producer = p.fields.get("producer")
+        if p.idempotency_key and (producer, p.idempotency_key) not in known:
+            out.setdefault(producer, []).append(p.idempotency_key)
+    return out
 
 
 def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],

@@ -75,7 +75,6 @@ entries = Table(
     Column("body_hash", LargeBinary, nullable=False),
     Column("prev_hash", LargeBinary, nullable=False),
     Column("entry_hash", LargeBinary, nullable=False),
-    Index("ix_entries_idempotency_key", "idempotency_key", unique=True),
     Index("ix_entries_recorded_at", "recorded_at"),
     Index("ix_entries_kind_seq", "kind", "seq"),
     Index("ix_entries_engine_status_seq", "engine", "status", "seq"),
@@ -84,6 +83,12 @@ entries = Table(
     Index("ix_entries_constraint_id_seq", "constraint_id", "seq"),
     Index("ix_entries_att_kid_seq", "att_kid", "seq"),
 )
+# Idempotency keys are scoped per producer (migration 0005): unique per (producer, key),
+# and among the entries without a producer (NULLs are distinct in a unique index).
+Index("ix_entries_producer_idempotency_key", entries.c.producer, entries.c.idempotency_key,
+      unique=True)
+Index("ix_entries_idempotency_key_no_producer", entries.c.idempotency_key, unique=True,
+      sqlite_where=entries.c.producer.is_(None), postgresql_where=entries.c.producer.is_(None))
 
 # Content-addressed payload bytes: digest = SHA-256(data).
 payloads = Table(
