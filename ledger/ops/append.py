@@ -9,7 +9,6 @@ their own transaction after the batch; they never enter the chain.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,18 +39,21 @@ from ledger.crypto.trust import TrustStore, check_attestation, time_problem
 from ledger.errors import (
     CanonicalizationError,
     IdempotencyConflict,
-    LedgerError,
     StoreDataError,
     SubmissionError,
     UsageError,
 )
 from ledger.ops.context import LedgerContext
+from ledger.ops.quarantine import (  # noqa: F401 - re-exported
+    QUARANTINE_MAX_RAW,
+    quarantine,
+    quarantine_rows,
+    storable_text,
+)
 from ledger.ops.trust_store import last_key_event_seq
-from ledger.store import db, entries, postgres
+from ledger.store import postgres
 from ledger.store.append import AppendTxn, append_transaction
 from ledger.store.entries import Head
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -428,44 +430,6 @@ def _refused(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Pr
     return out
 
 
-QUARANTINE_MAX_RAW = 64 * 1024  # a rejected submission is kept up to this many bytes
-
-
-def quarantine_rows(clock: Clock, producer: str | None,
-                    items: Sequence[tuple[bytes, LedgerError | dict[str, Any]]],
-                    ) -> list[dict[str, Any]]:
-    """Quarantine rows that either engine can always store.
-
-    The raw submission is kept as bytes (truncated past QUARANTINE_MAX_RAW, its full
-    size in the message, so rejects cannot fill the disk); the text columns are
-    escaped (NUL, lone surrogates) and cut to their column widths.
-    """
-    now = clock.now_us()
-    rows = []
-    for raw, err in items:
-        d = err.to_dict() if isinstance(err, LedgerError) else err
-        message = str(d.get("message", ""))
-        if len(raw) > QUARANTINE_MAX_RAW:
-            message += f" [raw submission of {len(raw)} bytes kept truncated to " \
-                       f"{QUARANTINE_MAX_RAW}]"
-            raw = raw[:QUARANTINE_MAX_RAW]
-        field = d.get("field")
-        rows.append({"received_at": now, "code": storable_text(d.get("code"), 64),
-                     "field": None if field is None else storable_text(field, 256),
-                     "message": storable_text(message, 4096),
-                     "producer": None if producer is None else storable_text(producer, 256),
-                     "raw": bytes(raw)})
-    return rows
-
-
-def storable_text(value: Any, limit: int) -> str:
-    """``value`` as text any engine stores: NUL and lone surrogates escaped, at most
-    ``limit`` characters (an ellipsis marks a cut)."""
-    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
-    text = text.replace("\x00", "\\u0000")
-    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
-
-
 # -- the use case ------------------------------------------------------------------
 def append_many(ctx: LedgerContext, submissions: Sequence[Any], *, producer: str | None = None,
                 judge: AttestationJudge | None = None) -> list[AppendResult]:
@@ -573,20 +537,3 @@ def trust_recheck(ctx: LedgerContext) -> Recheck:
         return None
 
     return recheck
-
-
-def quarantine(ctx: LedgerContext, bad: Sequence[tuple[bytes, LedgerError | dict[str, Any]]],
-               producer: str | None) -> bool:
-    """Write rejected items to the quarantine table; True when written.
-
-    Never raises for a store fault: the quarantine is not part of the chain, and a
-    failure here must not hide what the batch committed.  A failure is logged.
-    """
-    rows = quarantine_rows(ctx.clock, producer, bad)
-    try:
-        with db.transaction(ctx.engine) as conn:
-            entries.insert_quarantine(conn, rows)
-    except Exception:  # noqa: BLE001 - reported, never raised (see docstring)
-        log.exception("could not write %d quarantine row(s)", len(rows))
-        return False
-    return True

@@ -108,6 +108,25 @@ quarantine = Table(
     Column("message", Text, nullable=False),
     Column("producer", String(256)),
     Column("raw", LargeBinary, nullable=False),
+    Index("ix_quarantine_producer", "producer"),
+    Index("ix_quarantine_received_at", "received_at"),
+)
+
+# Per producer ('' = none): rejects not kept because a quarantine bound was reached, and
+# rows removed by a prune (migration 0006; operational counters, not part of the chain).
+quarantine_stats = Table(
+    "quarantine_stats", metadata,
+    Column("producer", String(256), primary_key=True),
+    Column("dropped", BigInteger, nullable=False),
+    Column("pruned", BigInteger, nullable=False),
+    Column("last_dropped_at", BigInteger),  # µs since epoch, UTC
+)
+
+# A gate row that exists only inside a prune transaction: the quarantine's DELETE trigger
+# lets rows go only while it exists.
+quarantine_prune = Table(
+    "quarantine_prune", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
 )
 
 # -- Merkle tree and checkpoints (migration 0002) -------------------------------------------
