@@ -49,13 +49,14 @@ def _register() -> None:
         export,
         keys,
         proofs,
+        quarantine,
         query,
         serve,
         token,
     )
 
     for module in (db, entries, keys, audit, demo, proofs, checkpoint_verify, query, export,
-                   serve, token):
+                   serve, token, quarantine):
         for command in module.COMMANDS:
             cli.add_command(command)
 
