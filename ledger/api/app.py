@@ -47,7 +47,7 @@ class Service:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.ledger = Ledger.open(settings.db_url)
+        self.ledger = Ledger.open(settings.db_url, quarantine=settings.quarantine_limits())
         try:
             self.origin = self.ledger.meta.origin
             self.keyring = Keyring.load(settings.keys_dir)

@@ -25,12 +25,17 @@ def health(request: Request) -> JSONResponse:
     service = request.app.state.service
     try:
         head = service.ledger.head()
+        q = service.ledger.quarantine_status()
     except LedgerError as exc:
         return _down(exc)
     except Exception:  # noqa: BLE001 - any driver failure means "not reachable"
         return _down(StoreUnavailable("the database is unreachable"))
+    # totals only: per-producer counts are for operators (`ledger quarantine status`)
+    quarantine = {k: q[k] for k in ("rows", "dropped", "pruned", "max_rows",
+                                    "max_per_producer")}
     return JSONResponse({"status": "ok", "database": "reachable", **head,
-                         "pending_appends": service.committer.pending})
+                         "pending_appends": service.committer.pending,
+                         "quarantine": quarantine})
 
 
 def _down(exc: LedgerError) -> JSONResponse:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ledger.crypto.keys import DEFAULT_KEYS_DIR
 from ledger.errors import UsageError
+from ledger.ops.limits import QuarantineLimits
 
 ENV_VAR = "LEDGER_SERVE_SETTINGS"  # how `ledger serve --workers N` hands settings to workers
 
@@ -37,6 +38,9 @@ class Settings:
     batch_max_bytes: int = 8 * 1024 * 1024
     page_max: int = 1000             # largest page of GET /v1/entries
     checkpoint_on_demand: bool = True  # ?proof=true signs a checkpoint if none covers seq
+    # quarantine bounds; None: LEDGER_QUARANTINE_MAX_ROWS / _MAX_PER_PRODUCER or the defaults
+    quarantine_max_rows: int | None = None
+    quarantine_max_per_producer: int | None = None
 
     def __post_init__(self) -> None:
         if self.external_jwks and not self.issuer:
@@ -46,8 +50,17 @@ class Settings:
                      "page_max"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name} must be at least 1", field=name)
+        self.quarantine_limits()  # raises UsageError for a negative bound
         if self.group_wait_ms < 0 or self.group_wait_ms > 1000:
             raise UsageError("group wait must be 0..1000 ms", field="group_wait_ms")
+
+    def quarantine_limits(self) -> QuarantineLimits:
+        """The quarantine bounds: these settings over the environment's defaults."""
+        base = QuarantineLimits.from_env()
+        return QuarantineLimits(
+            base.max_rows if self.quarantine_max_rows is None else self.quarantine_max_rows,
+            base.max_per_producer if self.quarantine_max_per_producer is None
+            else self.quarantine_max_per_producer)
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

@@ -50,6 +50,7 @@ def _register() -> None:
         importer,
         keys,
         proofs,
+        quarantine,
         query,
         serve,
         spool,
@@ -57,7 +58,7 @@ def _register() -> None:
     )
 
     for module in (db, entries, keys, audit, demo, proofs, checkpoint_verify, query, export,
-                   serve, token, spool, importer):
+                   serve, token, spool, importer, quarantine):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -9,7 +9,6 @@ their own transaction after the batch; they never enter the chain.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,18 +39,21 @@ from ledger.crypto.trust import TrustStore, check_attestation, time_problem
 from ledger.errors import (
     CanonicalizationError,
     IdempotencyConflict,
-    LedgerError,
     StoreDataError,
     SubmissionError,
     UsageError,
 )
 from ledger.ops.context import LedgerContext
+from ledger.ops.quarantine import (  # noqa: F401 - re-exported
+    QUARANTINE_MAX_RAW,
+    quarantine,
+    quarantine_rows,
+    storable_text,
+)
 from ledger.ops.trust_store import last_key_event_seq
-from ledger.store import db, entries, postgres
+from ledger.store import postgres
 from ledger.store.append import AppendTxn, append_transaction
 from ledger.store.entries import Head
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -285,9 +287,11 @@ class BatchWriter:
     ``add`` may be called several times (chunks of one batch); ``finish`` moves the
     head.  Nothing is visible to others until the transaction commits.
 
-    Idempotency: an item whose key is already in the ledger (or earlier in the
-    batch) with the same envelope is replayed (the existing entry is returned);
-    with a different envelope it is rejected with ``idempotency_conflict``.
+    Idempotency: keys are scoped per producer.  An item whose key its producer already
+    used (in the ledger or earlier in the batch) with the same envelope is replayed (the
+    existing entry is returned); with a different envelope it is rejected with
+    ``idempotency_conflict``, naming only that producer's own entry.  Another producer's
+    entry under the same key is neither found nor disclosed.
     """
 
     def __init__(self, txn: AppendTxn, ledger_id: str, clock: Clock,
@@ -296,18 +300,19 @@ class BatchWriter:
         h = txn.lock_head()
         self.now = max(clock.now_us(), h.last_recorded_at)
         self.size, self.prev = h.size, h.head_hash
-        self.known: dict[str, tuple[bytes, AppendResult]] = {}
+        # (producer, idempotency key) -> (envelope, result): keys are scoped per producer
+        self.known: dict[tuple[str | None, str], tuple[bytes, AppendResult]] = {}
         self.wrote = False
 
     def add(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
         for p in prepared:
             if not p.envelope:
                 p.seal(self.ledger_id)
-        keys = [p.idempotency_key for p in prepared
-                if p.idempotency_key and p.idempotency_key not in self.known]
-        for k, e in self.txn.find_idempotent(keys).items():
-            self.known[k] = (e.envelope, AppendResult(True, e.seq, hash_hex(e.entry_hash),
-                                                      format_us(e.recorded_at), replayed=True))
+        for producer, keys in _keys_by_producer(prepared, self.known).items():
+            for k, e in self.txn.find_idempotent(keys, producer).items():
+                self.known[(producer, k)] = (
+                    e.envelope, AppendResult(True, e.seq, hash_hex(e.entry_hash),
+                                             format_us(e.recorded_at), replayed=True))
         results: list[AppendResult] = []
         rows: list[dict[str, Any]] = []
         blobs: dict[str, bytes] = {}
@@ -322,7 +327,8 @@ class BatchWriter:
 
     def _one(self, p: Prepared, rows: list[dict[str, Any]], blobs: dict[str, bytes],
              ) -> AppendResult:
-        key = p.idempotency_key
+        key = None if p.idempotency_key is None else (p.fields.get("producer"),
+                                                      p.idempotency_key)
         if key is not None and key in self.known:
             env, prior = self.known[key]
             if _same_content(env, p.envelope):
@@ -357,6 +363,16 @@ class BatchWriter:
     def finish(self) -> None:
         if self.wrote:
             self.txn.set_head(Head(self.size, self.prev, self.now))
+
+
+def _keys_by_producer(prepared: Sequence[Prepared], known: Any) -> dict[str | None, list[str]]:
+    """The idempotency keys not yet looked up, grouped by the producer that scopes them."""
+    out: dict[str | None, list[str]] = {}
+    for p in prepared:
+        producer = p.fields.get("producer")
+        if p.idempotency_key and (producer, p.idempotency_key) not in known:
+            out.setdefault(producer, []).append(p.idempotency_key)
+    return out
 
 
 def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
@@ -401,44 +417,6 @@ def _refused(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Pr
         except StoreDataError as exc:
             out[p.index] = exc
     return out
-
-
-QUARANTINE_MAX_RAW = 64 * 1024  # a rejected submission is kept up to this many bytes
-
-
-def quarantine_rows(clock: Clock, producer: str | None,
-                    items: Sequence[tuple[bytes, LedgerError | dict[str, Any]]],
-                    ) -> list[dict[str, Any]]:
-    """Quarantine rows that either engine can always store.
-
-    The raw submission is kept as bytes (truncated past QUARANTINE_MAX_RAW, its full
-    size in the message, so rejects cannot fill the disk); the text columns are
-    escaped (NUL, lone surrogates) and cut to their column widths.
-    """
-    now = clock.now_us()
-    rows = []
-    for raw, err in items:
-        d = err.to_dict() if isinstance(err, LedgerError) else err
-        message = str(d.get("message", ""))
-        if len(raw) > QUARANTINE_MAX_RAW:
-            message += f" [raw submission of {len(raw)} bytes kept truncated to " \
-                       f"{QUARANTINE_MAX_RAW}]"
-            raw = raw[:QUARANTINE_MAX_RAW]
-        field = d.get("field")
-        rows.append({"received_at": now, "code": storable_text(d.get("code"), 64),
-                     "field": None if field is None else storable_text(field, 256),
-                     "message": storable_text(message, 4096),
-                     "producer": None if producer is None else storable_text(producer, 256),
-                     "raw": bytes(raw)})
-    return rows
-
-
-def storable_text(value: Any, limit: int) -> str:
-    """``value`` as text any engine stores: NUL and lone surrogates escaped, at most
-    ``limit`` characters (an ellipsis marks a cut)."""
-    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
-    text = text.replace("\x00", "\\u0000")
-    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
 
 # -- the use case ------------------------------------------------------------------
@@ -558,20 +536,3 @@ def trust_recheck(ctx: LedgerContext) -> Recheck:
         return None
 
     return recheck
-
-
-def quarantine(ctx: LedgerContext, bad: Sequence[tuple[bytes, LedgerError | dict[str, Any]]],
-               producer: str | None) -> bool:
-    """Write rejected items to the quarantine table; True when written.
-
-    Never raises for a store fault: the quarantine is not part of the chain, and a
-    failure here must not hide what the batch committed.  A failure is logged.
-    """
-    rows = quarantine_rows(ctx.clock, producer, bad)
-    try:
-        with db.transaction(ctx.engine) as conn:
-            entries.insert_quarantine(conn, rows)
-    except Exception:  # reported, never raised (see docstring)
-        log.exception("could not write %d quarantine row(s)", len(rows))
-        return False
-    return True

@@ -42,11 +42,11 @@ from ledger.ops.append import (
     judge_attestation,
     prepare_event,
     prepare_result,
-    quarantine_rows,
+    quarantine,
 )
 from ledger.ops.context import LedgerContext
 from ledger.ops.trust_store import load_trust_store
-from ledger.store import db, entries, qwed_source
+from ledger.store import qwed_source
 
 CHUNK = 500
 PRODUCER = "qwed-import"
@@ -233,9 +233,7 @@ class _Run:
             self.report.imported += len(self.pending)
         self.pending = []
         if self.bad and not self.report.dry_run:
-            rows = quarantine_rows(self.ctx.clock, PRODUCER, self.bad)
-            with db.transaction(self.ctx.engine) as conn:
-                entries.insert_quarantine(conn, rows)
+            quarantine(self.ctx, self.bad, PRODUCER)  # bounded like every quarantine write
         self.bad = []
 
 

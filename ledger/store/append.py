@@ -80,16 +80,21 @@ class AppendTxn:
             self.cur.executemany(self.sql.insert_entry,
                                  [tuple(r.get(c) for c in ENTRY_COLUMNS) for r in rows])
 
-    def find_idempotent(self, keys: Iterable[str]) -> dict[str, Stored]:
-        """key -> the stored entry, for the keys already in the ledger."""
+    def find_idempotent(self, keys: Iterable[str], producer: str | None = None,
+                        ) -> dict[str, Stored]:
+        """key -> the stored entry of ``producer`` (None: entries without a producer), for
+        the keys already in the ledger.  Keys are scoped per producer: another producer's
+        entry under the same key is never returned."""
         keys = list(dict.fromkeys(keys))
         out: dict[str, Stored] = {}
+        ph = self.sql.ph
+        scope = "producer IS NULL" if producer is None else f"producer = {ph}"
         for start in range(0, len(keys), IDEMPOTENCY_CHUNK):
             chunk = keys[start:start + IDEMPOTENCY_CHUNK]
             self.cur.execute(
                 "SELECT idempotency_key, seq, envelope, entry_hash, recorded_at FROM entries "
-                f"WHERE idempotency_key IN ({', '.join([self.sql.ph] * len(chunk))})",
-                tuple(chunk))
+                f"WHERE {scope} AND idempotency_key IN ({', '.join([ph] * len(chunk))})",
+                (*(() if producer is None else (producer,)), *chunk))
             for key, seq, env, eh, t in self.cur.fetchall():
                 out[key] = Stored(seq, bytes(env), bytes(eh), t)
         return out
