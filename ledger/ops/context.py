@@ -19,7 +19,8 @@ from ledger.ops.limits import QuarantineLimits
 from ledger.ops.trust_store import last_key_event_seq, load_trust_store
 from ledger.store.entries import LedgerMeta
 
-__all__ = ["Engine", "Keyring", "LedgerContext", "LedgerMeta", "QuarantineLimits", "TrustCache", "TrustStore"]
+__all__ = ["Engine", "Keyring", "LedgerContext", "LedgerMeta", "QuarantineLimits", "TrustCache",
+           "TrustStore"]
 
 
 @dataclass
