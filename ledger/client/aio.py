@@ -76,7 +76,7 @@ class AsyncLedgerClient:
         else:
             out = (await self._deliver([(body, key)], single=True))[0]
         if out.status == "rejected":
-            raise Rejected(422, out.error or {})
+            raise Rejected.from_answer(422, out.error or {})
         return out
 
     async def append_many(self, submissions: Sequence[Any]) -> list[AppendOutcome]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ledger.client.errors import ClientUsage, ReceiptInvalid
+from ledger.client.errors import ClientUsage, LedgerNotNow, ReceiptInvalid
 from ledger.client.protocol import AppendOutcome, error_of, is_retryable, raise_refusal, taken
 from ledger.client.receipt import receipt_kid, verify_receipt
 from ledger.client.spool import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Spool
@@ -21,8 +21,7 @@ JWKS_REFRESH_S = 30.0
 BACKOFF_MIN_S, BACKOFF_MAX_S = 1.0, 30.0
 
 
-class NotNow(Exception):
-    """The ledger cannot take the submission now (unreachable, timeout, 5xx)."""
+NotNow = LedgerNotNow  # the ledger cannot take the submission now (unreachable, timeout, 5xx)
 
 
 class ClientCore:

@@ -140,7 +140,7 @@ def raise_refusal(status: int, payload: Any) -> None:
     if status in (401, 403):
         raise AccessDenied(f"the ledger refused the token: {err.get('message')}",
                            code=str(err.get("code", "access_denied")))
-    raise Rejected(status, err)
+    raise Rejected.from_answer(status, err)
 
 
 def taken(item: dict[str, Any], key: str, claims: dict[str, Any]) -> AppendOutcome:

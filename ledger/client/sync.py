@@ -78,7 +78,7 @@ class LedgerClient:
         else:
             out = self._deliver([(body, key)], single=True)[0]
         if out.status == "rejected":
-            raise Rejected(422, out.error or {})
+            raise Rejected.from_answer(422, out.error or {})
         return out
 
     def append_many(self, submissions: Sequence[Any]) -> list[AppendOutcome]:
