@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
