@@ -21,7 +21,7 @@ from ledger.errors import (
     SubmissionTooLarge,
 )
 from ledger.ops.samples import math_verified
-from tests.test_api_fixtures import Server, api  # noqa: F401 - fixture
+from tests.api.server import Server, api  # noqa: F401 - fixture
 
 PROBLEM_MEMBERS = {"type", "title", "status", "detail", "code", "error"}
 # answered by any operation: body limit, header limit (431), wrong method, a bug

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from ledger.ops.samples import math_verified
-from tests.test_api_fixtures import (
+from tests.api.server import (
     ENGINES,
     ROOT,
     Server,

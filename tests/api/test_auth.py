@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from ledger.api.auth import POLICY
 from ledger.ops.samples import math_verified
 from ledger.ops.tokens import ROLES
-from tests.test_api_fixtures import (
+from tests.api.server import (
     ENGINES,
     Server,
     api,  # noqa: F401 - fixture
@@ -384,7 +384,7 @@ def test_external_issuer_jwks_over_http(kind: str, request: pytest.FixtureReques
     body = json.dumps({"keys": [_jwk(key, "idp-1")]}).encode()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             self.send_response(200 if self.path == "/jwks.json" else 404)
             self.send_header("Content-Type", "application/json")
             self.end_headers()

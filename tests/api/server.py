@@ -2,7 +2,8 @@
 127.0.0.1 with a port the OS picks, one per engine, shared by every test module
 (started on first use, stopped at the end of the session); a real httpx client.
 
-Other ``test_api_*`` modules import :func:`server` / :data:`ENGINES` from here.
+The test modules of tests/api/ and tests/system/ import :func:`server`, :func:`start_server`
+and the ``api`` fixture from here.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ledger.ops.tokens import ROLES, ledger_signer, mint_access_token
 
 ENGINES = ["sqlite", "postgresql"]
 START_TIMEOUT_S = 30
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _RUNNING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
 
@@ -142,11 +143,3 @@ def server(kind: str, request: pytest.FixtureRequest) -> Server:
 def api(request: pytest.FixtureRequest) -> Server:
     """The running server of each engine."""
     return server(request.param, request)
-
-
-def test_server_starts_and_answers_health(api: Server) -> None:
-    r = httpx.get(api.base_url + "/v1/health", timeout=10)
-    assert r.status_code == 200
-    body = r.json()
-    assert body["status"] == "ok" and body["database"] == "reachable"
-    assert body["origin"] == api.origin and body["head_hash"].startswith("sha256:")

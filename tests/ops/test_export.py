@@ -37,9 +37,9 @@ from ledger.ops.export import export_bundle, signer_from_keyring
 from ledger.ops.query import make_filters
 from ledger.ops.samples import realistic
 from ledger.ops.verify_export import verify_export
-from tests.test_query import HOSTILE, hostile_sub, leaky_subs
+from tests.ops.test_query import HOSTILE, hostile_sub, leaky_subs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 T0 = T.FIXTURE_TIME_US
 MINUTE = 60_000_000
 ORIGIN = "test.ledger/export"

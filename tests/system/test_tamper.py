@@ -11,9 +11,9 @@ as such: signed checkpoints kept outside the database exist for them.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
@@ -27,6 +27,8 @@ from ledger.ops.audit import AuditOptions, run_audit
 from ledger.ops.samples import realistic
 from ledger.ops.trust import trust_events
 from tests import tamper as T
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 BATCH = 6
 N = 36  # realistic rows, appended in batches of BATCH (one recorded_at per batch)
@@ -360,3 +362,23 @@ def test_rogue_key_appended_with_valid_link_needs_a_checkpoint(db_url):
     assert report["outcome"] == "passed"
     assert report["summary"] == {"rows": 7, "verified": 7, "failed": 0, "unverified": 0}
     assert cli_audit(db_url)[0] == 0
+
+
+def test_a_modified_key_event_document_is_found_and_never_trusted(db_url):
+    with Ledger.init(db_url) as L:
+        L.append_many(realistic(3))
+        jwks = json.loads((DATA / "qwed_issuer_jwks.json").read_text())
+        L.trust_issuer("did:qwed:node:test", jwks)
+        seq = L.head()["size"] - 1
+        digest = L.get(seq)["payloads"]["event"]["digest"]
+        with T.unlocked(db_url) as conn:
+            conn.execute(text("UPDATE payloads SET data = :d WHERE digest = :g"),
+                         {"d": b'{"action":"trust"}', "g": digest})
+        report = run_audit(L, AuditOptions())
+        fresh = Ledger.open(db_url)
+        try:
+            assert fresh.trust_store().keys == []  # the modified event grants nothing
+        finally:
+            fresh.close()
+    codes = {(f["code"], f["seq"]) for f in report["findings"]}
+    assert ("payload_digest_mismatch", seq) in codes
