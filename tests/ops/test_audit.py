@@ -425,3 +425,62 @@ def test_since_last_needs_a_baseline_from_seq_zero(sqlite_url):
         run_audit(L, AuditOptions(record=True))
         after_full = run_audit(L, AuditOptions(since_last=True))
     assert after_full["range"]["start"] == 11 and after_full["summary"]["rows"] == 1
+
+
+def test_a_range_whose_predecessor_is_missing_reports_the_gap_not_a_broken_link(db_url):
+    """``--from 10`` with row 9 deleted: row 10 has nothing to link to, so it is not a
+    ``prev_hash`` finding; the gap is the range before's to report."""
+    with Ledger.init(db_url) as L:
+        L.append_many([_blocked(i) for i in range(20)])
+        with T.unlocked(db_url) as conn:
+            conn.execute(text("DELETE FROM entries WHERE seq = 9"))
+        tail = audit(L, start=10)
+        whole = audit(L)
+    assert tail["summary"] == {"rows": 10, "verified": 10, "failed": 0, "unverified": 0}
+    assert tail["findings"] == [] and tail["outcome"] == "passed"
+    assert ("seq_gap", 9) in finding_set(whole)
+
+
+def test_an_empty_ledger_passes_and_records_a_run_without_a_head_hash(db_url):
+    with Ledger.init(db_url) as L:
+        report = audit(L, record=True)
+        assert report["summary"] == {"rows": 0, "verified": 0, "failed": 0, "unverified": 0}
+        assert report["outcome"] == "passed" and report["findings"] == []
+        doc = json.loads(L.get(report["recorded_seq"])["payloads"]["report"]["text"])
+    assert doc["range"] == {"start": 0, "end": 0} and doc["head_hash"] is None
+
+
+def test_parallel_workers_report_progress_for_every_row(db_url):
+    seen: list[int] = []
+    with Ledger.init(db_url) as L:
+        L.append_many([_blocked(i) for i in range(12)])
+        report = run_audit(L, AuditOptions(workers=3), progress=seen.append)
+    assert report["summary"]["rows"] == 12 and sum(seen) == 12 and len(seen) == 3
+    assert report["run_id"] is None  # parallel runs are not resumable
+
+
+@pytest.mark.parametrize("doc", [b"not json", b'{"range": {"start": 0}}',
+                                 b'{"range": {"start": 0, "end": "x"}}'])
+def test_an_unreadable_recorded_run_is_no_baseline(db_url, doc):
+    with Ledger.init(db_url, clock=FixedClock(T.FIXTURE_TIME_US, step_us=1000)) as L:
+        L.append_many([_blocked(i) for i in range(5)])
+        seq = audit(L, record=True)["recorded_seq"]
+        with T.unlocked(db_url) as conn:
+            T.set_payload(conn, T.row(conn, seq).doc_digest, doc)
+        report = audit(L, since_last=True)
+    assert report["range"]["start"] == 0  # everything again, the modified run included
+    assert ("payload_digest_mismatch", seq) in finding_set(report)
+
+
+def test_a_recorded_run_with_an_unreadable_head_hash_still_sets_the_baseline(db_url):
+    with Ledger.init(db_url, clock=FixedClock(T.FIXTURE_TIME_US, step_us=1000)) as L:
+        L.append_many([_blocked(i) for i in range(5)])
+        seq = audit(L, record=True)["recorded_seq"]
+        with T.unlocked(db_url) as conn:
+            digest = T.row(conn, seq).doc_digest
+            doc = json.loads(T.payload(conn, digest))
+            T.set_payload(conn, digest, json.dumps({**doc, "head_hash": "sha256:zz"}).encode())
+        report = audit(L, since_last=True)
+    assert report["range"]["start"] == 5  # the range still chains from 0
+    assert "rewritten_since_audit" not in {f["code"] for f in report["findings"]}
+    assert ("payload_digest_mismatch", seq) in finding_set(report)
