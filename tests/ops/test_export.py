@@ -419,3 +419,26 @@ def test_a_jwks_with_a_malformed_key_is_a_keyring_error(tmp_path):
     path.write_text(json.dumps({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "abcde"}]}))
     with pytest.raises(KeyringError):
         load_public_keys(path)
+
+
+def test_verify_export_with_a_malformed_key_is_a_bad_jwks_usage_error(source, tmp_path):
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "abcde"}]}))
+    with pytest.raises(KeyringError) as caught:
+        verify_export(source["full"], path)
+    assert caught.value.code == "bad_jwks" and caught.value.exit_code == 2
+
+
+def test_cli_verify_export_writes_the_report_file_and_lists_twenty_findings(source, tmp_path):
+    bad = corrupt(source["full"], tmp_path, "entries.jsonl",
+                  lambda data: data.replace(b'\\"engine\\":\\"', b'\\"engine\\":\\"x'))
+    report_file = tmp_path / "report.json"
+    res = CliRunner().invoke(cli, ["verify-export", str(bad), "--jwks", str(source["jwks"]),
+                                   "--json-report", str(report_file)])
+    assert res.exit_code == 1, res.output
+    report = json.loads(report_file.read_text("utf-8"))
+    assert report["outcome"] == "failed" and len(report["findings"]) > 20
+    listed = [ln for ln in res.stderr.splitlines()
+              if ln.startswith("  ") and not ln.startswith("  … ")]
+    assert len(listed) == 20 and all(": " in ln for ln in listed)
+    assert f"… {len(report['findings']) - 20} more in the JSON report" in res.stderr
