@@ -24,3 +24,9 @@ def test_upgrade_then_current_name_the_same_revision(db_url):
         assert revision_of(engine) == head
     finally:
         engine.dispose()
+
+
+def test_a_bad_or_unsupported_database_url_exits_2():
+    for url in ("::not a url", "mysql://user@host/db"):
+        res = CliRunner().invoke(cli, ["--db", url, "head"])
+        assert res.exit_code == 2 and "bad_db_url" in res.stderr, (url, res.output)

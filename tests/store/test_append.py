@@ -41,6 +41,29 @@ def test_insert_and_move_the_head_then_read_back(ledger):
             "sha256:" + "0" * 64: b"doc0"}
 
 
+
+def test_empty_inserts_write_nothing(ledger):
+    """A batch whose items were all rejected still runs its transaction: empty inserts are
+    no-ops on every driver (``executemany`` of no rows is not valid everywhere)."""
+    with append_transaction(ledger.engine) as txn:
+        txn.lock_head()
+        txn.insert_payloads({})
+        txn.insert_entries([])
+    with db.transaction(ledger.engine) as conn:
+        repo.insert_quarantine(conn, [])
+    with db.connect(ledger.engine) as conn:
+        assert repo.max_seq(conn) is None and repo.read_head(conn).size == 0  # type: ignore
+
+
+def test_a_schema_without_a_ledger_has_no_head(db_url):
+    engine = db.make_engine(db_url)
+    try:
+        db.upgrade(engine)
+        with db.connect(engine) as conn:
+            assert repo.has_schema(conn) and repo.read_head(conn) is None
+    finally:
+        engine.dispose()
+
 def test_an_error_inside_rolls_back_everything(ledger):
     with pytest.raises(RuntimeError), append_transaction(ledger.engine) as txn:
         h = txn.lock_head()
