@@ -111,3 +111,11 @@ def test_openapi_declares_every_error_status_with_the_problem_schema(
             assert {"401", "403"} <= declared.keys(), (method, path)
     append = doc["paths"]["/v1/entries"]["post"]["responses"]
     assert {"409", "422", "503"} <= append.keys()
+
+
+def test_an_overloaded_service_asks_to_retry_after_a_second():
+    from ledger.api.errors import Overloaded, ledger_error_response
+
+    r = ledger_error_response(Overloaded("the append queue is full"))
+    assert r.status_code == 503 and r.headers["Retry-After"] == "1"
+    assert r.media_type == PROBLEM_MEDIA_TYPE
