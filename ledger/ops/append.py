@@ -252,27 +252,22 @@ def _columns(p: Prepared, digests: dict[str, str | None]) -> dict[str, Any]:
 
 
 def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | None:
-    """One entry, one statement, one round trip (PostgreSQL, no idempotency key).
+    """One entry, one statement, one round trip (PostgreSQL, no idempotency key, no
+    attestation: an attested entry needs its key events read after the lock is taken,
+    so ``append_many`` sends it to commit_batch).
 
-    Returns None — nothing written — when the entry cannot be decided in one
-    statement: its attestation would be expired at the recorded time, or key
-    events arrived since it was judged.  The caller then uses commit_batch.
-    The database's link is checked against ``entry_hash`` before COMMIT
-    (``ledger.store.postgres``); a value the database refuses rejects the item.
+    Returns None — nothing written — when the statement finds no head row to extend;
+    the caller then uses commit_batch.  The database's link is checked against
+    ``entry_hash`` before COMMIT (``ledger.store.postgres``); a value the database
+    refuses rejects the item.
     """
     row = _columns(p, p.digests)
     body = body_hash(p.envelope)
     row.update(kind=p.kind, envelope=p.envelope, body_hash=body)
     blobs = {p.digests[k]: v for k, v in p.payloads.items() if v is not None}
-    guard = None
-    if p.sub is not None and p.sub.attestation is not None:
-        exp = min(p.att_bounds[1] * 1_000_000, postgres.MAX_BIGINT) if p.att_bounds \
-            else postgres.MAX_BIGINT
-        guard = (exp, -1 if p.trust_seq is None else p.trust_seq)
     try:
         got = postgres.append_one(engine, row, blobs, clock.now_us(),  # type: ignore[arg-type]
-                                  ENTRY_TAG, lambda prev, seq, t: entry_hash(prev, seq, t, body),
-                                  guard)
+                                  ENTRY_TAG, lambda prev, seq, t: entry_hash(prev, seq, t, body))
     except StoreDataError as exc:
         return AppendResult(False, error=exc.to_dict(), index=p.index)
     if got is None:

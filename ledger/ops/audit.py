@@ -129,13 +129,10 @@ def _tally(t: Tally, outcome: Any) -> None:
     if not outcome.findings and not outcome.abstentions:
         t.verified += 1
         return
-    d = outcome.disposition
-    if d == "failed":
+    if outcome.disposition == "failed":
         t.failed += 1
-    elif d == "abstained":
+    else:  # abstained: a row with findings or abstentions is never verified
         t.unverified += 1
-    else:
-        t.verified += 1
     t.findings += [x.to_dict() for x in outcome.findings]
     t.abstentions += [x.to_dict() for x in outcome.abstentions]
 
@@ -152,12 +149,10 @@ def _worker(args: tuple[Any, ...]) -> Tally:
         engine.dispose()
 
 
-def check_head(conn: Connection, end: int, size_now: int) -> list[Finding]:
-    """The head row against the entries: catches a lone head edit or rows past it."""
-    h = repo.read_head(conn)
+def check_head(conn: Connection, h: repo.Head) -> list[Finding]:
+    """The head row ``h`` (as the audit read it) against the entries: catches a lone head
+    edit or rows past it."""
     out: list[Finding] = []
-    if h is None:
-        return [Finding("head_missing", 0, TRUNCATED, "the head row is missing")]
     max_seq = repo.max_seq(conn)
     rows = 0 if max_seq is None else max_seq + 1
     if rows > h.size:
@@ -183,7 +178,8 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
     started = ctx.clock.now_us()
     engine = ctx.engine
     with connect(engine) as conn:
-        size = repo.read_head(conn).size  # type: ignore[union-attr]
+        h = repo.read_head(conn)
+        size = h.size  # type: ignore[union-attr]
         max_seq = repo.max_seq(conn)
         pre: list[Finding] = []
         start = opts.start
@@ -191,7 +187,7 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
             start, pre = _since_last(conn, ctx)
         end = min(opts.end, size) if opts.end is not None else max(
             size, 0 if max_seq is None else max_seq + 1)
-        head_findings = check_head(conn, end, size) if opts.end is None else []
+        head_findings = check_head(conn, h) if opts.end is None else []  # type: ignore[arg-type]
     if start < 0 or start > end:
         raise UsageError(f"empty or invalid range [{start}, {end})", field="from")
     store = load_trust_store(engine) if opts.check_attestations else None
@@ -216,11 +212,11 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
                 if progress:
                     progress(part.rows)
     else:
-        saver = _saver(engine, run_id, tally) if run_id is not None else None
+        assert run_id is not None  # every audit but a parallel one is a recorded run
+        saver = _saver(engine, run_id, tally)
         tally.add(audit_range(engine, ctx.meta.ledger_id, start, end, policy, store,
                               progress, saver, state))
-        if run_id is not None:
-            _finish_run(engine, run_id, end, tally)
+        _finish_run(engine, run_id, end, tally)
     tally.findings += [f.to_dict() for f in pre + head_findings]  # ledger-level, not rows
     report = {
         "format": REPORT_FORMAT, "ledger_id": ctx.meta.ledger_id, "origin": ctx.meta.origin,

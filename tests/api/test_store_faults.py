@@ -13,9 +13,9 @@ from sqlalchemy.engine import make_url
 
 from ledger.ops.samples import realistic
 from ledger.ops.tokens import ROLES
+from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import PG_ADMIN_URL, _psycopg
 from tests.store.pgadmin import own_database, terminate_backends
-from tests.test_api_fixtures import Server, prepare_ledger, start_server
 
 
 @pytest.fixture

@@ -15,15 +15,14 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy.engine import make_url
 
 from ledger.api.auth import POLICY
 from ledger.ops.samples import math_verified
 from ledger.ops.tokens import ROLES
-from tests.test_api_fixtures import (
-    ENGINES,
+from tests.api.server import (
     Server,
     api,  # noqa: F401 - fixture
-    fresh_db_url,
     prepare_ledger,
     start_server,
     stop_process,
@@ -241,10 +240,8 @@ def _ext_token(key: Any, kid: str, role: str, sub: str, **over: Any) -> str:
     return jwt.encode(claims, key, algorithm=alg, headers={"kid": kid, "typ": "JWT"})
 
 
-@pytest.mark.parametrize("kind", ENGINES)
-def test_external_issuer_jwks(kind: str, request: pytest.FixtureRequest,
-                              tmp_path: Path) -> None:
-    db_url = fresh_db_url(kind, request, tmp_path)
+def test_external_issuer_jwks(db_url: str, tmp_path: Path) -> None:
+    kind = make_url(db_url).get_backend_name()
     origin = f"test.example/ext-{kind}"
     prepare_ledger(db_url, tmp_path / "keys", origin)
     k1 = ec.generate_private_key(ec.SECP256R1())
@@ -373,9 +370,7 @@ def test_jwks_url_source_refetches_for_unknown_kids_at_a_bounded_rate() -> None:
     assert src.stale("k1")               # older than 5 min: refresh even for known kids
 
 
-@pytest.mark.parametrize("kind", ENGINES)
-def test_external_issuer_jwks_over_http(kind: str, request: pytest.FixtureRequest,
-                                        tmp_path: Path) -> None:
+def test_external_issuer_jwks_over_http(db_url: str, tmp_path: Path) -> None:
     """--jwks http://127.0.0.1:<port>/jwks.json: fetched with the standard library."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -396,7 +391,7 @@ def test_external_issuer_jwks_over_http(kind: str, request: pytest.FixtureReques
     idp = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=idp.serve_forever, daemon=True)
     thread.start()
-    db_url = fresh_db_url(kind, request, tmp_path)
+    kind = make_url(db_url).get_backend_name()
     prepare_ledger(db_url, tmp_path / "keys", f"test.example/url-{kind}")
     proc, url = start_server(db_url, tmp_path / "keys", tmp_path / "serve.log", "--jwks",
                              f"http://127.0.0.1:{idp.server_address[1]}/jwks.json",

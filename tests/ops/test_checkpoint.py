@@ -16,6 +16,7 @@ from ledger.core.merkle import MemoryTree
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring, known_keys
 from ledger.crypto.note_sign import verify_note
+from ledger.errors import UsageError
 from ledger.ops import tree as tree_ops
 from ledger.ops.checkpoint import (
     CheckpointError,
@@ -320,3 +321,84 @@ def test_checkpoints_made_while_appending_stay_consistent(ledger, keyring):
         cp = parse_checkpoint_body(parse_note(note).text)
         assert cp.root_hash == mem.root(cp.size)
         assert check_against_checkpoint(ledger, note, _keys(keyring)) == []
+
+
+def _set_node(ledger, level, idx, value=b"\xee" * 32):
+    with tamper.connection(_url(ledger)) as conn, tamper.unguarded(conn, "merkle_nodes"):
+        conn.execute(text("UPDATE merkle_nodes SET hash = :h WHERE level = :l AND idx = :i"),
+                     {"h": value, "l": level, "i": idx})
+
+
+def _codes(findings):
+    return [(f["code"], f["seq"]) for f in findings]
+
+
+def test_a_row_deleted_below_the_checkpoint_is_an_entries_gap(ledger, keyring):
+    _append(ledger, 12)
+    kept = make_checkpoint(ledger, keyring)
+    with tamper.connection(_url(ledger)) as conn, tamper.unguarded(conn, "entries"):
+        conn.execute(text("DELETE FROM entries WHERE seq = 3"))
+    found = _codes(check_against_checkpoint(ledger, kept, _keys(keyring)))
+    assert found[0] == ("entries_gap", 3)
+    assert found[-1][0] == "checkpoint_truncated"  # 11 rows left of the 12 committed to
+
+
+def test_a_stored_tree_larger_than_the_ledger_is_a_finding(ledger, keyring):
+    _append(ledger, 10)
+    kept = make_checkpoint(ledger, keyring)
+    _append(ledger, 10, start=10)
+    assert sync_tree(ledger.engine) == 20
+    tamper.truncate(_url(ledger), 15)
+    [finding] = check_against_checkpoint(ledger, kept, _keys(keyring))
+    assert (finding["code"], finding["class"], finding["seq"]) == (
+        "tree_larger_than_ledger", "truncated", 15)
+
+
+def test_a_stored_tree_short_of_the_checkpoint_is_not_checked(ledger, keyring):
+    _append(ledger, 10)
+    kept = make_checkpoint(ledger, keyring)
+    tamper.wipe_tree(_url(ledger))  # the next sync rebuilds it: nothing served from it yet
+    assert check_against_checkpoint(ledger, kept, _keys(keyring)) == []
+
+
+def test_a_stored_tree_whose_root_is_not_the_entries_is_inconsistent(ledger, keyring):
+    _append(ledger, 10)
+    kept = make_checkpoint(ledger, keyring)
+    _append(ledger, 10, start=10)
+    assert sync_tree(ledger.engine) == 20
+    _set_node(ledger, 2, 4)  # leaves 16..19, past the checkpoint: its own root still holds
+    [finding] = check_against_checkpoint(ledger, kept, _keys(keyring))
+    assert (finding["code"], finding["class"], finding["seq"]) == (
+        "stored_tree_inconsistent", "forked", 9)
+    assert "is not the root of the entries" in finding["message"]
+
+
+def test_untrustworthy_stored_nodes_widen_the_range_of_a_rewrite(ledger, keyring):
+    _append(ledger, 16)
+    kept = make_checkpoint(ledger, keyring)
+    tamper.rewrite_tail(_url(ledger), 4)
+    _set_node(ledger, 3, 0)  # the left half no longer hashes up to the stored root
+    [finding] = check_against_checkpoint(ledger, kept, _keys(keyring))
+    assert finding["code"] == "checkpoint_inconsistent"
+    assert finding["seq"] == 0 and finding["range"] == [0, 16]
+
+
+@pytest.mark.parametrize("rewrite", [lambda note: "not a note",
+                                     lambda note: note.replace("\n10\n", "\n9\n", 1)],
+                         ids=["malformed", "other size"])
+def test_a_stored_checkpoint_that_does_not_match_its_row_stops_signing(ledger, keyring, rewrite):
+    _append(ledger, 10)
+    note = make_checkpoint(ledger, keyring)
+    _append(ledger, 2, start=10)
+    with tamper.connection(_url(ledger)) as conn, tamper.unguarded(conn, "checkpoints"):
+        conn.execute(text("UPDATE checkpoints SET note = :n"), {"n": rewrite(note)})
+    with pytest.raises(CheckpointError) as caught:
+        make_checkpoint(ledger, keyring)
+    assert caught.value.code == "checkpoint_corrupt"
+
+
+def test_a_consistency_proof_backwards_is_a_usage_error(ledger):
+    _append(ledger, 8)
+    with pytest.raises(UsageError) as caught:
+        consistency_proof(ledger, 8, 4)
+    assert (caught.value.code, caught.value.field) == ("size_out_of_range", "size")

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from ledger.core.diagnostics import compute_proof_ref, proof_preimage
 
-VECTORS_PATH = Path(__file__).parent / "vectors" / "proof_ref.json"
+VECTORS_PATH = Path(__file__).resolve().parents[1] / "vectors" / "proof_ref.json"
 VECTORS: list[dict[str, Any]] = json.loads(VECTORS_PATH.read_text(encoding="utf-8"))["vectors"]
 
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}

@@ -81,7 +81,7 @@ def test_sigkill_mid_batch_leaves_whole_batches_and_a_valid_chain(db_url, delay)
     Ledger.init(db_url).close()
     proc = subprocess.Popen([sys.executable, "-c", CHILD.format(n=CRASH_BATCH), db_url],
                             stdout=subprocess.PIPE, text=True,
-                            cwd=os.path.dirname(os.path.dirname(__file__)))
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert proc.stdout.readline().strip() == "ready"
     proc.stdout.readline()  # at least one batch committed
     time.sleep(delay + random.random() * 0.1)

@@ -314,3 +314,18 @@ def test_a_row_accepted_as_valid_never_fails_its_attestation_in_the_audit(db_url
             assert report["findings"] == [], report["findings"]
         else:
             assert res.error["code"] == "attestation_expired_at_record"
+
+
+def test_a_deeply_nested_token_header_is_rejected_not_a_crash(sqlite_url):
+    import base64
+    import hashlib
+
+    pre = "x"
+    pr = "sha256:" + hashlib.sha256(pre.encode()).hexdigest()
+    tok = base64.urlsafe_b64encode(b"[" * 200_000).rstrip(b"=").decode() + ".e30.AA"
+    sub = {"result": {"status": "VERIFIED", "agent_message": "ok", "proof_ref": pr},
+           "engine": "math", "proof_preimage": pre, "attestation": tok}
+    with Ledger.init(sqlite_url) as L:
+        res = L.append(json.dumps(sub))
+        assert not res.ok and res.error["code"] == "attestation_malformed"
+        assert L.head()["size"] == 0

@@ -4,6 +4,7 @@ the three disclosure layers, and the CLI output formats — on SQLite and Postgr
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 from typing import Any
@@ -276,3 +277,23 @@ def test_cli_hostile_values_and_usage_errors(led, db_url):
     res = run(db_url, "--layer", "root")
     assert res.exit_code == 2
     assert "secret.rule_id" not in run(db_url, "--all", "--format", "csv").stdout
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"engine": [1]}, "engine"),
+    ({"since": dt.datetime(2026, 1, 1)}, "since"),
+    ({"until": 1.5}, "until"),
+], ids=["not text", "naive datetime", "float time"])
+def test_python_filter_values_of_the_wrong_kind_are_usage_errors(kw, field):
+    with pytest.raises(UsageError) as caught:
+        make_filters(**kw)
+    assert caught.value.field == field
+
+
+def test_aware_datetimes_filter_like_rfc3339_and_the_manifest_names_both_bounds():
+    since = dt.datetime(2026, 1, 1, 1, 0, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    f = make_filters(since=since, until="2026-01-02T00:00:00Z", engine="math")
+    assert f == make_filters(since="2026-01-01T00:00:00Z", until="2026-01-02T00:00:00Z",
+                             engine=["math"])
+    assert f.to_doc() == {"engine": ["math"], "since": "2026-01-01T00:00:00.000000Z",
+                          "until": "2026-01-02T00:00:00.000000Z"}

@@ -28,7 +28,7 @@ from ledger.core.submission import (
 )
 from ledger.errors import SubmissionError, SubmissionTooLarge
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURE_LINES = (DATA / "qwed_fixtures.jsonl").read_text(encoding="utf-8").splitlines()
 FIXTURES: list[dict[str, Any]] = [json.loads(line) for line in FIXTURE_LINES]
 JWKS = json.loads((DATA / "qwed_issuer_jwks.json").read_text(encoding="utf-8"))
@@ -718,7 +718,7 @@ def test_unknown_result_field_report_is_deterministic() -> None:
             "\"agent_message\":\"m\",\"alpha\":1,\"beta\":2,\"gamma\":3,\"delta\":4}}')\n"
             "except SubmissionError as e:\n"
             "    print(e.field)\n")
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     fields = set()
     for seed in range(8):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -11,6 +11,7 @@ as such: signed checkpoints kept outside the database exist for them.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
@@ -25,7 +26,10 @@ from ledger.crypto.trust import TrustStore
 from ledger.ops.audit import AuditOptions, run_audit
 from ledger.ops.samples import realistic
 from ledger.ops.trust import trust_events
+from ledger.ops.trust_store import load_trust_store
 from tests import tamper as T
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 BATCH = 6
 N = 36  # realistic rows, appended in batches of BATCH (one recorded_at per batch)
@@ -359,3 +363,42 @@ def test_rogue_key_appended_with_valid_link_needs_a_checkpoint(db_url):
     assert report["outcome"] == "passed"
     assert report["summary"] == {"rows": 7, "verified": 7, "failed": 0, "unverified": 0}
     assert cli_audit(db_url)[0] == 0
+
+
+def test_a_modified_key_event_document_is_found_and_never_trusted(db_url):
+    with Ledger.init(db_url) as L:
+        L.append_many(realistic(3))
+        jwks = json.loads((DATA / "qwed_issuer_jwks.json").read_text())
+        L.trust_issuer("did:qwed:node:test", jwks)
+        seq = L.head()["size"] - 1
+        digest = L.get(seq)["payloads"]["event"]["digest"]
+        with T.unlocked(db_url) as conn:
+            conn.execute(text("UPDATE payloads SET data = :d WHERE digest = :g"),
+                         {"d": b'{"action":"trust"}', "g": digest})
+        report = run_audit(L, AuditOptions())
+        fresh = Ledger.open(db_url)
+        try:
+            assert fresh.trust_store().keys == []  # the modified event grants nothing
+        finally:
+            fresh.close()
+    codes = {(f["code"], f["seq"]) for f in report["findings"]}
+    assert ("payload_digest_mismatch", seq) in codes
+
+
+@pytest.mark.parametrize("doc", [b"not json", b"[]", b'{"action": "promote"}',
+                                 b'{"action": "trust"}', b'{"action": "trust", "kid": 1}'],
+                         ids=["not json", "not an object", "unknown action", "no fields",
+                              "wrong types"])
+def test_a_forged_key_event_that_is_no_event_grants_no_trust(db_url, doc):
+    """A key_event row appended behind the append path whose document matches its digest
+    but is not a usable event: the trust store skips it (the audit judges the row)."""
+    with Ledger.init(db_url) as L:
+        L.append_many(realistic(2))
+        (ev,) = trust_events(TrustStore(), T.ISSUER, T.JWKS, None, None)
+        with T.connect(db_url) as conn:
+            cols, blobs = T.forged_columns(T.ledger_id(conn), "key_event", ev.fields,
+                                           {name: doc for name in ev.payloads})
+            T.append_forged(conn, cols, blobs, move_head=True)
+        assert load_trust_store(L.engine).keys == []
+    with Ledger.open(db_url) as fresh:
+        assert fresh.trust_store().keys == []

@@ -18,15 +18,15 @@ from sqlalchemy.engine import make_url
 from ledger.clock import SystemClock
 from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
-from tests.test_api_append import unverifiable, valid
-from tests.test_api_fixtures import ROOT, Server, start_server, stop_process
+from tests.api.server import ROOT, Server, start_server, stop_process
+from tests.api.test_append import unverifiable, valid
 
 DOC = ROOT / "docs" / "operations.md"
 
 
 def role_sql() -> str:
     """The ```sql block of docs/operations.md that creates the roles and grants."""
-    blocks = re.findall(r"```sql\n(.*?)```", DOC.read_text("utf-8"), re.S)
+    blocks = re.findall(r"```sql\n(.*?)```", DOC.read_text("utf-8"), re.DOTALL)
     block = next(b for b in blocks if "CREATE ROLE ledger_service" in b)
     return "\n".join(line for line in block.splitlines() if not line.startswith("--"))
 

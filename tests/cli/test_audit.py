@@ -363,3 +363,37 @@ def test_revoke_needs_a_reason_and_an_rfc3339_time(sqlite_url):
     assert bad_time.exit_code == 2 and "[compromised-since]" in bad_time.stderr
     with Ledger.open(sqlite_url) as L:
         assert L.head()["size"] == 1  # still only the trust event
+
+
+def test_a_checkpoint_without_a_key_is_an_abstention_and_a_missing_one_exits_2(sqlite_url,
+                                                                               tmp_path):
+    with Ledger.init(sqlite_url, origin="test.example/cli-audit") as L:
+        L.append_many(realistic(5))
+    keys = tmp_path / "keys"
+    assert run(sqlite_url, "keys", "generate", "--keys", str(keys)).exit_code == 0
+    cp = tmp_path / "cp.txt"
+    assert run(sqlite_url, "checkpoint", "--keys", str(keys), "--out", str(cp)).exit_code == 0
+    res = run(sqlite_url, "audit", "--checkpoint", str(cp), "--json-report", "-")
+    assert res.exit_code == 3, res.output
+    report = json.loads(res.stdout)
+    assert report["checkpoints"] == [str(cp)] and report["findings"] == []
+    assert [(a["check"], a["reason"]) for a in report["abstentions"]] == [
+        ("checkpoint_signature", "no_ledger_key")]
+    jwks = str(keys / "jwks.json")
+    assert run(sqlite_url, "audit", "--checkpoint", str(cp), "--key", jwks).exit_code == 0
+    res = run(sqlite_url, "audit", "--checkpoint", str(tmp_path / "none.txt"))
+    assert res.exit_code == 2 and "checkpoint" in res.stderr
+
+
+def test_more_than_twenty_findings_are_listed_up_to_twenty(sqlite_url):
+    with Ledger.init(sqlite_url) as L:
+        L.append_many(realistic(30))
+    with T.unlocked(sqlite_url) as conn:
+        for seq in range(25):
+            T.update_entry(conn, seq, subject=f"rewritten-{seq}")
+    res = run(sqlite_url, "audit")
+    assert res.exit_code == 1
+    listed = [ln for ln in res.stderr.splitlines() if ln.startswith("  seq ")]
+    assert len(listed) == 20
+    assert res.stderr.splitlines()[-1].startswith("  … ") and "more in the JSON report" in \
+        res.stderr

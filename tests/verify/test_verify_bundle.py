@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from ledger.ops.verify_export import EXIT_CODES, verify_export
-from tests.test_export import ALL_FILES, corrupt, drop_line, flip, reorder, source, truncate
+from tests.ops.test_export import ALL_FILES, corrupt, drop_line, flip, reorder, source, truncate
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "verify_bundle.py"
-__all__ = ["source"]  # the module-scoped bundle fixture of tests/test_export.py
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"
+__all__ = ["source"]  # the module-scoped bundle fixture of tests/ops/test_export.py
 
 
 def _load():
@@ -76,7 +76,7 @@ def test_the_script_has_usage_errors(tmp_path):
     assert script(tmp_path, tmp_path / "bad.json")[0] == 2
 
 
-CONTRACT = json.loads((Path(__file__).resolve().parent / "vectors" / "contract.json")
+CONTRACT = json.loads((Path(__file__).resolve().parents[1] / "vectors" / "contract.json")
                       .read_text("utf-8"))["cases"]
 # The script's own name for the two halves of "VERIFIED carries a proof_ref, nothing else does"
 SCRIPT_CODE = {"verified_without_proof": "proof_contract",

@@ -21,8 +21,6 @@ import jwt
 import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 import tests.tamper as T
 from ledger import Ledger
@@ -37,9 +35,10 @@ from ledger.ops.export import export_bundle, signer_from_keyring
 from ledger.ops.query import make_filters
 from ledger.ops.samples import realistic
 from ledger.ops.verify_export import verify_export
-from tests.test_query import HOSTILE, hostile_sub, leaky_subs
+from tests.conftest import ENGINES, engine_url
+from tests.ops.test_query import HOSTILE, hostile_sub, leaky_subs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 T0 = T.FIXTURE_TIME_US
 MINUTE = 60_000_000
 ORIGIN = "test.ledger/export"
@@ -66,21 +65,14 @@ def fill(led: Ledger, clock: FixedClock) -> None:
     assert all(r.ok for r in led.append_many(subs, producer="p1"))
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=ENGINES)
 def source(request, tmp_path_factory):
-    """(url, keyring dir, full bundle, filtered bundle, every-entry bundle) per engine."""
+    """(url, keyring dir, full bundle, filtered bundle, every-entry bundle) per engine.
+
+    Module-scoped (built once per engine), so it takes its database from ``engine_url``
+    rather than the function-scoped ``db_url``."""
     tmp = tmp_path_factory.mktemp(request.param)
-    drop = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp / 'ledger.db'}"
-    else:
-        base = request.getfixturevalue("pg_database")
-        schema = f"x_{uuid.uuid4().hex[:12]}"
-        drop = create_engine(base, isolation_level="AUTOCOMMIT")
-        with drop.connect() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-        url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"}
-                                               ).render_as_string(hide_password=False)
+    url = engine_url(request.param, request, tmp)
     clock = FixedClock(T0)
     with Ledger.init(url, clock=clock, origin=ORIGIN) as led:
         fill(led, clock)
@@ -92,10 +84,6 @@ def source(request, tmp_path_factory):
         led.export(tmp / "every", keys=ring.path, proofs="every", start=10, end=40)
     yield {"url": url, "keys": ring.path, "jwks": ring.path / "jwks.json", "tmp": tmp,
            "full": tmp / "full", "filtered": tmp / "filtered", "every": tmp / "every"}
-    if drop is not None:
-        with drop.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        drop.dispose()
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -431,3 +419,26 @@ def test_a_jwks_with_a_malformed_key_is_a_keyring_error(tmp_path):
     path.write_text(json.dumps({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "abcde"}]}))
     with pytest.raises(KeyringError):
         load_public_keys(path)
+
+
+def test_verify_export_with_a_malformed_key_is_a_bad_jwks_usage_error(source, tmp_path):
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "abcde"}]}))
+    with pytest.raises(KeyringError) as caught:
+        verify_export(source["full"], path)
+    assert caught.value.code == "bad_jwks" and caught.value.exit_code == 2
+
+
+def test_cli_verify_export_writes_the_report_file_and_lists_twenty_findings(source, tmp_path):
+    bad = corrupt(source["full"], tmp_path, "entries.jsonl",
+                  lambda data: data.replace(b'\\"engine\\":\\"', b'\\"engine\\":\\"x'))
+    report_file = tmp_path / "report.json"
+    res = CliRunner().invoke(cli, ["verify-export", str(bad), "--jwks", str(source["jwks"]),
+                                   "--json-report", str(report_file)])
+    assert res.exit_code == 1, res.output
+    report = json.loads(report_file.read_text("utf-8"))
+    assert report["outcome"] == "failed" and len(report["findings"]) > 20
+    listed = [ln for ln in res.stderr.splitlines()
+              if ln.startswith("  ") and not ln.startswith("  … ")]
+    assert len(listed) == 20 and all(": " in ln for ln in listed)
+    assert f"… {len(report['findings']) - 20} more in the JSON report" in res.stderr

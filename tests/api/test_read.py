@@ -20,7 +20,7 @@ from ledger.crypto.keys import known_keys, load_public_keys
 from ledger.crypto.note_sign import open_checkpoint
 from ledger.ops.query import AGENT_FIELDS, DEVELOPER_FIELDS
 from ledger.verify.proof import verify_bundle
-from tests.test_api_fixtures import Server, api  # noqa: F401 - fixture
+from tests.api.server import Server, api  # noqa: F401 - fixture
 
 SECRET = "S3CRET"  # every layer-2/3 value of the sentinel entry contains this
 

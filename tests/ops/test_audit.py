@@ -10,21 +10,14 @@ abstained).
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from sqlalchemy import text
 
 import ledger.ops.audit as audit_mod
 from ledger import Ledger
-from ledger.cli.main import cli
 from ledger.clock import FixedClock
 from ledger.core.entry import hash_hex
 from ledger.errors import UsageError
@@ -32,7 +25,7 @@ from ledger.ops.audit import EXIT_CODES, AuditOptions, run_audit
 from ledger.ops.samples import realistic
 from tests import tamper as T
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def audit(L: Ledger, **kw: Any) -> dict[str, Any]:
@@ -362,54 +355,132 @@ def test_resume_after_an_interrupted_run_matches_a_fresh_run(db_url, monkeypatch
     assert abstained(resumed) == abstained(fresh) and len(abstained(fresh)) == 4
 
 
-def _blocked(i: int) -> dict[str, Any]:
-    return {"result": {"status": "BLOCKED", "agent_message": "blocked", "developer_fields": {},
-                       "proof_ref": None, "is_authoritative": False},
-            "engine": "math", "subject": f"s{i}"}
-
-
-@pytest.mark.slow
-def test_sigkilled_cli_audit_resumes_to_the_same_report(sqlite_url):
-    """``ledger audit`` on 60k rows is SIGKILLed after its first progress save; ``ledger
-    audit --resume`` completes it with the summary and findings of a fresh run."""
+def test_resume_keeps_the_interrupted_runs_range(sqlite_url, monkeypatch):
     with Ledger.init(sqlite_url) as L:
-        for i in range(0, 60_000, 5_000):
-            L.append_many([_blocked(i + j) for j in range(5_000)])
-    with T.unlocked(sqlite_url) as conn:
-        T.update_entry(conn, 1_000, status="VERIFIED")
-        T.update_entry(conn, 55_000, subject="rewritten")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("LEDGER_DB_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "ledger", "--db", sqlite_url, "audit"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                runs = audit_runs(sqlite_url)
-            except Exception:  # noqa: BLE001 - schema not readable yet / busy
-                runs = []
-            if runs and runs[-1].next_seq > 0:
-                proc.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.002)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the audit finished before it could be killed"
-    (run,) = audit_runs(sqlite_url)
-    assert run.state == "running" and 0 < run.next_seq < 60_000
+        L.append_many(realistic(40))
+        monkeypatch.setattr(audit_mod, "PAGE", 5)
+        monkeypatch.setattr(audit_mod, "PROGRESS_EVERY", 5)
 
-    res = CliRunner().invoke(cli, ["--db", sqlite_url, "audit", "--resume",
-                                   "--json-report", "-"])
-    assert res.exit_code == 1, res.output
-    resumed = json.loads(res.stdout)
-    with Ledger.open(sqlite_url) as L:
-        fresh = audit(L)
-    assert resumed["run_id"] == run.id
-    assert resumed["summary"] == fresh["summary"] == {
-        "rows": 60_000, "verified": 59_998, "failed": 2, "unverified": 0}
-    assert finding_set(resumed) == finding_set(fresh) == {("column_mismatch", 1_000),
-                                                          ("column_mismatch", 55_000)}
+        class Stop(Exception):
+            pass
+
+        def progress(n: int) -> None:
+            raise Stop
+
+        try:
+            run_audit(L, AuditOptions(end=20), progress=progress)
+        except Stop:
+            pass
+        resumed = run_audit(L, AuditOptions(resume=True))
+    assert resumed["range"]["end"] == 20
+    assert resumed["summary"]["rows"] == 20
+
+
+def _blocked(i: int) -> bytes:
+    return json.dumps({"result": {"status": "BLOCKED", "agent_message": f"b{i}"},
+                       "engine": "math"}).encode()
+
+
+def test_more_workers_than_rows_runs_in_one_process(db_url):
+    with Ledger.init(db_url) as L:
+        L.append_many([_blocked(i) for i in range(2)])
+        report = run_audit(L, AuditOptions(workers=4))
+    assert report["summary"] == {"rows": 2, "verified": 2, "failed": 0, "unverified": 0}
+
+
+def test_two_interruptions_then_resume_count_every_row(sqlite_url, monkeypatch):
+    monkeypatch.setattr(audit_mod, "PAGE", 5)
+    monkeypatch.setattr(audit_mod, "PROGRESS_EVERY", 5)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after(limit: int):
+        seen = [0]
+
+        def progress(n: int) -> None:
+            seen[0] += n
+            if seen[0] >= limit:
+                raise Stop
+        return progress
+
+    with Ledger.init(sqlite_url) as L:
+        L.append_many([_blocked(i) for i in range(30)])
+        for limit, resume in ((15, False), (10, True)):
+            try:
+                run_audit(L, AuditOptions(resume=resume), progress=stop_after(limit))
+            except Stop:
+                pass
+        report = run_audit(L, AuditOptions(resume=True))
+    assert report["summary"] == {"rows": 30, "verified": 30, "failed": 0, "unverified": 0}
+
+
+def test_since_last_needs_a_baseline_from_seq_zero(sqlite_url):
+    with Ledger.init(sqlite_url) as L:
+        L.append_many([_blocked(i) for i in range(10)])
+        partial = run_audit(L, AuditOptions(start=5, record=True))
+        assert partial["outcome"] == "passed"
+        after_partial = run_audit(L, AuditOptions(since_last=True))
+        assert after_partial["range"]["start"] == 0  # rows 0..4 were never verified
+        run_audit(L, AuditOptions(record=True))
+        after_full = run_audit(L, AuditOptions(since_last=True))
+    assert after_full["range"]["start"] == 11 and after_full["summary"]["rows"] == 1
+
+
+def test_a_range_whose_predecessor_is_missing_reports_the_gap_not_a_broken_link(db_url):
+    """``--from 10`` with row 9 deleted: row 10 has nothing to link to, so it is not a
+    ``prev_hash`` finding; the gap is the range before's to report."""
+    with Ledger.init(db_url) as L:
+        L.append_many([_blocked(i) for i in range(20)])
+        with T.unlocked(db_url) as conn:
+            conn.execute(text("DELETE FROM entries WHERE seq = 9"))
+        tail = audit(L, start=10)
+        whole = audit(L)
+    assert tail["summary"] == {"rows": 10, "verified": 10, "failed": 0, "unverified": 0}
+    assert tail["findings"] == [] and tail["outcome"] == "passed"
+    assert ("seq_gap", 9) in finding_set(whole)
+
+
+def test_an_empty_ledger_passes_and_records_a_run_without_a_head_hash(db_url):
+    with Ledger.init(db_url) as L:
+        report = audit(L, record=True)
+        assert report["summary"] == {"rows": 0, "verified": 0, "failed": 0, "unverified": 0}
+        assert report["outcome"] == "passed" and report["findings"] == []
+        doc = json.loads(L.get(report["recorded_seq"])["payloads"]["report"]["text"])
+    assert doc["range"] == {"start": 0, "end": 0} and doc["head_hash"] is None
+
+
+def test_parallel_workers_report_progress_for_every_row(db_url):
+    seen: list[int] = []
+    with Ledger.init(db_url) as L:
+        L.append_many([_blocked(i) for i in range(12)])
+        report = run_audit(L, AuditOptions(workers=3), progress=seen.append)
+    assert report["summary"]["rows"] == 12 and sum(seen) == 12 and len(seen) == 3
+    assert report["run_id"] is None  # parallel runs are not resumable
+
+
+@pytest.mark.parametrize("doc", [b"not json", b'{"range": {"start": 0}}',
+                                 b'{"range": {"start": 0, "end": "x"}}'])
+def test_an_unreadable_recorded_run_is_no_baseline(db_url, doc):
+    with Ledger.init(db_url, clock=FixedClock(T.FIXTURE_TIME_US, step_us=1000)) as L:
+        L.append_many([_blocked(i) for i in range(5)])
+        seq = audit(L, record=True)["recorded_seq"]
+        with T.unlocked(db_url) as conn:
+            T.set_payload(conn, T.row(conn, seq).doc_digest, doc)
+        report = audit(L, since_last=True)
+    assert report["range"]["start"] == 0  # everything again, the modified run included
+    assert ("payload_digest_mismatch", seq) in finding_set(report)
+
+
+def test_a_recorded_run_with_an_unreadable_head_hash_still_sets_the_baseline(db_url):
+    with Ledger.init(db_url, clock=FixedClock(T.FIXTURE_TIME_US, step_us=1000)) as L:
+        L.append_many([_blocked(i) for i in range(5)])
+        seq = audit(L, record=True)["recorded_seq"]
+        with T.unlocked(db_url) as conn:
+            digest = T.row(conn, seq).doc_digest
+            doc = json.loads(T.payload(conn, digest))
+            T.set_payload(conn, digest, json.dumps({**doc, "head_hash": "sha256:zz"}).encode())
+        report = audit(L, since_last=True)
+    assert report["range"]["start"] == 5  # the range still chains from 0
+    assert "rewritten_since_audit" not in {f["code"] for f in report["findings"]}
+    assert ("payload_digest_mismatch", seq) in finding_set(report)

@@ -16,7 +16,7 @@ from ledger.api.receipts import verify_receipt
 from ledger.core.submission import MAX_SUBMISSION_BYTES
 from ledger.ops.samples import math_verified
 from ledger.store.db import make_engine
-from tests.test_api_fixtures import Server, api  # noqa: F401 - fixture
+from tests.api.server import Server, api  # noqa: F401 - fixture
 
 
 def valid(tag: str | None = None) -> dict[str, Any]:

@@ -10,17 +10,17 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 
 from ledger.ops.samples import math_verified
-from tests.test_api_fixtures import (
-    ENGINES,
+from tests.api.server import (
     ROOT,
     Server,
-    fresh_db_url,
     prepare_ledger,
     start_server,
     stop_process,
@@ -41,12 +41,9 @@ class Pair:
         return self.servers[0].db_url
 
 
-@pytest.fixture(scope="module", params=ENGINES)
-def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-         ) -> Iterator[Pair]:
-    kind = request.param
-    tmp_path = tmp_path_factory.mktemp(f"pair-{kind}")
-    db_url = fresh_db_url(kind, request, tmp_path)
+@pytest.fixture
+def pair(db_url: str, tmp_path: Path) -> Iterator[Pair]:
+    kind = make_url(db_url).get_backend_name()
     origin = f"test.example/concurrency-{kind}"
     keys = tmp_path / "keys"
     prepare_ledger(db_url, keys, origin)

@@ -36,7 +36,7 @@ from ledger.crypto.note_sign import (
 )
 from ledger.errors import IntegrityError, LedgerError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ROOT = bytes(range(32))
 ROOT_B64 = base64.b64encode(ROOT).decode()
 BODY = f"example.com/log\n5\n{ROOT_B64}\n"

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 VECTORS = REPO / "tests" / "vectors" / "entries.json"
 GENERATOR = REPO / "scripts" / "gen-vectors"
 FORMAT_DOC = REPO / "docs" / "format.md"

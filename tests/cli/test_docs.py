@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from ledger.cli.main import cli
 from ledger.core import contract
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 PKG = REPO / "ledger"
 

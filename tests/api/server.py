@@ -2,7 +2,8 @@
 127.0.0.1 with a port the OS picks, one per engine, shared by every test module
 (started on first use, stopped at the end of the session); a real httpx client.
 
-Other ``test_api_*`` modules import :func:`server` / :data:`ENGINES` from here.
+The test modules of tests/api/ and tests/system/ import :func:`server`, :func:`start_server`
+and the ``api`` fixture from here.
 """
 
 from __future__ import annotations
@@ -13,24 +14,21 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from ledger.clock import SystemClock
 from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
 from ledger.ops.tokens import ROLES, ledger_signer, mint_access_token
+from tests.conftest import ENGINES, engine_url
 
-ENGINES = ["sqlite", "postgresql"]
 START_TIMEOUT_S = 30
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _RUNNING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
 
@@ -100,23 +98,6 @@ def start_server(db_url: str, keys_dir: Path, log: Path, *extra: str,
     raise RuntimeError(f"ledger serve did not start:\n{log.read_text('utf-8', 'replace')}")
 
 
-def pg_schema_url(pg_database: str) -> str:
-    """A fresh schema in the session's PostgreSQL database (dropped with it)."""
-    schema = f"api_{uuid.uuid4().hex[:12]}"
-    eng = create_engine(pg_database, isolation_level="AUTOCOMMIT")
-    with eng.connect() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    eng.dispose()
-    url = make_url(pg_database).update_query_dict({"options": f"-csearch_path={schema}"})
-    return url.render_as_string(hide_password=False)
-
-
-def fresh_db_url(kind: str, request: pytest.FixtureRequest, tmp: Path) -> str:
-    if kind == "sqlite":
-        return f"sqlite:///{tmp / 'ledger.db'}"
-    return pg_schema_url(request.getfixturevalue("pg_database"))
-
-
 _SERVERS: dict[str, Server] = {}
 
 
@@ -125,7 +106,7 @@ def server(kind: str, request: pytest.FixtureRequest) -> Server:
     if kind in _SERVERS and _SERVERS[kind].proc.poll() is None:
         return _SERVERS[kind]
     tmp = request.getfixturevalue("tmp_path_factory").mktemp(f"api-{kind}")
-    db_url = fresh_db_url(kind, request, tmp)
+    db_url = engine_url(kind, request, tmp)
     origin = f"test.example/ledger-{kind}"
     keys = tmp / "keys"
     prepare_ledger(db_url, keys, origin)
@@ -142,11 +123,3 @@ def server(kind: str, request: pytest.FixtureRequest) -> Server:
 def api(request: pytest.FixtureRequest) -> Server:
     """The running server of each engine."""
     return server(request.param, request)
-
-
-def test_server_starts_and_answers_health(api: Server) -> None:
-    r = httpx.get(api.base_url + "/v1/health", timeout=10)
-    assert r.status_code == 200
-    body = r.json()
-    assert body["status"] == "ok" and body["database"] == "reachable"
-    assert body["origin"] == api.origin and body["head_hash"].startswith("sha256:")

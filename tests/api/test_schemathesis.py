@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.test_api_fixtures import Server, api  # noqa: F401 - fixture
+from tests.api.server import Server, api  # noqa: F401 - fixture
 
 MAX_EXAMPLES = 15
 MAX_TIME_S = 120  # a bound on the subprocess, not a budget to spend

@@ -12,7 +12,7 @@ import pytest
 from ledger.core.merkle import verify_consistency, verify_inclusion
 from ledger.errors import ProofError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 VECTOR_DIR = REPO / "tests" / "vectors" / "merkle"
 GENERATOR = REPO / "scripts" / "gen-vectors-merkle"
 VECTOR_FILES = sorted(VECTOR_DIR.glob("*.json"))
