@@ -149,9 +149,11 @@ def _worker(args: tuple[Any, ...]) -> Tally:
         engine.dispose()
 
 
-def check_head(conn: Connection, h: repo.Head) -> list[Finding]:
-    """The head row ``h`` (as the audit read it) against the entries: catches a lone head
-    edit or rows past it."""
+def check_head(conn: Connection, h: repo.Head | None) -> list[Finding]:
+    """The head row ``h`` (as the audit read it; None when it is gone) against the
+    entries: catches a deleted head, a lone head edit or rows past it."""
+    if h is None:
+        return [Finding("head_missing", 0, TRUNCATED, "the head row is missing")]
     out: list[Finding] = []
     max_seq = repo.max_seq(conn)
     rows = 0 if max_seq is None else max_seq + 1
@@ -179,15 +181,16 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
     engine = ctx.engine
     with connect(engine) as conn:
         h = repo.read_head(conn)
-        size = h.size  # type: ignore[union-attr]
         max_seq = repo.max_seq(conn)
+        # a deleted head row is a finding, and the entries that exist are still audited
+        size = h.size if h is not None else (0 if max_seq is None else max_seq + 1)
         pre: list[Finding] = []
         start = opts.start
         if opts.since_last:
             start, pre = _since_last(conn, ctx)
         end = min(opts.end, size) if opts.end is not None else max(
             size, 0 if max_seq is None else max_seq + 1)
-        head_findings = check_head(conn, h) if opts.end is None else []  # type: ignore[arg-type]
+        head_findings = check_head(conn, h) if opts.end is None else []
     if start < 0 or start > end:
         raise UsageError(f"empty or invalid range [{start}, {end})", field="from")
     store = load_trust_store(engine) if opts.check_attestations else None

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
@@ -262,6 +263,15 @@ def test_head_hash_rewritten(db_url):
         T.set_head(conn, size, b"\x01" * 32, last)
     report = detected(db_url, "head_hash_mismatch", N - 1, "forked")
     assert report["summary"]["failed"] == 0  # a ledger-level finding, not a row
+
+
+def test_head_row_deleted(db_url):
+    """A deleted head row is a finding (no traceback), and every entry is still audited."""
+    build(db_url).close()
+    with T.unlocked(db_url) as conn:
+        conn.execute(text("DELETE FROM head"))
+    report = detected(db_url, "head_missing", 0, "truncated")
+    assert report["summary"]["rows"] == N and report["summary"]["verified"] == N
 
 
 # =============================================================================
