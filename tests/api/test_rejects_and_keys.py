@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from ledger.store.db import make_engine
-from tests.test_api_fixtures import Server, api  # noqa: F401 - fixture
+from tests.api.server import Server, api  # noqa: F401 - fixture
 
 KEYS = ["a\x00b", "k" * 300]
 

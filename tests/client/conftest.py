@@ -9,8 +9,10 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
+from tests.api.server import ROOT
 from tests.client.server import LedgerServer
-from tests.test_api_fixtures import ENGINES, ROOT, fresh_db_url
+from tests.conftest import ENGINES
+from tests.conftest import engine_url as fresh_db_url
 
 
 @pytest.fixture(scope="module", params=ENGINES)

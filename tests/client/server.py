@@ -15,7 +15,7 @@ import httpx
 
 from ledger.crypto.keys import Keyring
 from ledger.ops.tokens import ledger_signer, mint_access_token
-from tests.test_api_fixtures import ROOT, prepare_ledger
+from tests.api.server import ROOT, prepare_ledger
 
 START_TIMEOUT_S = 30
 

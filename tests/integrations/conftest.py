@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from ledger.cli.main import cli
-from tests.test_api_fixtures import ROOT
+from tests.api.server import ROOT
 
 pytest.importorskip("qwed_new", reason="the real producer: pip install -e '.[dev]' (qwed 8.0.0)")
 

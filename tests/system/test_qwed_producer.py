@@ -14,8 +14,9 @@ from ledger.client import LedgerClient
 from ledger.integrations.qwed import EvidenceRecorder, QwedGateway
 from tests.client.conftest import audit_exit, result_keys
 from tests.client.server import LedgerServer
+from tests.conftest import ENGINES
+from tests.conftest import engine_url as fresh_db_url
 from tests.integrations.conftest import ISSUER, JWKS, ledger_cli
-from tests.test_api_fixtures import ENGINES, fresh_db_url
 
 pytest.importorskip("qwed_new", reason="the real producer: pip install -e '.[dev]' (qwed 8.0.0)")
 

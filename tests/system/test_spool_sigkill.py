@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.api.server import ROOT
 from tests.client.conftest import audit_exit, result_keys
 from tests.client.server import LedgerServer
-from tests.test_api_fixtures import ROOT
 
 ROUNDS = 6
 
