@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger.core.cosignature import VerifierKey
+from ledger.core.finding import CHECKPOINT_FINDING_KEYS, Finding, FindingClass
 from ledger.core.note import NoteError, parse_note
 from ledger.crypto.cosign import check_cosignatures
 from ledger.crypto.timestamp import TimestampError, TokenInfo, TsaTrust, verify_token
@@ -69,10 +70,10 @@ class AnchorCheck:
                 "covers": f"seq 0..{self.size - 1}" if self.size else "nothing"}
 
 
-def _finding(code: str, cls: str, seq: int, message: str, **extra: Any) -> dict[str, Any]:
-    return {"code": code, "class": cls, "seq": seq, "message": message,
-            "expected": extra.pop("expected", None), "actual": extra.pop("actual", None),
-            **extra}
+def _finding(code: str, cls: FindingClass, seq: int, message: str, expected: Any = None,
+             actual: Any = None, **extra: Any) -> dict[str, Any]:
+    return Finding(code, seq, cls, message, expected, actual, tuple(extra.items())).to_dict(
+        CHECKPOINT_FINDING_KEYS)
 
 
 def _us(t: datetime) -> int:
@@ -91,11 +92,11 @@ def check_anchors(note_text: str | bytes, size: int, tokens: Sequence[dict[str, 
     cos = check_cosignatures(note_text, policy.witness_keys)
     out.cosigners = cos.valid
     for name, why in sorted(cos.invalid.items()):
-        out.findings.append(_finding("cosignature_invalid", "signature_invalid", seq,
+        out.findings.append(_finding("cosignature_invalid", FindingClass.SIGNATURE_INVALID, seq,
                                      f"cosignature of witness {name}: {why}", witness=name))
     if len(cos.valid) < policy.quorum:
         out.findings.append(_finding(
-            "witness_quorum_not_met", "unwitnessed", seq,
+            "witness_quorum_not_met", FindingClass.UNWITNESSED, seq,
             f"{len(cos.valid)} valid cosignature(s) from the given witnesses, need"
             f" {policy.quorum}", expected={"quorum": policy.quorum},
             actual={"cosigned_by": sorted(cos.valid)}))
@@ -111,7 +112,7 @@ def _check_tokens(out: AnchorCheck, note_text: str | bytes, tokens: Sequence[dic
     except NoteError:
         return  # a malformed note is already a finding of the signature check
     if not tokens:
-        out.findings.append(_finding("timestamp_missing", "untimestamped", seq,
+        out.findings.append(_finding("timestamp_missing", FindingClass.UNTIMESTAMPED, seq,
                                      "no RFC 3161 timestamp token came with the checkpoint"))
     for n, tok in enumerate(tokens):
         try:
@@ -120,18 +121,18 @@ def _check_tokens(out: AnchorCheck, note_text: str | bytes, tokens: Sequence[dic
             info = verify_token(raw, message, trust,
                                 None if nonce in (None, "") else int(nonce))
         except (binascii.Error, ValueError) as exc:
-            out.findings.append(_finding("timestamp_invalid", "timestamp_invalid", seq,
+            out.findings.append(_finding("timestamp_invalid", FindingClass.TIMESTAMP_INVALID, seq,
                                          f"token {n} is not readable: {exc}",
                                          reason="timestamp_malformed"))
             continue
         except TimestampError as exc:
-            out.findings.append(_finding("timestamp_invalid", "timestamp_invalid", seq,
+            out.findings.append(_finding("timestamp_invalid", FindingClass.TIMESTAMP_INVALID, seq,
                                          f"token {n}: {exc.message}", reason=exc.code))
             continue
         if last_recorded_at_us is not None and \
                 last_recorded_at_us > _us(info.gen_time) + TIME_SLACK_US:
             out.findings.append(_finding(
-                "timestamp_before_entry", "backdated", seq,
+                "timestamp_before_entry", FindingClass.BACKDATED, seq,
                 f"token {n} says the checkpoint existed at {info.gen_time.isoformat()},"
                 " before the recorded_at of an entry it covers",
                 expected={"recorded_at_us_at_most": _us(info.gen_time) + TIME_SLACK_US},
