@@ -34,11 +34,11 @@ from ledger.core.note import (
     HASH_SIZE,
     KEY_ID_SIZE,
     MAX_TREE_SIZE,
-    NoteError,
     NoteSignature,
     check_key_name,
     check_note_text,
 )
+from ledger.errors import NoteError
 
 COSIGNATURE_TYPE = 0x04           # signed-note signature type of Ed25519 cosignature/v1
 ED25519_TYPE = 0x01               # plain Ed25519 note signatures (the log's own key)

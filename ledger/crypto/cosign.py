@@ -36,9 +36,9 @@ from ledger.core.cosignature import (
     format_vkey,
     parse_vkey,
 )
-from ledger.core.note import NoteError, format_signature_line, parse_note
+from ledger.core.note import format_signature_line, parse_note
 from ledger.crypto.note_sign import KnownKeys, known_key
-from ledger.errors import CosignatureError, UsageError
+from ledger.errors import CosignatureError, NoteError, UsageError
 
 CosignerKey = Ed25519PrivateKey  # what signs cosignatures (for callers that only hold one)
 

@@ -28,7 +28,7 @@ from ledger.core.cosignature import (
     parse_size_text,
     parse_vkey,
 )
-from ledger.core.note import NoteError, parse_checkpoint_body, parse_note
+from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.cosign import accept_cosignatures, load_vkeys
 from ledger.crypto.keys import Keyring
 from ledger.crypto.timestamp import (
@@ -40,7 +40,7 @@ from ledger.crypto.timestamp import (
     read_token,
     verify_token,
 )
-from ledger.errors import LedgerError, UsageError
+from ledger.errors import LedgerError, NoteError, UsageError
 from ledger.ops.checkpoint import consistency_proof, latest_checkpoint, make_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.store.anchors import (

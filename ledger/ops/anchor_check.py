@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ledger.core.note import NoteError, parse_checkpoint_body, parse_note
+from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.cosign import load_vkeys
 from ledger.crypto.timestamp import load_tsa_trust
-from ledger.errors import UsageError
+from ledger.errors import NoteError, UsageError
 from ledger.ops.anchor import timestamps_of
 from ledger.ops.context import LedgerContext
 from ledger.store.anchors import last_recorded_at

@@ -27,9 +27,10 @@ from typing import Any
 
 from ledger.core.cosignature import VerifierKey
 from ledger.core.finding import CHECKPOINT_FINDING_KEYS, Finding, FindingClass
-from ledger.core.note import NoteError, parse_note
+from ledger.core.note import parse_note
 from ledger.crypto.cosign import check_cosignatures
-from ledger.crypto.timestamp import TimestampError, TokenInfo, TsaTrust, verify_token
+from ledger.crypto.timestamp import TokenInfo, TsaTrust, verify_token
+from ledger.errors import NoteError, TimestampError
 
 # genTime is given to the second by most TSAs (RFC 3161 allows coarser): an entry recorded
 # within this much after genTime is not a finding.

@@ -15,7 +15,8 @@ from typing import Any
 
 from ledger.core.audit import outcome
 from ledger.core.bundle import CHECKPOINT, ENTRIES
-from ledger.core.note import NoteError, parse_checkpoint_body, parse_note
+from ledger.core.note import parse_checkpoint_body, parse_note
+from ledger.errors import NoteError
 from ledger.verify.anchor import AnchorPolicy, check_anchors
 
 TIMESTAMPS = "timestamps.json"

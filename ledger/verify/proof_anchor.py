@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ledger.core.note import NoteError, parse_checkpoint_body, parse_note
+from ledger.core.note import parse_checkpoint_body, parse_note
+from ledger.errors import NoteError
 from ledger.verify.anchor import AnchorPolicy, check_anchors
 
 

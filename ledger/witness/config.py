@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.core.cosignature import ED25519_TYPE, parse_vkey
-from ledger.core.note import NoteError, check_key_name
+from ledger.core.note import check_key_name
 from ledger.crypto.cosign import (
     CosignerKey,
     cosigner_vkey,
@@ -29,7 +29,7 @@ from ledger.crypto.cosign import (
 )
 from ledger.crypto.keys import known_keys, load_public_keys
 from ledger.crypto.note_sign import KnownKeys
-from ledger.errors import LedgerError, UsageError
+from ledger.errors import LedgerError, NoteError, UsageError
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,10 @@ from ledger.core.cosignature import (
     parse_add_checkpoint,
 )
 from ledger.core.merkle import verify_consistency
-from ledger.core.note import Checkpoint, NoteError, parse_checkpoint_body, parse_note
+from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.crypto.cosign import cosign
-from ledger.crypto.note_sign import NoteSignatureError, verify_note
-from ledger.errors import ProofError
+from ledger.crypto.note_sign import verify_note
+from ledger.errors import NoteError, NoteSignatureError, ProofError
 from ledger.store.witness_state import WitnessState
 from ledger.witness.config import WitnessConfig
 

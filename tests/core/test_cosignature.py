@@ -21,7 +21,8 @@ from ledger.core.cosignature import (
     parse_size_text,
     parse_vkey,
 )
-from ledger.core.note import NoteError, NoteSignature, format_signature_line, parse_note
+from ledger.core.note import NoteSignature, format_signature_line, parse_note
+from ledger.errors import NoteError
 
 # c2sp.org/tlog-cosignature: the example checkpoint with a witness cosignature.
 SPEC_NOTE = (
