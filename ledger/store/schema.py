@@ -186,7 +186,7 @@ audit_findings = Table(
     Index("ix_audit_findings_run_id_seq", "run_id", "seq"),
 )
 
-# Witness cosignatures and RFC 3161 timestamp tokens of checkpoints (migration 0005_anchors;
+# Witness cosignatures and RFC 3161 timestamp tokens of checkpoints (migration 0007_anchors;
 # docs/anchoring.md).  kind: "cosignature" (data: the signature line) or "timestamp" (data:
 # base64 DER TimeStampResp, nonce: the request's nonce).  Insert-only.
 checkpoint_anchors = Table(

@@ -1,5 +1,5 @@
 """``checkpoint_anchors``: insert-only, one anchor per (size, kind, name), and migration
-0005_anchors down and up again (SQLite and PostgreSQL)."""
+0007_anchors down and up again (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -57,16 +57,16 @@ def test_anchors_are_insert_only(ledger, statement):
         conn.execute(text(statement))
 
 
-def test_downgrade_below_0005_and_upgrade_again(db_url):
+def test_downgrade_below_0007_and_upgrade_again(db_url):
     Ledger.init(db_url).close()
     engine = make_engine(db_url)
     try:
         with write_connection(engine) as conn:
-            command.downgrade(alembic_config(conn), "0004")
+            command.downgrade(alembic_config(conn), "0006")
             conn.commit()
-        assert current_revision(engine) == "0004"
+        assert current_revision(engine) == "0006"
         with Ledger.init(db_url) as ledger:
             assert anchors_of(ledger.engine, 1) == []
-        assert current_revision(engine) == "0005_anchors"
+        assert current_revision(engine) == "0007"
     finally:
         engine.dispose()

@@ -1,15 +1,15 @@
 """Witness cosignatures and RFC 3161 timestamp tokens of checkpoints (insert-only).
 
-Revision ID: 0005_anchors
-Revises: 0004
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-01
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_anchors"
-down_revision = "0004"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
