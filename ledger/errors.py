@@ -30,6 +30,8 @@ The tree (category in brackets; a class without one inherits its parent's)::
     │   ├── TreeIntegrityError
     │   ├── CheckpointError
     │   ├── NoteSignatureError
+    │   ├── CosignatureError
+    │   ├── TimestampError
     │   ├── SpoolCorrupt
     │   └── ReceiptInvalid
     ├── StoreUnavailable [unavailable]
@@ -252,6 +254,18 @@ class CheckpointError(IntegrityError):
     """Signing would contradict an earlier checkpoint, or a stored checkpoint is corrupt."""
 
     default_code = "checkpoint_inconsistent"
+
+
+class CosignatureError(IntegrityError):
+    """A witness answered with no cosignature that verifies under its key."""
+
+    default_code = "cosignature_invalid"
+
+
+class TimestampError(IntegrityError):
+    """An RFC 3161 time-stamp token does not verify, or does not cover what it should."""
+
+    default_code = "timestamp_invalid"
 
 
 class NoteSignatureError(IntegrityError):

@@ -41,6 +41,8 @@ class Settings:
     # quarantine bounds; None: LEDGER_QUARANTINE_MAX_ROWS / _MAX_PER_PRODUCER or the defaults
     quarantine_max_rows: int | None = None
     quarantine_max_per_producer: int | None = None
+    checkpoint_every: str | None = None  # "30s", "1000e": ledger.api.anchoring.parse_every
+    anchors_file: str | None = None    # witnesses and TSA of scheduled checkpoints
 
     def __post_init__(self) -> None:
         if self.external_jwks and not self.issuer:

@@ -55,10 +55,11 @@ def _register() -> None:
         serve,
         spool,
         token,
+        witness,
     )
 
     for module in (db, entries, keys, audit, demo, proofs, checkpoint_verify, query, export,
-                   serve, token, spool, importer, quarantine):
+                   serve, token, spool, importer, quarantine, witness):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -57,6 +57,7 @@ class AuditOptions:
     producer: str | None = None
     checkpoints: tuple[str, ...] = ()  # signed checkpoint files kept by the auditor
     keys: tuple[str, ...] = ()  # ledger public keys (PEM/JWKS) to verify them
+    anchor_policy: Any = None  # ledger.verify.anchor.AnchorPolicy for the checkpoints
 
 
 @dataclass
@@ -234,6 +235,10 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
         from ledger.ops.audit_checkpoint import apply_checkpoints
 
         apply_checkpoints(ctx, report, opts.checkpoints, opts.keys)
+        if opts.anchor_policy is not None:
+            from ledger.ops.anchor_check import apply_anchor_policy
+
+            apply_anchor_policy(ctx, report, opts.checkpoints, opts.anchor_policy)
     report["outcome"] = outcome(report)
     if opts.record:
         report["recorded_seq"] = record_run(ctx, report, opts.producer)

@@ -185,3 +185,20 @@ audit_findings = Table(
     Column("body", Text, nullable=False),  # JSON
     Index("ix_audit_findings_run_id_seq", "run_id", "seq"),
 )
+
+# Witness cosignatures and RFC 3161 timestamp tokens of checkpoints (migration 0007_anchors;
+# docs/anchoring.md).  kind: "cosignature" (data: the signature line) or "timestamp" (data:
+# base64 DER TimeStampResp, nonce: the request's nonce).  Insert-only.
+checkpoint_anchors = Table(
+    "checkpoint_anchors", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("checkpoint_size", BigInteger, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("name", String(512), nullable=False),  # witness name or TSA URL
+    Column("data", Text, nullable=False),
+    Column("nonce", String(64)),
+    Column("created_at", BigInteger, nullable=False),  # µs since epoch, UTC
+    Index("ix_checkpoint_anchors_checkpoint_size_kind", "checkpoint_size", "kind"),
+    Index("ix_checkpoint_anchors_name_checkpoint_size", "name", "checkpoint_size"),
+)

@@ -35,13 +35,14 @@ from ledger.errors import NoteError, NoteSignatureError, ProofError
 
 INCLUSION_FORMAT = "ledger-inclusion-proof/1"
 CONSISTENCY_FORMAT = "ledger-consistency-proof/1"
-# The closed key sets of the two formats.
+# The closed key sets of the two formats ("timestamps": the optional RFC 3161 tokens of the
+# checkpoint, judged by ledger.verify.proof_anchor; docs/anchoring.md).
 INCLUSION_KEYS = frozenset({"format", "origin", "ledger_id", "seq", "tree_size", "leaf_index",
-                            "entry", "inclusion_path", "checkpoint"})
+                            "entry", "inclusion_path", "checkpoint", "timestamps"})
 ENTRY_KEYS = frozenset({"envelope", "recorded_at_us", "prev_hash", "body_hash", "entry_hash",
                         "payloads"})
 PAYLOAD_KEYS = frozenset({"digest", "data_b64"})
-CONSISTENCY_KEYS = frozenset({"format", "origin", "old", "new", "path"})
+CONSISTENCY_KEYS = frozenset({"format", "origin", "old", "new", "path", "timestamps"})
 _T = TypeVar("_T")
 
 
