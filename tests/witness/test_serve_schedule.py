@@ -14,8 +14,8 @@ from ledger.errors import UsageError
 from ledger.ops.anchor import timestamps_of
 from ledger.ops.checkpoint import latest_checkpoint
 from ledger.ops.schedule import Schedule, parse_every
-from tests.test_api_append import valid
-from tests.test_api_fixtures import Server, start_server, stop_process
+from tests.api.server import Server, start_server, stop_process
+from tests.api.test_append import valid
 
 
 @pytest.mark.parametrize("text,want", [("30s", Schedule(seconds=30)), ("5m", Schedule(300)),
