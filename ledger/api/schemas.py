@@ -105,3 +105,21 @@ BATCH_RESPONSES: dict[int | str, dict[str, Any]] = {
     **_errors(400, 401, 403, 413, 422, 503),
 }
 READ_ERRORS = _errors(400, 401, 403, 404, 422, 503)
+
+
+# POST /v1/redactions, /v1/holds, /v1/holds/{seq}/release (docs/http.md#custody)
+CUSTODY_FIELDS: dict[str, Any] = {
+    "subject": {"type": "string"}, "seqs": {"type": "array", "items": {"type": "integer"}},
+    "payloads": {"type": "array", "items": {"type": "string", "enum": [
+        "all", "evidence", "result", "preimage", "attestation", "query", "meta", "subject"]}},
+    "reason": {"type": "string", "minLength": 1}, "reference": {"type": ["string", "null"]},
+    "keep_attestation": {"type": "boolean"}, "override_minimum": {"type": ["string", "null"]},
+    "dry_run": {"type": "boolean"}, "report": {"type": "boolean"},
+}
+
+
+def custody_body(fields: tuple[str, ...]) -> dict[str, Any]:
+    """The request body of a custody route: an object of ``fields`` (``reason`` required)."""
+    return {"requestBody": {"required": True, **_json({
+        "type": "object", "required": ["reason"], "additionalProperties": False,
+        "properties": {f: CUSTODY_FIELDS[f] for f in fields}})}}

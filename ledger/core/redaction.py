@@ -163,9 +163,8 @@ def parse_request(data: bytes) -> RedactionRequest:
                 not isinstance(t["payloads"], list):
             raise _bad("a target is {\"seq\": N, \"payloads\": [...]}", f"targets[{i}]")
         rows.append((t["seq"], tuple(t["payloads"])))
-    req = RedactionRequest(tuple(rows), doc.get("reason"), doc.get("reference"),  # type: ignore[arg-type]
-                           doc.get("requested_by"), doc.get("keep_attestation"),  # type: ignore[arg-type]
-                           doc.get("override_minimum"))
+    req = RedactionRequest(tuple(rows), doc["reason"], doc["reference"], doc["requested_by"],
+                           doc["keep_attestation"], doc["override_minimum"])
     validate_request(req)
     return req
 
@@ -237,7 +236,8 @@ def parse_hold(data: bytes) -> HoldOrder:
         action = peek.get("action") if isinstance(peek, dict) else None
     except StrictError:
         pass
-    doc = _strict(data, _HOLD_KEYS.get(action, _HOLD_KEYS["add"]), "bad_hold")  # type: ignore[arg-type]
+    keys = _HOLD_KEYS["release"] if action == "release" else _HOLD_KEYS["add"]
+    doc = _strict(data, keys, "bad_hold")
     if doc.get("format") != HOLD_FORMAT:
         raise _bad(f"format must be {HOLD_FORMAT}", "format", "bad_hold")
     targets = doc.get("targets", [])

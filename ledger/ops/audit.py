@@ -34,6 +34,7 @@ from ledger.crypto.trust import TrustStore, row_judge
 from ledger.errors import UsageError
 from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
+from ledger.ops.custody_audit import add_custody_findings
 from ledger.ops.trust import load_trust_store
 from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
@@ -221,6 +222,7 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
                               progress, saver, state))
         if run_id is not None:
             _finish_run(engine, run_id, end, tally)
+    add_custody_findings(tally, engine, opts.start if not opts.since_last else start, end)
     tally.findings += [f.to_dict() for f in pre + head_findings]  # ledger-level, not rows
     report = {
         "format": REPORT_FORMAT, "ledger_id": ctx.meta.ledger_id, "origin": ctx.meta.origin,
