@@ -152,9 +152,8 @@ def _tampered_copy(directory: Path) -> Iterator[str]:
         for t in ("entries_no_update", "payloads_no_update"):
             c.execute(f"DROP TRIGGER {t}")
         c.execute("UPDATE entries SET status = 'VERIFIED' WHERE seq = 3")
-        digest = c.execute("SELECT preimage_digest FROM entries WHERE seq = 0").fetchone()[0]
         c.execute("UPDATE payloads SET data = replace(data, '\"converged\": true', "
-                  "'\"converged\": false') WHERE digest = ?", (digest,))
+                  "'\"converged\": false') WHERE pid = 1")  # seq 0, slot 1: the evidence
     yield f"tampered copy {dst.name}: raw SQL changed entry 3's status and entry 0's evidence"
     with Ledger.open(f"sqlite:///{dst}") as t:
         report = t.audit(AuditOptions())
