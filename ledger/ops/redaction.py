@@ -112,7 +112,8 @@ def resolve_seqs(conn: Any, subject: str | None, seqs: Iterable[int]) -> list[in
     out = set(seqs)
     if subject is not None:
         check_text(subject, "subject", required=True)
-        out.update(entries.subject_seqs(conn, subject))
+        size = entries.read_head(conn).size  # type: ignore[union-attr]
+        out.update(entries.subject_seqs(conn, subject, end=size))
     return sorted(out)
 
 
