@@ -58,7 +58,7 @@ def test_redact_dry_run_then_for_real_with_report(db_url, tmp_path):
     assert verify_report(doc, json.loads((keys / "jwks.json").read_text()))
     audit = _run(db_url, "audit")
     assert audit.exit_code == 3, audit.output  # only redactions are not verified
-    assert "0 failed" in audit.stderr
+    assert "0 failed, 2 unverified, 4 redacted" in audit.stderr
 
 
 def test_refusals_exit_2(db_url):
