@@ -18,7 +18,7 @@ from fastapi import APIRouter, Path, Request
 from starlette.concurrency import run_in_threadpool
 
 from ledger.api.auth import Principal, require
-from ledger.api.schemas import READ_ERRORS, custody_body
+from ledger.api.schemas import CUSTODY_ERRORS, READ_ERRORS, custody_body
 from ledger.core.strict import StrictError, closed, loads
 from ledger.errors import BadRequest
 from ledger.ops.redaction import Ask
@@ -31,8 +31,6 @@ REDACT_FIELDS = ("subject", "seqs", "payloads", "reason", "reference", "keep_att
                  "override_minimum", "dry_run", "report")
 HOLD_FIELDS = ("subject", "seqs", "reason", "reference")
 RELEASE_FIELDS = ("reason", "reference")
-CUSTODY_ERRORS = {**READ_ERRORS,
-                  409: {"description": "Refused: a legal hold or a minimum retention"}}
 
 
 async def _body(request: Request, fields: tuple[str, ...]) -> dict[str, Any]:

@@ -52,10 +52,12 @@ def test_sqlite_file_and_wal_hold_no_erased_bytes(tmp_path):
 
 
 def _pg_files(conn, table: str, datadir: Path) -> list[Path]:
+    """The files of ``table`` and of its TOAST table (every segment and fork)."""
     out = []
-    for rel in (table, f"(SELECT reltoastrelid FROM pg_class WHERE relname = '{table}')"):
-        oid_sql = f"'{rel}'::regclass" if rel == table else rel
-        path = conn.execute(text(f"SELECT pg_relation_filepath({oid_sql})")).scalar()
+    for sql in (f"SELECT pg_relation_filepath('{table}'::regclass)",
+                "SELECT pg_relation_filepath(reltoastrelid) FROM pg_class "
+                f"WHERE oid = '{table}'::regclass AND reltoastrelid <> 0"):
+        path = conn.execute(text(sql)).scalar()
         if path:
             base = datadir / path
             out += [p for p in base.parent.glob(base.name + "*") if p.is_file()]
