@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Row, and_, func, or_, select, text
 
-from ledger.store.db import is_pg, placeholder
+from ledger.store.db import is_pg, placeholder, translate_errors
 from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
 
 
@@ -246,17 +246,29 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
     ph = placeholder(is_pg(conn))
     esql = _ENTRY_PAGE.format(ph=ph, limit=int(page))
     psql = _PAYLOAD_PAGE.format(ph=ph)
+    # the DBAPI cursor of the connection's transaction: no result-row objects per row
+    with translate_errors("audit read"):
+        cur = conn.connection.cursor()
     pos = start
     while pos < end:
-        raw = conn.exec_driver_sql(esql, (pos, end)).fetchall()
+        with translate_errors("audit read"):
+            cur.execute(esql, (pos, end))
+            raw = cur.fetchall()
         if not raw:
             return
         first, last = raw[0][0], raw[-1][0]
         by_seq: dict[int, Slots] = {}
-        for pid, salt, data in conn.exec_driver_sql(
-                psql, (first * SLOT_COUNT, (last + 1) * SLOT_COUNT)).fetchall():
-            seq, slot = divmod(pid, SLOT_COUNT)
-            by_seq.setdefault(seq, {})[slot] = Payload(
-                None if salt is None else _bytes(salt), _bytes(data))
+        with translate_errors("audit read"):
+            cur.execute(psql, (first * SLOT_COUNT, (last + 1) * SLOT_COUNT))
+            prow = cur.fetchall()
+        for pid, salt, data in prow:
+            if type(data) is not bytes:
+                data = _bytes(data)
+            if salt is not None and type(salt) is not bytes:
+                salt = _bytes(salt)
+            slots = by_seq.get(pid >> 3)  # SLOT_COUNT == 8
+            if slots is None:
+                by_seq[pid >> 3] = slots = {}
+            slots[pid & 7] = (salt, data)  # a plain (salt, data) pair: the hot path
         yield [(EntryRow(*t), by_seq.get(t[0]) or {}) for t in raw]
         pos = last + 1

@@ -59,3 +59,12 @@ def test_the_committed_vectors_are_what_the_generator_writes():
     got = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen-vectors-v2"), "--check"],
                          capture_output=True, text=True)
     assert got.returncode == 0, got.stderr
+
+
+def test_docs_format_md_shows_the_generated_v2_vectors():
+    text = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
+    begin = "<!-- BEGIN GENERATED v2 (scripts/gen-vectors-v2 --markdown) -->\n"
+    block = text[text.index(begin) + len(begin):text.index("<!-- END GENERATED v2 -->")]
+    got = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen-vectors-v2"),
+                          "--markdown"], capture_output=True, text=True, check=True)
+    assert block == got.stdout
