@@ -3,6 +3,8 @@ the three disclosure layers, and the CLI output formats — on SQLite and Postgr
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import csv
 import io
 import json
@@ -86,7 +88,13 @@ def led(db_url):
 
 
 def all_rows(led: Ledger) -> list[Any]:
-    return list(led.iter_entries())
+    """The stored rows; ``subject`` is the entry's subject (a v2 row's is its subject
+    payload, revision 0005)."""
+    out = []
+    for r in led.iter_entries():
+        subject = r.subject if r.subject is not None else led.get(r.seq)["subject"]
+        out.append(SimpleNamespace(**{**r._asdict(), "subject": subject}))
+    return out
 
 
 def seqs(page_or_rows: Any) -> list[int]:

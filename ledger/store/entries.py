@@ -11,9 +11,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Row, and_, func, or_, select
+from sqlalchemy import Connection, Row, and_, func, or_, select, text
 
-from ledger.store.db import is_pg, placeholder
+from ledger.store.db import is_pg, placeholder, translate_errors
 from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
 
 
@@ -146,17 +146,22 @@ def doc_refs(conn: Connection, kind: str, *, after: int = -1,
             for r in conn.execute(stmt.order_by(entries.c.seq))]
 
 
+# The predicate of the partial index ix_payloads_subject, as literal SQL: a planner uses a
+# partial index only when the query states its predicate with the same constants.
+_IS_SUBJECT = text("payloads.pid % 8 = 5")
+
+
 def subject_seqs(conn: Connection, subject: str, *, after: int = -1,
                  end: int | None = None) -> list[int]:
     """The seqs of the entries of ``subject`` (seq > ``after``, < ``end``), in seq order:
     v1 rows by their ``subject`` column, v2 rows by their subject payload (slot 5,
     bytes = UTF-8 of the subject; the partial index ``ix_payloads_subject``).  An erased
     subject payload no longer finds its entry."""
-    hi = end if end is not None else 2**62
+    hi = end if end is not None else 2**59  # pid = seq * 8 stays a bigint
     v1 = select(entries.c.seq).where(entries.c.subject == subject, entries.c.seq > after,
                                      entries.c.seq < hi)
     v2 = select((payloads.c.pid // SLOT_COUNT).label("seq")).where(
-        (payloads.c.pid % SLOT_COUNT) == SUBJECT_SLOT,
+        _IS_SUBJECT,
         payloads.c.data == subject.encode("utf-8"),
         payloads.c.pid > after * SLOT_COUNT + SUBJECT_SLOT,
         payloads.c.pid < hi * SLOT_COUNT)
@@ -170,7 +175,7 @@ def subject_condition(values: tuple[str, ...]) -> Any:
     col = entries.c.subject == values[0] if len(values) == 1 else entries.c.subject.in_(values)
     blobs = [v.encode("utf-8") for v in values]
     sub = select(payloads.c.pid // SLOT_COUNT).where(
-        (payloads.c.pid % SLOT_COUNT) == SUBJECT_SLOT,
+        _IS_SUBJECT,
         payloads.c.data == blobs[0] if len(blobs) == 1 else payloads.c.data.in_(blobs))
     return or_(col, entries.c.seq.in_(sub))
 
@@ -241,17 +246,29 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
     ph = placeholder(is_pg(conn))
     esql = _ENTRY_PAGE.format(ph=ph, limit=int(page))
     psql = _PAYLOAD_PAGE.format(ph=ph)
+    # the DBAPI cursor of the connection's transaction: no result-row objects per row
+    with translate_errors("audit read"):
+        cur = conn.connection.cursor()
     pos = start
     while pos < end:
-        raw = conn.exec_driver_sql(esql, (pos, end)).fetchall()
+        with translate_errors("audit read"):
+            cur.execute(esql, (pos, end))
+            raw = cur.fetchall()
         if not raw:
             return
         first, last = raw[0][0], raw[-1][0]
         by_seq: dict[int, Slots] = {}
-        for pid, salt, data in conn.exec_driver_sql(
-                psql, (first * SLOT_COUNT, (last + 1) * SLOT_COUNT)).fetchall():
-            seq, slot = divmod(pid, SLOT_COUNT)
-            by_seq.setdefault(seq, {})[slot] = Payload(
-                None if salt is None else _bytes(salt), _bytes(data))
+        with translate_errors("audit read"):
+            cur.execute(psql, (first * SLOT_COUNT, (last + 1) * SLOT_COUNT))
+            prow = cur.fetchall()
+        for pid, salt, data in prow:
+            if type(data) is not bytes:
+                data = _bytes(data)
+            if salt is not None and type(salt) is not bytes:
+                salt = _bytes(salt)
+            slots = by_seq.get(pid >> 3)  # SLOT_COUNT == 8
+            if slots is None:
+                by_seq[pid >> 3] = slots = {}
+            slots[pid & 7] = (salt, data)  # a plain (salt, data) pair: the hot path
         yield [(EntryRow(*t), by_seq.get(t[0]) or {}) for t in raw]
         pos = last + 1

@@ -120,18 +120,19 @@ def downgrade() -> None:
             or bind.execute(sa.text("SELECT 1 FROM redacted_payloads LIMIT 1")).first():
         raise RuntimeError("the ledger holds format v2 entries or redactions: it cannot go "
                            "back below revision 0005")
-    op.drop_table("redacted_payloads")
     if pg:
         op.execute("DROP FUNCTION IF EXISTS ledger_guard_payload_delete() CASCADE")
+        for t in ("payloads_append_only", "payloads_no_truncate"):
+            op.execute(f"DROP TRIGGER IF EXISTS {t} ON payloads")
+    else:
+        for t in ("payloads_no_update", "payloads_no_delete", "redacted_payloads_no_update",
+                  "redacted_payloads_no_delete"):
+            op.execute(f"DROP TRIGGER IF EXISTS {t}")
+    op.drop_table("redacted_payloads")
     op.drop_index("ix_payloads_subject", table_name="payloads")
     op.rename_table("payloads", "payloads_v2")
     if pg:
         op.execute("ALTER TABLE payloads_v2 RENAME CONSTRAINT pk_payloads TO pk_payloads_v2")
-        for t in ("payloads_append_only", "payloads_no_truncate"):
-            op.execute(f"DROP TRIGGER IF EXISTS {t} ON payloads_v2")
-    else:
-        op.execute("DROP TRIGGER IF EXISTS payloads_no_update")
-        op.execute("DROP TRIGGER IF EXISTS payloads_no_delete")
     for column, _ in DIGEST_SLOTS:
         op.add_column("entries", sa.Column(column, sa.String(71)))
     op.create_table(
