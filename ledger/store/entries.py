@@ -7,7 +7,7 @@ Never hashes or signs.  Functions take a SQLAlchemy Connection (from
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
