@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 
 from bench.common import available, pg_url, print_table, sqlite_url, submissions
 from ledger import Ledger

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -117,8 +117,9 @@ class EntryRow:
     """An entries row plus the payload digests its envelope holds, as the attributes
     ``doc_digest``, ``preimage_digest``, ... (the columns of revision 0004)."""
 
-    DIGEST_ATTRS = {"doc_digest": 0, "preimage_digest": 1, "attestation_digest": 2,
-                    "query_digest": 3, "meta_digest": 4, "subject_digest": 5}
+    DIGEST_ATTRS: ClassVar[dict[str, int]] = {"doc_digest": 0, "preimage_digest": 1, "attestation_digest": 2,
+                                               "query_digest": 3, "meta_digest": 4,
+                                               "subject_digest": 5}
 
     def __init__(self, raw: Any) -> None:
         self._raw = raw

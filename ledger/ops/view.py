@@ -175,8 +175,9 @@ def entry_detail(row: Any, blobs: Any) -> dict[str, Any]:
 
 # -- export and proof bundles ---------------------------------------------------------
 def _export_args(row: Any, blobs: Any, redactions: RedactionMap | None) -> tuple[Any, ...]:
-    digests, stored = named_payloads(row, blobs)
-    salted = row.kind == "result" and _envelope(row).get("v") == FORMAT_V2
+    env = _envelope(row)  # parsed once per record
+    digests, stored = named_payloads(row, blobs, env)
+    salted = row.kind == "result" and env.get("v") == FORMAT_V2
     out: dict[str, tuple[str, bytes | None, dict[str, Any]]] = {}
     for name, d in digests.items():
         p = stored.get(name)

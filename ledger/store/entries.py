@@ -7,11 +7,11 @@ Never hashes or signs.  Functions take a SQLAlchemy Connection (from
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Row, and_, func, or_, select, text
+from sqlalchemy import Connection, Row, and_, func, select, text, union_all
 
 from ledger.store.db import is_pg, placeholder, translate_errors
 from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
@@ -171,13 +171,16 @@ def subject_seqs(conn: Connection, subject: str, *, after: int = -1,
 
 def subject_condition(values: tuple[str, ...]) -> Any:
     """A WHERE term on ``entries``: the entry's subject is one of ``values`` (v1 column or
-    v2 subject payload)."""
+    v2 subject payload).  ``seq IN (v1 seqs UNION ALL v2 seqs)``: each side is one index
+    probe (``ix_entries_subject_seq``, the partial ``ix_payloads_subject``), and the page
+    then walks the primary key in seq order -- an ``OR`` of the two would make both
+    planners give up the index order."""
     col = entries.c.subject == values[0] if len(values) == 1 else entries.c.subject.in_(values)
     blobs = [v.encode("utf-8") for v in values]
-    sub = select(payloads.c.pid // SLOT_COUNT).where(
+    v2 = select((payloads.c.pid // SLOT_COUNT).label("seq")).where(
         _IS_SUBJECT,
         payloads.c.data == blobs[0] if len(blobs) == 1 else payloads.c.data.in_(blobs))
-    return or_(col, entries.c.seq.in_(sub))
+    return entries.c.seq.in_(union_all(select(entries.c.seq.label("seq")).where(col), v2))
 
 
 # -- reads --------------------------------------------------------------------

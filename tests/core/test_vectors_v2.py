@@ -57,7 +57,7 @@ def test_every_v2_byte_recomputes():
 
 def test_the_committed_vectors_are_what_the_generator_writes():
     got = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen-vectors-v2"), "--check"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, check=False)
     assert got.returncode == 0, got.stderr
 
 

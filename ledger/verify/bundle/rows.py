@@ -35,7 +35,6 @@ from ledger.verify.bundle.context import BundleContext, RowCounts
 from ledger.verify.bundle.proofs import ProofCursor, ProofTracker
 from ledger.verify.bundle.sink import FindingSink
 
-
 Slots = dict[int, tuple[bytes | None, bytes]]
 
 
