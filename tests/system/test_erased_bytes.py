@@ -54,9 +54,9 @@ def test_sqlite_file_and_wal_hold_no_erased_bytes(tmp_path):
 def _pg_files(conn, table: str, datadir: Path) -> list[Path]:
     """The files of ``table`` and of its TOAST table (every segment and fork)."""
     out = []
-    for sql in (f"SELECT pg_relation_filepath('{table}'::regclass)",
-                "SELECT pg_relation_filepath(reltoastrelid) FROM pg_class "
-                f"WHERE oid = '{table}'::regclass AND reltoastrelid <> 0"):
+    toast = ("SELECT pg_relation_filepath(reltoastrelid) FROM pg_class "
+             f"WHERE oid = '{table}'::regclass AND reltoastrelid <> 0")
+    for sql in (f"SELECT pg_relation_filepath('{table}'::regclass)", toast):
         path = conn.execute(text(sql)).scalar()
         if path:
             base = datadir / path
@@ -64,10 +64,26 @@ def _pg_files(conn, table: str, datadir: Path) -> list[Path]:
     return out
 
 
-def test_postgresql_files_hold_no_erased_bytes_after_vacuum_full(pg_url):
+@pytest.fixture
+def own_pg_database(pg_database):
+    """A database of its own: VACUUM removes a dead row version only when no transaction
+    of the same database can still see it, and the session database has other clients."""
+    from sqlalchemy.engine import make_url
+
+    admin = create_engine(pg_database, isolation_level="AUTOCOMMIT")
+    name = f"ledger_erase_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    yield make_url(pg_database).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def test_postgresql_files_hold_no_erased_bytes_after_vacuum_full(own_pg_database):
+    pg_url = own_pg_database
     marker = "ZQXERASEME" + uuid.uuid4().hex[:8].upper()
-    eng = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1),
-                        isolation_level="AUTOCOMMIT")
+    eng = create_engine(pg_url, isolation_level="AUTOCOMMIT")
     try:
         with eng.connect() as c:
             datadir = Path(c.execute(text("SHOW data_directory")).scalar())
