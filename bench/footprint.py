@@ -56,7 +56,7 @@ def pg_sizes(url: str) -> dict[str, int]:
             "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i')").all()
     eng.dispose()
     out: dict[str, int] = {}
-    for name, kind, size, toast in rels:
+    for name, _kind, size, toast in rels:
         out[name] = int(size) + int(toast)  # a table's TOAST (and its index) counts as it
     return out
 

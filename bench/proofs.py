@@ -157,7 +157,7 @@ def synthetic(kind: str, tmp: Path, n: int, spare: int) -> Iterator[Ledger]:
         if kind == "sqlite":
             cur.execute("BEGIN")
         while True:
-            part = [leaf for _, leaf in zip(range(chunk), leaves)]
+            part = [leaf for _, leaf in zip(range(chunk), leaves, strict=False)]  # take chunk
             if not part:
                 break
             nodes = edge.extend(part)

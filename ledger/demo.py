@@ -12,6 +12,7 @@ from pathlib import Path
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring, load_public_keys
 from ledger.crypto.tokens import new_es256_key
+from ledger.demo_anchors import anchored_demo
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, summary_line
 from ledger.ops.erasure_report import write_report
@@ -66,6 +67,7 @@ def run_demo(directory: Path) -> Iterator[str]:
         yield from _export(ledger, ring, directory)
         yield from _tampered_copy(directory)
         yield from _truncated_copy(directory, ring)
+        yield from anchored_demo(ledger, ring, directory)
         yield from _data_subject_request(ledger, ring, directory)
     finally:
         ledger.close()

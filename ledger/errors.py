@@ -11,13 +11,17 @@ The tree (category in brackets; a class without one inherits its parent's)::
     LedgerError [internal]
     ├── UsageError [usage]
     │   ├── KeyringError
-    │   └── PolicyError (also a ValueError)
+    │   ├── PolicyError (also a ValueError)
+    │   └── ClientUsage
     ├── BadRequest [usage]
     ├── Unauthenticated [unauthenticated]
     ├── Forbidden [forbidden]
     ├── SubmissionError [invalid]
-    │   └── SubmissionTooLarge [too_large]
+    │   ├── SubmissionTooLarge [too_large]
+    │   └── Rejected
     ├── CanonicalizationError [invalid] (also a ValueError)
+    ├── StrictError [invalid] (also a ValueError)
+    ├── StoreDataError [invalid]
     ├── NoteError [invalid]
     ├── IdempotencyConflict [conflict]
     ├── RedactionRefused [conflict]
@@ -26,10 +30,23 @@ The tree (category in brackets; a class without one inherits its parent's)::
     │   ├── ProofError
     │   ├── TreeIntegrityError
     │   ├── CheckpointError
-    │   └── NoteSignatureError
+    │   ├── NoteSignatureError
+    │   ├── CosignatureError
+    │   ├── TimestampError
+    │   ├── SpoolCorrupt
+    │   └── ReceiptInvalid
     ├── StoreUnavailable [unavailable]
     ├── NotInitialized [unavailable]
-    └── Overloaded [unavailable]
+    ├── Overloaded [unavailable]
+    ├── SpoolError [unavailable]
+    │   ├── SpoolFull
+    │   └── SpoolLocked
+    ├── LedgerUnavailable [unavailable]
+    │   └── LedgerNotNow
+    └── AccessDenied [unauthenticated]
+
+The classes from ``SpoolError`` on, and ``ClientUsage``, ``Rejected``, ``SpoolCorrupt`` and
+``ReceiptInvalid``, are the producer client's (``ledger.client`` re-exports them).
 
 "Also a ValueError" marks the checks of pure values (canonical JSON, policy documents): a
 ``_ValueCheck`` is a ValueError too, and its text is the bare message, since callers fold it
@@ -185,6 +202,19 @@ class CanonicalizationError(_ValueCheck):
     default_code = "invalid_value"
 
 
+class StrictError(_ValueCheck):
+    """An artifact breaks a strict-reading rule (ledger.core.strict).  ``field`` names
+    where (or None); ``rule`` which: ``encoding``, ``syntax``, ``duplicate_key``,
+    ``unknown_key``, ``base64``."""
+
+    category = "invalid"
+    default_code = "not_strict"
+
+    def __init__(self, message: str, field: str | None = None, rule: str = "syntax") -> None:
+        super().__init__(message, field=field)
+        self.rule = rule
+
+
 class NoteError(LedgerError):
     """A note or checkpoint is malformed (syntax, not signature validity)."""
 
@@ -235,6 +265,18 @@ class CheckpointError(IntegrityError):
     default_code = "checkpoint_inconsistent"
 
 
+class CosignatureError(IntegrityError):
+    """A witness answered with no cosignature that verifies under its key."""
+
+    default_code = "cosignature_invalid"
+
+
+class TimestampError(IntegrityError):
+    """An RFC 3161 time-stamp token does not verify, or does not cover what it should."""
+
+    default_code = "timestamp_invalid"
+
+
 class NoteSignatureError(IntegrityError):
     """A note's signatures do not verify against the configured keys."""
 
@@ -266,3 +308,77 @@ class StoreDataError(LedgerError):
 
     category = "invalid"
     default_code = "unstorable_value"
+
+
+# -- the producer client (ledger.client) ---------------------------------------------------
+
+class SpoolError(LedgerError):
+    """The spool cannot take or give back an item."""
+
+    category = "unavailable"
+    default_code = "spool_error"
+
+
+class SpoolFull(SpoolError):
+    """The spool holds its configured maximum; nothing was written."""
+
+    default_code = "spool_full"
+
+
+class SpoolLocked(SpoolError):
+    """Another process has this spool directory open."""
+
+    default_code = "spool_locked"
+
+
+class SpoolCorrupt(IntegrityError):
+    """A record other than the torn tail of the newest segment does not decode."""
+
+    default_code = "spool_corrupt"
+
+
+class ReceiptInvalid(IntegrityError):
+    """The ledger answered, but its receipt does not prove what it said."""
+
+    default_code = "receipt_invalid"
+
+
+class LedgerUnavailable(LedgerError):
+    """The ledger could not be reached (and no spool was configured)."""
+
+    category = "unavailable"
+    default_code = "ledger_unavailable"
+
+
+class LedgerNotNow(LedgerUnavailable):
+    """The ledger cannot take a request now (unreachable, timeout, 5xx): the client spools
+    the submission or retries later."""
+
+    default_code = "ledger_not_now"
+
+
+class Rejected(SubmissionError):
+    """The ledger refused the submission (HTTP 4xx); it is in the ledger's quarantine.
+    Build it from the answer with :meth:`from_answer`; ``status`` is the HTTP status."""
+
+    default_code = "rejected"
+    status = 422
+
+    @classmethod
+    def from_answer(cls, status: int, error: dict[str, Any]) -> Rejected:
+        exc = cls(str(error.get("message", "rejected")), code=str(error.get("code", "rejected")),
+                  field=error.get("field"),
+                  detail={"http_status": status, **(error.get("detail") or {})})
+        exc.status = status
+        return exc
+
+
+class ClientUsage(UsageError):
+    """A bad argument to the client."""
+
+
+class AccessDenied(LedgerError):
+    """The token was refused (401/403): a configuration error, never spooled."""
+
+    category = "unauthenticated"
+    default_code = "access_denied"

@@ -13,11 +13,28 @@ from ledger.clock import Clock
 from ledger.ops import append as append_ops
 from ledger.ops import audit as audit_ops
 from ledger.ops import checkpoint as checkpoint_ops
-from ledger.ops import erasure_report, lifecycle, prove, read, redaction, retention, trust
+from ledger.ops import (
+    erasure_report,
+    lifecycle,
+    prove,
+    qwed_import,
+    read,
+    redaction,
+    retention,
+    trust,
+)
 from ledger.ops import export as export_ops
+from ledger.ops import quarantine as quarantine_ops
 from ledger.ops import query as query_ops
 from ledger.ops.append import AppendResult
-from ledger.ops.context import Engine, Keyring, LedgerContext, LedgerMeta, TrustStore
+from ledger.ops.context import (
+    Engine,
+    Keyring,
+    LedgerContext,
+    LedgerMeta,
+    QuarantineLimits,
+    TrustStore,
+)
 
 
 class Ledger:
@@ -41,14 +58,23 @@ class Ledger:
     # -- lifecycle --------------------------------------------------------
     @classmethod
     def init(cls, url: str | None = None, *, origin: str | None = None,
-             clock: Clock | None = None) -> Ledger:
-        """Create the schema (migrations) and the ledger identity if absent; idempotent."""
-        return cls(lifecycle.init_ledger(url, origin=origin, clock=clock))
+             clock: Clock | None = None, quarantine: QuarantineLimits | None = None) -> Ledger:
+        """Create the schema (migrations) and the ledger identity if absent; idempotent.
+        ``quarantine``: its bounds (default: ``QuarantineLimits.from_env()``)."""
+        return cls._with(lifecycle.init_ledger(url, origin=origin, clock=clock), quarantine)
 
     @classmethod
-    def open(cls, url: str | None = None, *, clock: Clock | None = None) -> Ledger:
-        """Open an initialized ledger.  Raises NotInitialized or StoreUnavailable."""
-        return cls(lifecycle.open_ledger(url, clock=clock))
+    def open(cls, url: str | None = None, *, clock: Clock | None = None,
+             quarantine: QuarantineLimits | None = None) -> Ledger:
+        """Open an initialized ledger.  Raises NotInitialized or StoreUnavailable.
+        ``quarantine``: its bounds (default: ``QuarantineLimits.from_env()``)."""
+        return cls._with(lifecycle.open_ledger(url, clock=clock), quarantine)
+
+    @classmethod
+    def _with(cls, ctx: LedgerContext, quarantine: QuarantineLimits | None) -> Ledger:
+        if quarantine is not None:
+            ctx.quarantine_limits = quarantine
+        return cls(ctx)
 
     def close(self) -> None:
         self.ctx.close()
@@ -69,6 +95,14 @@ class Ledger:
         """Append a batch under one lock and one commit; results in input order
         (see ``ledger.ops.append.append_many``)."""
         return append_ops.append_many(self.ctx, submissions, producer=producer)
+
+    def quarantine_status(self) -> dict[str, Any]:
+        """Quarantine rows, bounds and counters (``ledger.ops.quarantine.status``)."""
+        return quarantine_ops.status(self.ctx)
+
+    def prune_quarantine(self, before_us: int, producer: str | None = None) -> int:
+        """Delete quarantine rows received before ``before_us``; returns how many."""
+        return quarantine_ops.prune(self.ctx, before_us, producer)
 
     def trust_store(self, refresh: bool = True) -> TrustStore:
         """The attestation trust store folded from key_event entries (cached)."""
@@ -144,6 +178,10 @@ class Ledger:
         ``signer`` (``ledger.ops.export.Signer``) or ``keys`` (keyring directory) or
         ``key_file`` (PEM); ``proofs``; ``progress``; and the filters of :meth:`query`."""
         return export_ops.export_filtered(self.ctx, out_dir, **kw)
+
+    def import_qwed(self, rows: Iterable[dict[str, Any]], **kw: Any) -> Any:
+        """Import QWED ``VerificationLog`` rows (see ``ledger.ops.qwed_import``)."""
+        return qwed_import.import_qwed(self.ctx, rows, **kw)
 
     def export_records(self, f: query_ops.Filters) -> Iterable[bytes]:
         """The export record line of every entry matching ``f`` (streaming)."""

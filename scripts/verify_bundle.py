@@ -49,7 +49,9 @@ KIND_KEYS = {"result": (RESULT_KEYS, {"result", "preimage", "attestation", "quer
              "key_event": ({"v", "ledger", "kind", "action", "issuer", "kid", "thumbprint",
                             "producer", "payloads"}, {"event"}),
              "audit_run": ({"v", "ledger", "kind", "outcome", "producer", "payloads"},
-                           {"report"})}
+                           {"report"}),
+             "import": ({"v", "ledger", "kind", "source", "outcome", "producer", "payloads"},
+                        {"report"})}
 # format v2 (docs/format.md, "Format version 2"): results without "subject" (it is the
 # committed payload "subject"), redaction and hold entries
 V2_KIND_KEYS = {"result": (RESULT_KEYS - {"subject"},
@@ -59,13 +61,14 @@ V2_KIND_KEYS = {"result": (RESULT_KEYS - {"subject"},
                 "hold": ({"v", "ledger", "kind", "action", "producer", "role", "payloads"},
                          {"order"})}
 DOC_OF = {"result": "result", "key_event": "event", "audit_run": "report",
-          "redaction": "request", "hold": "order"}
+          "redaction": "request", "hold": "order", "import": "report"}
 FILTER_FIELD = {"result": {k: k for k in RESULT_KEYS},
                 "key_event": {"status": "action", "att_iss": "issuer", "att_kid": "kid",
                               "constraint_id": "thumbprint", "producer": "producer"},
                 "audit_run": {"status": "outcome", "producer": "producer"},
                 "redaction": {"producer": "producer"},
-                "hold": {"status": "action", "producer": "producer"}}
+                "hold": {"status": "action", "producer": "producer"},
+                "import": {"subject": "source", "status": "outcome", "producer": "producer"}}
 SKEW_US = 300 * 1_000_000
 
 
@@ -390,7 +393,8 @@ class Bundle:
                 assert p["first_seq"] <= p["seq"] and self.cp and p["tree_size"] == self.cp["size"]
                 p["path"] = [bytes.fromhex(h) for h in p["inclusion_path"]]
                 assert all(len(h) == 32 and h.hex() == t for h, t in zip(p["path"],
-                                                                         p["inclusion_path"]))
+                                                                         p["inclusion_path"],
+                                                                         strict=True))
             except (AssertionError, ValueError, TypeError, KeyError):
                 self.r.fail("proofs.jsonl", p.get("seq") if isinstance(p, dict) else None,
                             "proof_invalid", f"line {n} is not a valid proof record")
@@ -428,7 +432,10 @@ class Bundle:
         seq, t, kind = o["seq"], o["recorded_at_us"], o["kind"]
         if type(seq) is not int or type(t) is not int or seq < 0 or t < 0:
             raise ValueError("seq/recorded_at_us must be non-negative integers")
-        fail = lambda code, msg: self.r.fail(name, seq, code, msg)
+
+        def fail(code: str, msg: str) -> None:
+            self.r.fail(name, seq, code, msg)
+
         envelope = o["envelope"].encode("utf-8")
         body, prev, ehash = (hex32(o[k]) for k in ("body_hash", "prev_hash", "entry_hash"))
         if sha(ENVELOPE_TAG + envelope) != body:
@@ -514,7 +521,8 @@ class Bundle:
             fail("invalid_status", "status is not VERIFIED, UNVERIFIABLE or BLOCKED")
         if (status == "VERIFIED") != (proof_ref is not None):
             fail("proof_contract", "VERIFIED must carry a proof_ref, the others must not")
-        if env.get("v", 1) == 1 and status == "VERIFIED" and env["payloads"]["preimage"] != proof_ref:
+        if env.get("v", 1) == 1 and status == "VERIFIED" and \
+                env["payloads"]["preimage"] != proof_ref:
             fail("proof_mismatch", "the preimage's digest is not the proof_ref")
         if env.get("v", 1) == 2 and status == "VERIFIED" and (
                 env["payloads"]["preimage"] is None or ("preimage" in data and

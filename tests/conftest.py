@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 PG_ADMIN_URL = os.environ.get("LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+ENGINES = ("sqlite", "postgresql")  # every backend: the params of ``db_url``
 
 
 def _psycopg(url: str) -> str:
@@ -65,9 +67,25 @@ def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=ENGINES)
 def db_url(request) -> str:
     """The storage contract suite runs against every backend."""
     if request.param == "sqlite":
         return request.getfixturevalue("sqlite_url")
     return request.getfixturevalue("pg_url")
+
+
+def engine_url(kind: str, request: pytest.FixtureRequest, tmp: Path) -> str:
+    """A fresh database of ``kind`` (one of :data:`ENGINES`) for a module- or session-scoped
+    fixture, which cannot use ``db_url``: a SQLite file in ``tmp``, or a schema of its own in
+    the session's PostgreSQL database (dropped with that database)."""
+    if kind == "sqlite":
+        return f"sqlite:///{tmp / 'ledger.db'}"
+    pg_database = request.getfixturevalue("pg_database")
+    schema = f"m_{uuid.uuid4().hex[:12]}"
+    eng = create_engine(pg_database, isolation_level="AUTOCOMMIT")
+    with eng.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    eng.dispose()
+    url = make_url(pg_database).update_query_dict({"options": f"-csearch_path={schema}"})
+    return url.render_as_string(hide_password=False)

@@ -18,7 +18,6 @@ from ledger.core.canonical import canonical_json
 from ledger.core.entry import link
 from tests.tamper import connect
 
-
 connection = connect  # one transaction on a fresh engine, committed on exit
 
 

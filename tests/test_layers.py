@@ -4,14 +4,19 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
 (a rule hidden behind ``TYPE_CHECKING`` is still a dependency).  The rules:
 
 * ``core``   -> the standard library, ``core``, ``errors``;
-* ``crypto`` -> ``core``, ``errors``, ``clock``, cryptography, PyJWT;
+* ``crypto`` -> ``core``, ``errors``, ``clock``, cryptography, PyJWT, rfc3161-client;
 * ``verify`` -> ``core``, ``crypto``, ``errors`` (offline: no database library);
 * ``store``  -> ``errors``, ``store``, the database libraries and the migrations;
-* ``ops``    -> ``core``, ``crypto``, ``verify``, ``store``, ``errors``, ``clock``, ``data``;
-  never the facade, the CLI or the HTTP layer;
+* ``ops``    -> ``core``, ``crypto``, ``verify``, ``store``, ``errors``, ``clock``, ``data``,
+  and SQLAlchemy's ``Engine``/``Connection`` type names only; never the facade, the CLI or
+  the HTTP layer;
 * ``facade`` -> ``ops``, ``errors``, ``clock``;
 * ``cli`` / ``api`` -> anything but ``store`` and each other;
-* only ``crypto`` imports cryptography or PyJWT;
+* ``client`` (the producer library) -> the standard library, httpx, ``client``, ``errors``;
+  never the server side (``store``, ``ops``, ``api``, ``cli``, the facade, SQLAlchemy, FastAPI);
+* ``integrations`` -> never ``store``, ``api`` or ``cli``;
+* only ``crypto`` imports cryptography, PyJWT or rfc3161-client, and the client's one boundary module
+  ``client/receipt.py`` (the client verifies receipts without the server's key code);
 * no import cycle among the modules of ``ledger/``.
 """
 
@@ -26,7 +31,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "ledger"
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
-CRYPTO_LIBS = ("cryptography", "jwt")
+CRYPTO_LIBS = ("cryptography", "jwt", "rfc3161_client")
 DB_LIBS = ("sqlalchemy", "alembic", "psycopg", "sqlite3")
 
 # layer -> the ledger modules and third-party packages it may import (stdlib always)
@@ -36,15 +41,25 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "verify": ("ledger.core", "ledger.crypto", "ledger.verify", "ledger.errors"),
     "store": ("ledger.store", "ledger.errors", "ledger._migrations", *DB_LIBS),
     "ops": ("ledger.core", "ledger.crypto", "ledger.verify", "ledger.store", "ledger.ops",
-            "ledger.errors", "ledger.clock", "ledger.data", "sqlalchemy"),
+            "ledger.errors", "ledger.clock", "ledger.data"),
     "facade": ("ledger.ops", "ledger.errors", "ledger.clock"),
+}
+# layer -> names allowed exactly (not as a prefix): ops may name SQLAlchemy's connection
+# types in signatures, and nothing else of it (statements are the store's)
+EXACT: dict[str, frozenset[str]] = {
+    "ops": frozenset({"sqlalchemy", "sqlalchemy.Engine", "sqlalchemy.Connection"}),
 }
 # layer -> what it must never import (for the layers with an open list)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "cli": ("ledger.store", "ledger.api", *CRYPTO_LIBS),
     "api": ("ledger.store", "ledger.cli", *CRYPTO_LIBS),
     "demo": ("ledger.store", "ledger.cli", "ledger.api"),
+    "client": ("ledger.store", "ledger.ops", "ledger.api", "ledger.cli", "ledger.facade",
+               "ledger.core", "ledger.verify", "sqlalchemy", "fastapi", "uvicorn"),
+    "integrations": ("ledger.store", "ledger.api", "ledger.cli", "sqlalchemy", "fastapi"),
 }
+# modules outside crypto/ allowed to call cryptography/PyJWT, with the reason
+CRYPTO_BOUNDARIES = {"client/receipt.py": "the producer client's own receipt check"}
 
 
 def module_name(path: Path) -> str:
@@ -91,7 +106,7 @@ def layer_of(path: Path) -> str:
     rel = path.relative_to(PKG)
     if len(rel.parts) > 1:
         return rel.parts[0]
-    return rel.stem
+    return "demo" if rel.stem.startswith("demo") else rel.stem  # demo.py, demo_anchors.py
 
 
 def _modules() -> list[Path]:
@@ -114,10 +129,15 @@ def _violations(path: Path) -> list[str]:
             continue
         if module.startswith("ledger.") and not _is_submodule_name(module):
             continue
+        if module in EXACT.get(layer, ()):
+            continue
         if layer in ALLOWED:
             if not any(_matches(module, p) for p in ALLOWED[layer]):
                 bad.append(module)
         elif any(_matches(module, p) for p in FORBIDDEN.get(layer, ())):
+            bad.append(module)
+        elif layer == "client" and module.split(".")[0] in CRYPTO_LIBS and \
+                str(path.relative_to(PKG)) not in CRYPTO_BOUNDARIES:
             bad.append(module)
     return sorted(set(bad))
 
@@ -130,6 +150,7 @@ def test_module_keeps_its_layers_rules(path):
 
 def test_only_crypto_imports_cryptography_or_jwt():
     users = sorted(str(p.relative_to(PKG)) for p in _modules() if layer_of(p) != "crypto"
+                   and str(p.relative_to(PKG)) not in CRYPTO_BOUNDARIES
                    and any(m.split(".")[0] in CRYPTO_LIBS for m, _ in imports(p)))
     assert users == []
 
@@ -210,6 +231,15 @@ def test_imports_resolves_relative_from_and_guarded_imports():
     assert got["ledger.ops.read"] is False
     assert got["ledger.store.db"] is False
     assert got["ledger.facade"] is True
+
+
+def test_ops_may_name_sqlalchemy_types_but_not_build_statements():
+    probe = PKG / "ops" / "_layer_probe.py"
+    probe.write_text("from sqlalchemy import Engine, select\n", encoding="utf-8")
+    try:
+        assert _violations(probe) == ["sqlalchemy.select"]
+    finally:
+        probe.unlink()
 
 
 def test_rules_catch_a_violation():

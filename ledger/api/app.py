@@ -20,6 +20,7 @@ from starlette.requests import Request
 
 from ledger import __version__
 from ledger.api import errors
+from ledger.api.anchoring import CheckpointScheduler
 from ledger.api.auth import JwksSource, TokenVerifier
 from ledger.api.groupcommit import GroupCommitter
 from ledger.api.limits import OTHER_MAX_BYTES, BodyLimit
@@ -47,7 +48,7 @@ class Service:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.ledger = Ledger.open(settings.db_url)
+        self.ledger = Ledger.open(settings.db_url, quarantine=settings.quarantine_limits())
         try:
             self.origin = self.ledger.meta.origin
             self.keyring = Keyring.load(settings.keys_dir)
@@ -70,6 +71,8 @@ class Service:
             max_items=settings.group_max_items, max_queue=settings.queue_max)
         self.checkpoint_lock = threading.Lock()
         self.last_on_demand = 0.0  # time.monotonic() of the last on-demand checkpoint
+        self.scheduler = CheckpointScheduler.from_settings(
+            self.ledger, self.keyring, settings.checkpoint_every, settings.anchors_file)
 
     def append_many(self, items: Any, producer: str | None) -> list[AppendResult]:
         return self.ledger.append_many(items, producer=producer)
@@ -118,9 +121,13 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await service.committer.start()
+        if service.scheduler is not None:
+            service.scheduler.start()
         try:
             yield
         finally:
+            if service.scheduler is not None:
+                service.scheduler.stop()
             await service.committer.stop()
             service.close()
 

@@ -164,7 +164,7 @@ class GroupCommitter:
         producers = [b[1] for b in batch]
         try:
             outcomes = await loop.run_in_executor(self._executor, self._work, items, producers)
-        except BaseException as exc:  # noqa: BLE001 - every caller of the batch gets it
+        except BaseException as exc:  # every caller of the batch gets it
             if isinstance(exc, asyncio.CancelledError):
                 exc = StoreUnavailable("the service stopped during the commit",
                                        code="shutting_down")
@@ -177,7 +177,7 @@ class GroupCommitter:
         self.stats.batches += 1
         self.stats.items += len(batch)
         self.stats.largest = max(self.stats.largest, len(batch))
-        for (*_, fut), outcome in zip(batch, outcomes):
+        for (*_, fut), outcome in zip(batch, outcomes, strict=False):
             if fut.done():
                 continue
             if isinstance(outcome, Exception):
@@ -204,6 +204,6 @@ class GroupCommitter:
                 for i in idx:
                     outcomes[i] = exc
                 continue
-            for i, res in zip(idx, results):
+            for i, res in zip(idx, results, strict=False):
                 outcomes[i] = self._finish(res, producer) if self._finish else res
         return outcomes

@@ -88,7 +88,7 @@ def export(
     f = with_window(f, 0, ledger.head()["size"])
     lines = ledger.export_records(f) if format == "records" else _rows(ledger, f, layer)
     if limit is not None:
-        lines = (line for _, line in zip(range(limit), lines))
+        lines = (line for _, line in zip(range(limit), lines, strict=False))
     return StreamingResponse(_chunks(lines), media_type="application/x-ndjson",
                              headers={"X-Ledger-Layer": layer,
                                       "X-Ledger-Export-End": str(f.end)})

@@ -14,6 +14,7 @@ from ledger.api.auth import Principal, require
 from ledger.api.errors import error_body
 from ledger.api.schemas import READ_ERRORS
 from ledger.errors import LedgerError, NotFound, StoreUnavailable
+from ledger.ops.anchor import latest_cosigned_note
 
 router = APIRouter(tags=["meta"])
 
@@ -25,12 +26,17 @@ def health(request: Request) -> JSONResponse:
     service = request.app.state.service
     try:
         head = service.ledger.head()
+        q = service.ledger.quarantine_status()
     except LedgerError as exc:
         return _down(exc)
     except Exception:  # noqa: BLE001 - any driver failure means "not reachable"
         return _down(StoreUnavailable("the database is unreachable"))
+    # totals only: per-producer counts are for operators (`ledger quarantine status`)
+    quarantine = {k: q[k] for k in ("rows", "dropped", "pruned", "max_rows",
+                                    "max_per_producer")}
     return JSONResponse({"status": "ok", "database": "reachable", **head,
-                         "pending_appends": service.committer.pending})
+                         "pending_appends": service.committer.pending,
+                         "quarantine": quarantine})
 
 
 def _down(exc: LedgerError) -> JSONResponse:
@@ -54,11 +60,12 @@ def jwks(request: Request) -> JSONResponse:
 def checkpoint(request: Request, principal: Principal = require("checkpoint"),
                ) -> PlainTextResponse:
     """The signed-note text of the stored checkpoint with the largest tree size
-    (docs/format-checkpoint.md); 404 ``no_checkpoint`` before the first one."""
-    row = request.app.state.service.ledger.latest_checkpoint()
-    if row is None:
+    (docs/format-checkpoint.md), with the witness cosignature lines stored for it
+    (docs/anchoring.md); 404 ``no_checkpoint`` before the first one."""
+    note = latest_cosigned_note(request.app.state.service.ledger.ctx)
+    if note is None:
         raise NotFound("no checkpoint has been signed yet", code="no_checkpoint")
-    return PlainTextResponse(row.note, media_type="text/plain; charset=utf-8")
+    return PlainTextResponse(note, media_type="text/plain; charset=utf-8")
 
 
 @router.get("/openapi.json", include_in_schema=False)

@@ -9,6 +9,7 @@ from typing import Any
 
 from ledger.crypto.keys import DEFAULT_KEYS_DIR
 from ledger.errors import UsageError
+from ledger.ops.limits import QuarantineLimits
 
 ENV_VAR = "LEDGER_SERVE_SETTINGS"  # how `ledger serve --workers N` hands settings to workers
 
@@ -40,6 +41,11 @@ class Settings:
     # ledger-retention/1 file whose minimum retention POST /v1/redactions respects
     # (None: $LEDGER_RETENTION_POLICY, else no minimum)
     retention_policy: str | None = None
+    # quarantine bounds; None: LEDGER_QUARANTINE_MAX_ROWS / _MAX_PER_PRODUCER or the defaults
+    quarantine_max_rows: int | None = None
+    quarantine_max_per_producer: int | None = None
+    checkpoint_every: str | None = None  # "30s", "1000e": ledger.api.anchoring.parse_every
+    anchors_file: str | None = None    # witnesses and TSA of scheduled checkpoints
 
     def __post_init__(self) -> None:
         if self.external_jwks and not self.issuer:
@@ -49,8 +55,17 @@ class Settings:
                      "page_max"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name} must be at least 1", field=name)
+        self.quarantine_limits()  # raises UsageError for a negative bound
         if self.group_wait_ms < 0 or self.group_wait_ms > 1000:
             raise UsageError("group wait must be 0..1000 ms", field="group_wait_ms")
+
+    def quarantine_limits(self) -> QuarantineLimits:
+        """The quarantine bounds: these settings over the environment's defaults."""
+        base = QuarantineLimits.from_env()
+        return QuarantineLimits(
+            base.max_rows if self.quarantine_max_rows is None else self.quarantine_max_rows,
+            base.max_per_producer if self.quarantine_max_per_producer is None
+            else self.quarantine_max_per_producer)
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from ledger.cli.output import emit_json, emit_mapping, format_option
+from ledger.cli.witness import anchor_policy_options
 from ledger.core.note import HASH_SIZE, MAX_NOTE_BYTES
 from ledger.errors import UsageError
 
@@ -76,11 +77,14 @@ def _invalid(finding: dict[str, Any], fmt: str) -> NoReturn:
 @click.option("--root", "root_text", default=None, metavar="HASH",
               help="Assert the root hash: hex as `ledger checkpoint` prints it (a 'sha256:'"
                    " prefix is allowed) or the note's base64.")
+@anchor_policy_options
 @format_option(choices=("table", "json"))
 def verify_checkpoint(file: str, key_files: tuple[str, ...], origin: str | None,
-                      size: int | None, root_text: str | None, fmt: str) -> None:
+                      size: int | None, root_text: str | None, anchor_policy: Any,
+                      fmt: str) -> None:
     """Verify a signed checkpoint offline: exit 0 valid, 1 invalid (reason on stderr),
-    2 usage or a malformed file."""
+    2 usage or a malformed file.  With the anchoring options also the witness quorum and
+    the timestamp in FILE.tsr (docs/anchoring.md)."""
     from ledger.core.note import parse_checkpoint_body, parse_note
     from ledger.crypto.keys import known_keys, load_public_keys
     from ledger.crypto.note_sign import NoteSignatureError, open_checkpoint
@@ -99,8 +103,19 @@ def verify_checkpoint(file: str, key_files: tuple[str, ...], origin: str | None,
                                     want_root.hex() if want_root is not None else None)):
         if expected is not None and actual != expected:
             _invalid(_mismatch(what, actual, expected), fmt)
+    anchors: dict[str, Any] = {}
+    if anchor_policy is not None:
+        from ledger.ops.anchor_check import checkpoint_anchors
+
+        anchors, findings = checkpoint_anchors(file, data, cp.size, anchor_policy)
+        for f in findings[1:]:
+            click.echo(f"invalid: {f['code']}: {f['message']}", err=True)
+        if findings:
+            _invalid({"valid": False, **{k: findings[0][k] for k in
+                                         ("code", "message", "expected", "actual")}}, fmt)
     emit_mapping({"valid": True, "origin": cp.origin, "size": cp.size,
-                  "root_hash": cp.root_hash.hex(), "signed_by": ", ".join(signers)}, fmt)
+                  "root_hash": cp.root_hash.hex(), "signed_by": ", ".join(signers),
+                  **anchors}, fmt)
 
 
 COMMANDS = [verify_checkpoint]

@@ -8,20 +8,13 @@ from typing import Any
 
 import click
 
+from ledger.cli.input import Oversized, read_documents
 from ledger.cli.output import dumps, emit_json, emit_mapping, format_option
-from ledger.core.jsonseq import documents
+from ledger.core.submission import MAX_SUBMISSION_BYTES
 from ledger.facade import Ledger
 
-BATCH = 1000
-
-
-def _inputs(paths: tuple[str, ...]) -> Iterator[bytes]:
-    for path in paths or ("-",):
-        if path == "-":
-            yield from documents(sys.stdin.buffer.read())
-        else:
-            with open(path, "rb") as fh:
-                yield from documents(fh.read())
+BATCH = 1000  # items per transaction
+BATCH_BYTES = 8 * 1024 * 1024  # ... or fewer, once their text reaches this size
 
 
 @click.command()
@@ -34,7 +27,9 @@ def append(obj: dict, files: tuple[str, ...], producer: str | None) -> None:
 
     Prints one JSON line per submission: {"ok": true, "seq", "entry_hash", ...}
     or {"ok": false, "error": {code, field, message}}.  Exit 0 when every
-    submission was appended, 2 when any was rejected.
+    submission was appended, 2 when any was rejected.  JSON Lines are streamed
+    (memory stays bounded); one submission holds at most 1 MiB, a JSON array
+    input at most 64 MiB.
     """
     for path in files:
         if path != "-":
@@ -46,22 +41,46 @@ def append(obj: dict, files: tuple[str, ...], producer: str | None) -> None:
     failed = 0
     with Ledger.open(obj["db_url"]) as ledger:
         batch: list[bytes] = []
+        lines: dict[int, int] = {}  # batch index -> line number of an oversized line
+        size = 0
         for doc in _inputs(files):
+            if isinstance(doc, Oversized):
+                lines[len(batch)] = doc.line
+                doc = doc.prefix
             batch.append(doc)
-            if len(batch) >= BATCH:
-                failed += _flush(ledger, batch, producer)
-                batch = []
+            size += len(doc)
+            if len(batch) >= BATCH or size >= BATCH_BYTES:
+                failed += _flush(ledger, batch, producer, lines)
+                batch, lines, size = [], {}, 0
         if batch:
-            failed += _flush(ledger, batch, producer)
+            failed += _flush(ledger, batch, producer, lines)
     if failed:
         sys.exit(2)
 
 
-def _flush(ledger: Ledger, batch: list[bytes], producer: str | None) -> int:
+def _inputs(paths: tuple[str, ...]) -> Iterator[bytes | Oversized]:
+    for path in paths or ("-",):
+        if path == "-":
+            yield from read_documents(sys.stdin.buffer, "stdin")
+        else:
+            with open(path, "rb") as fh:
+                yield from read_documents(fh, path)
+
+
+def _flush(ledger: Ledger, batch: list[bytes], producer: str | None,
+           lines: dict[int, int]) -> int:
+    """Append one batch and print its results; they are written (and flushed) as soon
+    as the batch has committed, before the next batch is read."""
     failed = 0
-    for res in ledger.append_many(batch, producer=producer):
-        click.echo(dumps(res.to_dict()))
+    for i, res in enumerate(ledger.append_many(batch, producer=producer)):
+        out = res.to_dict()
+        if i in lines and not res.ok and out["error"]["code"] == "too_large":
+            out["error"]["message"] = (f"line {lines[i]} holds more than "
+                                       f"{MAX_SUBMISSION_BYTES} bytes, the limit of one "
+                                       "submission")
+        click.echo(dumps(out))
         failed += not res.ok
+    sys.stdout.flush()
     return failed
 
 

@@ -16,6 +16,7 @@ import click
 
 from ledger.cli.query import filter_options, filters_from
 from ledger.cli.signing import keys_dir_option
+from ledger.cli.witness import anchor_policy_options
 from ledger.ops.verify_export import EXIT_CODES, summary_line, verify_export
 
 
@@ -74,12 +75,18 @@ def export(obj: dict, out_dir: str, start: int, end: int | None, key_file: str |
               help="Do not judge attestations (they are then abstained, never passed).")
 @click.option("--json-report", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Write the full JSON report here ('-' = stdout).")
+@anchor_policy_options
 def verify_export_cmd(directory: str, jwks: str | None, policy_path: str | None,
-                      no_attestations: bool, json_report: str | None) -> None:
+                      no_attestations: bool, json_report: str | None,
+                      anchor_policy: Any) -> None:
     """Verify an export bundle offline (no database): manifest signature, file digests,
     every entry hash and link, every proof_ref from its preimage, attestations against
     the bundle's key events, the checkpoint and the inclusion proofs."""
     report = verify_export(directory, jwks, policy_path, not no_attestations)
+    if anchor_policy is not None:
+        from ledger.verify.export_anchor import apply_export_anchors
+
+        apply_export_anchors(directory, report, anchor_policy)
     if json_report == "-":
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
     elif json_report:

@@ -48,15 +48,19 @@ def _register() -> None:
         demo,
         entries,
         export,
+        importer,
         keys,
         proofs,
+        quarantine,
         query,
         serve,
+        spool,
         token,
+        witness,
     )
 
     for module in (db, entries, keys, audit, demo, proofs, checkpoint_verify, query, export,
-                   serve, token, custody):
+                   serve, token, spool, importer, quarantine, witness, custody):
         for command in module.COMMANDS:
             cli.add_command(command)
 

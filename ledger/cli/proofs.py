@@ -16,6 +16,7 @@ import click
 
 from ledger.cli.output import emit_mapping, format_option
 from ledger.cli.signing import keys_dir_option
+from ledger.cli.witness import anchor_policy_options, anchor_request_options
 from ledger.errors import ProofError, UsageError
 
 
@@ -39,23 +40,32 @@ def _read(path: str) -> str:
 @click.option("--out", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               metavar="FILE", help="Write the signed note to FILE (instead of stdout).")
 @format_option(default="text", choices=("text", "json"))
+@anchor_request_options
 @click.pass_obj
-def checkpoint(obj: dict, keys_dir: str, out: str | None, fmt: str) -> None:
+def checkpoint(obj: dict, keys_dir: str, out: str | None, fmt: str, anchors: Any) -> None:
     """Sign and store a checkpoint (origin, size, Merkle root) of the whole ledger.
 
     Every active key of the keyring named after the ledger origin signs.
     Refuses (exit 1) if the ledger is not a consistent extension of the
     latest stored checkpoint.  Prints the signed note (text) or
-    {origin, size, root_hash, note} (json).
+    {origin, size, root_hash, note} (json).  With witnesses or a TSA the checkpoint
+    is then cosigned and time-stamped (docs/anchoring.md): the note printed carries
+    the cosignature lines, --out FILE also writes the token to FILE.tsr; a witness
+    or TSA that fails is reported on stderr and does not change the exit code.
     """
+    from ledger.cli.witness import report_anchoring, write_sidecar
     from ledger.core.note import parse_checkpoint_body, parse_note
     from ledger.crypto.keys import Keyring
     from ledger.facade import Ledger
+    from ledger.ops.anchor import make_anchored_checkpoint
 
     with Ledger.open(obj["db_url"]) as ledger:
-        note = ledger.checkpoint(Keyring.load(keys_dir))
-    if out not in (None, "-"):
-        _write(out, note)
+        anchored = make_anchored_checkpoint(ledger.ctx, Keyring.load(keys_dir), anchors)
+        note = anchored.note
+        if out not in (None, "-"):
+            _write(out, note)
+            write_sidecar(out, ledger.ctx, anchored.size)
+    report_anchoring(anchored)
     cp = parse_checkpoint_body(parse_note(note).text)
     if fmt == "json":
         emit_mapping({"origin": cp.origin, "size": cp.size, "root_hash": cp.root_hash.hex(),
@@ -110,7 +120,8 @@ def prove(obj: dict, seq: int | None, checkpoint_file: str | None,
         raise click.UsageError("give either SEQ or --consistency OLD NEW")
     with Ledger.open(obj["db_url"]) as ledger:
         if consistency is not None:
-            old, new = (_note_arg(ledger, a, n) for a, n in zip(consistency, ("OLD", "NEW")))
+            old, new = (_note_arg(ledger, a, n)
+                        for a, n in zip(consistency, ("OLD", "NEW"), strict=False))
             bundle = ledger.prove_consistency(old, new)
             what = "consistency proof"
         else:
@@ -128,15 +139,19 @@ def prove(obj: dict, seq: int | None, checkpoint_file: str | None,
               type=click.Path(exists=True, dir_okay=False),
               help="Trusted public key: PEM file or JWKS (repeatable).  Signatures by"
                    " other keys are ignored.")
+@anchor_policy_options
 @format_option(choices=("table", "json"))
-def verify_proof(file: str, key_files: tuple[str, ...], fmt: str) -> None:
-    """Verify a proof bundle offline: exit 0 valid, 1 invalid (reason on stderr), 2 usage."""
+def verify_proof(file: str, key_files: tuple[str, ...], anchor_policy: Any, fmt: str) -> None:
+    """Verify a proof bundle offline: exit 0 valid, 1 invalid (reason on stderr), 2 usage.
+    With the anchoring options the bundle's checkpoint must also meet the witness quorum
+    and carry a valid timestamp (docs/anchoring.md)."""
     from ledger.crypto.keys import load_public_keys
     from ledger.verify.proof import verify_bundle
 
     keys = [ref for path in key_files for ref in load_public_keys(path)]
+    data = _read(file)
     try:
-        result = verify_bundle(_read(file), keys)
+        result = verify_bundle(data, keys)
     except ProofError as exc:
         click.echo(f"invalid: {exc}", err=True)
         sys.exit(1)
@@ -150,7 +165,13 @@ def verify_proof(file: str, key_files: tuple[str, ...], fmt: str) -> None:
             summary["payloads_withheld"] = ", ".join(result.withheld)
     else:
         summary["old_size"] = result.old_size
+    if anchor_policy is not None:
+        from ledger.verify.proof_anchor import check_bundle_anchors
+
+        summary.update(check_bundle_anchors(data, anchor_policy))
     emit_mapping(summary, fmt)
+    if summary.get("findings"):
+        sys.exit(1)
 
 
 COMMANDS = [checkpoint, prove, verify_proof]

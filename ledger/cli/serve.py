@@ -44,9 +44,21 @@ HEAD_PROTOCOL = "ledger.api.limits:HeadLimitedHttpToolsProtocol"  # loaded by uv
               help="Group commit: largest batch.")
 @click.option("--queue-max", type=click.IntRange(1, 1_000_000), default=4096,
               show_default=True, help="Appends allowed to wait; beyond: 503 overloaded.")
+@click.option("--quarantine-max-rows", type=click.IntRange(min=0), default=None,
+              help="Quarantine rows kept in all; beyond, rejects are only counted "
+                   "(default: $LEDGER_QUARANTINE_MAX_ROWS or 10000).")
+@click.option("--quarantine-max-per-producer", type=click.IntRange(min=0), default=None,
+              help="Quarantine rows kept per producer "
+                   "(default: $LEDGER_QUARANTINE_MAX_PER_PRODUCER or 1000).")
 @click.option("--no-checkpoint-on-demand", is_flag=True,
               help="?proof=true answers 404 not_checkpointed instead of signing a "
                    "checkpoint when none covers the entry yet.")
+@click.option("--checkpoint-every", default=None, metavar="SECONDS|ENTRIES",
+              help="Sign, witness and time-stamp a checkpoint on a schedule: 30s, 5m, 1h, "
+                   "or 1000e (entries); in the background, never blocking appends.")
+@click.option("--anchors", "anchors_file", default=None, metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False),
+              help="Witnesses and TSA of the scheduled checkpoints (docs/anchoring.md).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info",
                                                 "debug"]), default="info", show_default=True)
 @click.option("--access-log/--no-access-log", default=True, show_default=True)
@@ -54,7 +66,9 @@ HEAD_PROTOCOL = "ledger.api.limits:HeadLimitedHttpToolsProtocol"  # loaded by uv
 def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: str | None,
           audience: str | None, external_jwks: str | None, role_claim: str,
           group_wait_ms: float, group_max: int, queue_max: int,
-          no_checkpoint_on_demand: bool, log_level: str, access_log: bool) -> None:
+          quarantine_max_rows: int | None, quarantine_max_per_producer: int | None,
+          no_checkpoint_on_demand: bool, checkpoint_every: str | None,
+          anchors_file: str | None, log_level: str, access_log: bool) -> None:
     """Serve the ledger over HTTP (OpenAPI document at /openapi.json, with a token).
 
     Needs an initialized ledger (`ledger init`) and an active ledger signing key
@@ -68,7 +82,15 @@ def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: 
         "db_url": obj["db_url"], "keys_dir": keys_dir, "issuer": issuer, "audience": audience,
         "external_jwks": external_jwks, "role_claim": role_claim,
         "group_wait_ms": group_wait_ms, "group_max_items": group_max, "queue_max": queue_max,
-        "checkpoint_on_demand": not no_checkpoint_on_demand}
+        "checkpoint_on_demand": not no_checkpoint_on_demand,
+        "quarantine_max_rows": quarantine_max_rows,
+        "quarantine_max_per_producer": quarantine_max_per_producer,
+        "checkpoint_every": checkpoint_every,
+        "anchors_file": os.path.abspath(anchors_file) if anchors_file else None}
+    if checkpoint_every:
+        from ledger.ops.schedule import parse_every
+
+        parse_every(checkpoint_every)  # a usage error here, not in the worker
     origin = _preflight(settings)
     os.environ[SETTINGS_ENV] = json.dumps(settings)
     click.echo(f"serving {origin} on http://{host}:{port}"

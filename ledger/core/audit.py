@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, Protocol
 
 from ledger.core import contract
 from ledger.core.digest import digest_text
@@ -58,19 +58,49 @@ FORKED = FindingClass.FORKED
 SIGNATURE_INVALID = FindingClass.SIGNATURE_INVALID
 CONTRACT_VIOLATION = FindingClass.CONTRACT_VIOLATION
 POLICY_VIOLATION = FindingClass.POLICY_VIOLATION
-__all__ = ["EXIT_CODES", "Abstention", "AttestationJudge", "ChainAuditor", "Disposition",
-           "Finding", "FindingClass", "RowOutcome", "outcome"]
+__all__ = ["EXIT_CODES", "Abstention", "AttestationJudge", "AuditedRow", "ChainAuditor",
+           "Disposition", "Finding", "FindingClass", "RowOutcome", "outcome"]
 
 STATUSES = contract.STATUSES
 
 
-def _pair(mapping: dict[str, str]) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+def _pair(mapping: dict[str, str],
+          ) -> tuple[Callable[[dict[str, Any]], tuple[Any, ...]], Callable[[AuditedRow], Any]]:
+    """Getters of ``mapping``'s envelope fields and of its columns, as equal-length tuples."""
     names, columns = list(mapping), list(mapping.values())
     return (lambda d: tuple(d[n] for n in names)), attrgetter(*columns) if len(columns) > 1 \
         else (lambda r: (getattr(r, columns[0]),))
 
 
-def _as_bytes(value: Any) -> bytes:
+class AuditedRow(Protocol):
+    """An entries row as the audit reads it: a database row or a bundle line's
+    :class:`ledger.core.bundle.BundleRow`.  Besides these, the columns of
+    :data:`COLUMN_MAP` and :data:`PAYLOAD_MAP` are read by name.  Values written behind the
+    ledger's back may have other types; the audit reports such a row as unreadable."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def recorded_at(self) -> int: ...
+
+    @property
+    def envelope(self) -> bytes | str: ...
+
+    @property
+    def body_hash(self) -> bytes | str: ...
+
+    @property
+    def prev_hash(self) -> bytes | str: ...
+
+    @property
+    def entry_hash(self) -> bytes | str: ...
+
+
+def _as_bytes(value: bytes | str) -> bytes:
     """Stored bytes as bytes (a tampered SQLite BLOB may read back as TEXT)."""
     if isinstance(value, str):
         return value.encode("utf-8", "surrogatepass")
@@ -82,6 +112,7 @@ _DOC_FIELDS = {
     "key_event": ("event", {"action": "action", "issuer": "issuer", "kid": "kid",
                             "thumbprint": "thumbprint"}),
     "audit_run": ("report", {"outcome": "outcome"}),
+    "import": ("report", {"outcome": "outcome", "source": "source"}),
 }
 
 
@@ -109,15 +140,17 @@ class RowOutcome:
 
 
 # (token, row, result_doc, query_text) -> (disposition, code, message)
-AttestationJudge = Callable[[str, Any, dict[str, Any] | None, str | None], tuple[str, str, str]]
+AttestationJudge = Callable[[str, AuditedRow, dict[str, Any] | None, str | None],
+                            tuple[str, str, str]]
 
 
 class ChainAuditor:
     """Stateful walk over ``[start, end)``; ``anchor_hash`` is the prev_hash the
     first row must link to (genesis for seq 0, else the stored hash of start-1;
-    None: nothing to link to, e.g. the first row of a filtered export run)."""
+    None: nothing to link to, e.g. the first row of a filtered export run).  A
+    ``ledger_id`` of None (a bundle manifest that names none) makes every envelope foreign."""
 
-    def __init__(self, ledger_id: str, start: int, anchor_hash: bytes | None, last_time: int,
+    def __init__(self, ledger_id: str | None, start: int, anchor_hash: bytes | None, last_time: int,
                  policy: Policy, judge_attestation: AttestationJudge | None = None,
                  redactions: RedactionMap | None = None) -> None:
         # {(seq, payload name): redaction seq}: ledger.core.erasure.fold_redactions
@@ -133,7 +166,8 @@ class ChainAuditor:
     # -- chain ------------------------------------------------------------
     def check_row(self, row: Any, blobs: Slots) -> RowOutcome:
         """All checks of one row; ``blobs`` are its stored payloads by slot, each a
-        ``(salt, data)`` pair (salt None for a plain digest).  Never raises for bad data: a row whose stored
+        ``(salt, data)`` pair (salt None for a plain digest).  Never raises for bad data:
+        a row whose stored
         values cannot even be read (wrong types written behind the ledger's back)
         is one ``row_unreadable`` finding, and the walk goes on."""
         try:
@@ -277,14 +311,18 @@ class ChainAuditor:
         elif row.kind in _DOC_FIELDS:
             self._check_event_doc(row, env, texts, out)
 
-    def _check_result(self, row: Any, env: dict[str, Any], texts: dict[str, bytes],
+    def _check_result(self, row: AuditedRow, env: dict[str, Any], texts: dict[str, bytes],
                       out: RowOutcome) -> None:
         f, seq = out.findings, row.seq
         status, proof_ref = env.get("status"), env.get("proof_ref")
         _contract_findings(seq, env, contract.ENVELOPE_RULES, f)
         pre_digest = (env.get("payloads") or {}).get("preimage")
         if status == "VERIFIED" and proof_ref is not None:
-            if pre_digest is None:
+            if pre_digest is None and imported_provenance(env, texts) is not None:
+                out.abstentions.append(Abstention(
+                    seq, "proof_ref", "insufficient_evidence", "imported from a source that "
+                    "kept no evidence preimage: proof_ref cannot be recomputed"))
+            elif pre_digest is None:
                 f.append(Finding("verified_without_evidence", seq, CONTRACT_VIOLATION,
                                  "a VERIFIED row stores no evidence preimage", proof_ref, None))
             elif "preimage" in texts:
@@ -304,7 +342,7 @@ class ChainAuditor:
         self._check_attestation(row, env, doc, texts, out)
 
     @staticmethod
-    def _check_event_doc(row: Any, env: dict[str, Any], texts: dict[str, bytes],
+    def _check_event_doc(row: AuditedRow, env: dict[str, Any], texts: dict[str, bytes],
                          out: RowOutcome) -> None:
         """A key_event/audit_run document must say what its hashed envelope says."""
         payload, fields = _DOC_FIELDS[row.kind]
@@ -348,7 +386,7 @@ class ChainAuditor:
                                  env.get(key), doc.get(key)))
         _contract_findings(seq, doc, contract.DOCUMENT_RULES, f)
 
-    def _check_attestation(self, row: Any, env: dict[str, Any], doc: dict[str, Any] | None,
+    def _check_attestation(self, row: AuditedRow, env: dict[str, Any], doc: dict[str, Any] | None,
                            texts: dict[str, bytes], out: RowOutcome) -> None:
         digest = (env.get("payloads") or {}).get("attestation")
         if digest is None:
@@ -366,6 +404,9 @@ class ChainAuditor:
                                               "attestations were not checked in this run"))
             return
         query = texts["query"].decode("utf-8") if "query" in texts else None
+        imported = imported_provenance(env, texts) or {}
+        if type(imported.get("source_timestamp_us")) is int:  # judged when the source recorded it
+            row = _AtTime(row, imported["source_timestamp_us"])
         disp, code, message = self.judge(texts["attestation"].decode("ascii"), row, env, query)
         disp = Disposition(disp)
         if disp is Disposition.FAILED:
@@ -381,3 +422,31 @@ def _contract_findings(seq: int, view: dict[str, Any], rules: tuple[contract.Rul
     """The result-contract rules (ledger.core.contract) as findings on row ``seq``."""
     f.extend(Finding(v.code or v.rejection, seq, CONTRACT_VIOLATION, v.finding_message,
                      v.expected, v.actual) for v in contract.violations(view, rules))
+
+
+def imported_provenance(env: dict[str, Any], texts: dict[str, bytes]) -> dict[str, Any] | None:
+    """``meta.import`` of a VERIFIED row written by an import (ledger/ops/qwed_import.py).
+
+    Only an import appends a VERIFIED row without a preimage (every other append must
+    give one), so provenance counts only on such a row: a producer's own ``meta`` can
+    never turn a missing preimage into an abstention or move its attestation's time.
+    """
+    if env.get("status") != "VERIFIED" or (env.get("payloads") or {}).get("preimage") \
+            is not None or "meta" not in texts:
+        return None
+    try:
+        meta = json.loads(texts["meta"])
+    except ValueError:
+        return None
+    imported = meta.get("import") if isinstance(meta, dict) else None
+    return imported if isinstance(imported, dict) else None
+
+
+class _AtTime:
+    """A row seen at another time (an imported attestation is judged at the source's)."""
+
+    def __init__(self, row: Any, recorded_at: int) -> None:
+        self._row, self.recorded_at = row, recorded_at
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._row, name)

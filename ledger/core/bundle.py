@@ -13,6 +13,7 @@ import binascii
 import csv
 import io
 import json
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -89,7 +90,7 @@ def entry_line(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: 
 
 
 # -- the CSV view -------------------------------------------------------------------------
-def _cell(v: Any) -> str:
+def _cell(v: object) -> str:
     text = "" if v is None else str(v)
     return "'" + text if text.startswith(_FORMULA_START) else text  # no spreadsheet formulas
 
@@ -97,7 +98,7 @@ def _cell(v: Any) -> str:
 _time_text = lru_cache(maxsize=4096)(format_us)  # a batch shares one recorded_at
 
 
-def csv_row(seq: int, kind: str, recorded_at_us: int, columns: Any, agent_message: str | None,
+def csv_row(seq: int, kind: str, recorded_at_us: int, columns: object, agent_message: str | None,
             entry_hash: str) -> list[str]:
     """One ``entries.csv`` row; ``columns`` has the entries columns as attributes."""
     return [str(seq), _time_text(recorded_at_us), _cell(kind)] + [
@@ -120,6 +121,10 @@ def envelope_columns(kind: str, env: dict[str, Any]) -> dict[str, Any]:
 
 
 _AGENT_MESSAGE = b'{"agent_message":"'
+# json's own string scanner (the C one where built); typeshed leaves the undocumented name
+# out, its signature is that of _json.scanstring
+_scanstring: Callable[[str, int], tuple[str, int]] = \
+    json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 def agent_message(kind: str, result_bytes: bytes | None) -> str | None:
@@ -130,7 +135,7 @@ def agent_message(kind: str, result_bytes: bytes | None) -> str | None:
     if result_bytes.startswith(_AGENT_MESSAGE):
         try:
             text = result_bytes.decode("utf-8")
-            msg, end = json.decoder.scanstring(text, len(_AGENT_MESSAGE))
+            msg, end = _scanstring(text, len(_AGENT_MESSAGE))
             if text[end] == ",":
                 return msg
         except (ValueError, IndexError):
@@ -144,9 +149,32 @@ def agent_message(kind: str, result_bytes: bytes | None) -> str | None:
 
 # -- reading lines ------------------------------------------------------------------------
 class BundleRow:
-    """A bundle line as an entries row (the attributes ChainAuditor reads)."""
+    """A bundle line as an entries row (the attributes ChainAuditor reads: an
+    :class:`ledger.core.audit.AuditedRow`).  The linked parts were type-checked by
+    :func:`read_entry`; the other columns are the envelope's fields, unverified JSON values
+    (None where the envelope lacks them)."""
 
     __slots__ = _COLUMNS + ("redacted_by",)
+    seq: int
+    kind: str
+    recorded_at: int
+    envelope: bytes
+    body_hash: bytes
+    prev_hash: bytes
+    entry_hash: bytes
+    engine: Any
+    status: Any
+    constraint_id: Any
+    proof_ref: Any
+    subject: Any
+    producer: Any
+    idempotency_key: Any
+    admission: Any
+    att_verdict: Any
+    att_kid: Any
+    att_iss: Any
+    payload_subject: Any
+    redacted_by: dict[str, int]
 
     def __init__(self, values: dict[str, Any]) -> None:
         for c in _COLUMNS:
@@ -163,24 +191,28 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 class BundleLine:
-    """One parsed line; ``problem`` is (code, message) when it cannot be used."""
+    """One parsed line; ``problem`` is (code, message) when it cannot be used, and ``obj``
+    is the line's JSON object (empty when the line is not one)."""
 
     def __init__(self, raw: bytes, lineno: int) -> None:
-        self.raw, self.lineno, self.problem = raw, lineno, None
+        self.raw, self.lineno = raw, lineno
+        self.problem: tuple[str, str] | None = None
         self.obj: dict[str, Any] = {}
         self.seq: int | None = None
         try:
             # no duplicate-key hook: a duplicate key fails the canonical comparison below
-            self.obj = json.loads(raw.decode("utf-8"))
+            obj = json.loads(raw.decode("utf-8"))
         except (ValueError, RecursionError):
             self.problem = ("line_unreadable", f"line {lineno} is not a JSON object")
             self._guess_seq()
             return
-        seq = self.obj.get("seq") if isinstance(self.obj, dict) else None
-        self.seq = seq if type(seq) is int and seq >= 0 else None
-        if not isinstance(self.obj, dict):
+        if not isinstance(obj, dict):
             self.problem = ("line_unreadable", f"line {lineno} is not a JSON object")
-        elif dump_line(self.obj) != raw:
+            return
+        self.obj = obj
+        seq = obj.get("seq")
+        self.seq = seq if type(seq) is int and seq >= 0 else None
+        if dump_line(obj) != raw:
             self.problem = ("line_not_canonical", f"line {lineno} is not byte-identical "
                             + "to its canonical form (edited, re-encoded or truncated)")
 
@@ -213,8 +245,9 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | 
         env = None
     env = env if isinstance(env, dict) else {}
     cols = envelope_columns(kind, env)
-    committed = {n: d for n, d in (env.get("payloads") or {}).items() if d is not None} \
-        if isinstance(env.get("payloads"), dict) else {}
+    env_payloads = env.get("payloads")
+    committed: dict[str, Any] = {n: d for n, d in env_payloads.items() if d is not None} \
+        if isinstance(env_payloads, dict) else {}
     problems: list[tuple[str, str]] = []
     if set(obj["payloads"]) != set(committed) and env:
         problems.append(("payload_set_mismatch", f"payloads {sorted(obj['payloads'])} differ"

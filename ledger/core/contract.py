@@ -14,9 +14,10 @@ validation checks it).  Pure: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 VERIFIED = "VERIFIED"
@@ -37,7 +38,8 @@ class Rule:
     field: str  # the result field the rule is about (relative to the result)
     message: str  # the rejection message
     finding_message: str | None
-    find: Finder = field(repr=False, compare=False)
+    # dataclasses.field spelled out: the ``field`` attribute above shadows the name
+    find: Finder = dataclasses.field(repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 PROOF_REF_PREFIX = "sha256:"
 
 
-class DiagnosticStatus(str, Enum):
+class DiagnosticStatus(str, Enum):  # noqa: UP042 -- StrEnum would change str() and f-strings
     VERIFIED = "VERIFIED"
     UNVERIFIABLE = "UNVERIFIABLE"
     BLOCKED = "BLOCKED"
@@ -89,7 +89,8 @@ def proof_preimage(evidence: Any) -> str:
     try:
         return json.dumps(evidence, sort_keys=True)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"Proof evidence must be JSON-serializable for proof_ref hashing: {exc}") from exc
+        raise ValueError("Proof evidence must be JSON-serializable for proof_ref hashing: "
+                         f"{exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ class DiagnosticResult:
             or not isinstance(self.attestation, str)
             or not self.attestation
         ):
-            raise ValueError("attestation is a non-empty token, and only a VERIFIED result carries one")
+            raise ValueError("attestation is a non-empty token, and only a VERIFIED result "
+                             "carries one")
         if self.status is DiagnosticStatus.VERIFIED and not self.proof_ref:
             raise ValueError("VERIFIED status requires proof_ref is not None and non-empty")
         if self.status is not DiagnosticStatus.VERIFIED and self.proof_ref is not None:

@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
+from typing import Protocol
 
 PREFIX = "sha256:"
 _HASH_TEXT = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+class Hasher(Protocol):
+    """A running hash object such as ``hashlib.sha256()``."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+    def digest(self) -> bytes: ...
+
+    def hexdigest(self) -> str: ...
 
 
 def sha256(data: bytes) -> bytes:
@@ -25,7 +35,7 @@ def digest_text(data: bytes) -> str:
     return PREFIX + hashlib.sha256(data).hexdigest()
 
 
-def hasher_text(hasher: Any) -> str:
+def hasher_text(hasher: Hasher) -> str:
     """:func:`digest_text` of everything fed to a running ``hashlib.sha256()`` object."""
     return PREFIX + hasher.hexdigest()
 

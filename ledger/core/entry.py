@@ -27,12 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.core.canonical import canonical_json
-from ledger.core.digest import (  # noqa: F401 -- re-exported
-    digest_text,
-    hash_hex,
-    parse_hash_hex,
-    sha256,
-)
+from ledger.core.digest import digest_text as digest_text  # re-exported
+from ledger.core.digest import hash_hex as hash_hex  # re-exported
+from ledger.core.digest import parse_hash_hex as parse_hash_hex  # re-exported
+from ledger.core.digest import sha256
 
 FORMAT_VERSION = 1  # the version of key_event and audit_run envelopes
 FORMAT_V2 = 2  # result, redaction and hold envelopes written today
@@ -45,8 +43,8 @@ ENTRY_TAG = b"ledger.entry.v1\x00"
 GENESIS_TAG = b"ledger.genesis.v1\x00"
 PAYLOAD_TAG = b"ledger.payload.v2\x00"  # 18 bytes
 
-KINDS = ("result", "key_event", "audit_run", "redaction", "hold")
-# The kinds written as v2 envelopes (key_event and audit_run keep v1).
+KINDS = ("result", "key_event", "audit_run", "redaction", "hold", "import")
+# The kinds written as v2 envelopes (key_event, audit_run and import keep v1).
 V2_KINDS = ("result", "redaction", "hold")
 
 # Payload name -> storage slot (``pid = seq * 8 + slot``).  The single document of the
@@ -68,6 +66,7 @@ COLUMN_MAP: dict[str, dict[str, str]] = {
     "audit_run": {"outcome": "status", "producer": "producer"},
     "redaction": {"producer": "producer"},
     "hold": {"action": "status", "producer": "producer"},
+    "import": {"source": "subject", "outcome": "status", "producer": "producer"},
 }
 # v2 result envelopes have no subject (it is the committed ``subject`` payload).
 V2_RESULT_FIELDS = tuple(f for f in RESULT_FIELDS if f != "subject")
@@ -80,11 +79,12 @@ PAYLOAD_MAP: dict[str, dict[str, int]] = {
     "audit_run": {"report": 0},
     "redaction": {"request": 0},
     "hold": {"order": 0},
+    "import": {"report": 0},
 }
 PAYLOAD_MAP_V2: dict[str, dict[str, int]] = {**PAYLOAD_MAP, "result": dict(SLOTS)}
 # The payload that holds a kind's main document.
 DOC_PAYLOAD = {"result": "result", "key_event": "event", "audit_run": "report",
-               "redaction": "request", "hold": "order"}
+               "redaction": "request", "hold": "order", "import": "report"}
 # Envelope keys (besides v, ledger, kind, payloads) of the v2 kinds, exactly.
 V2_FIELDS: dict[str, tuple[str, ...]] = {
     "result": V2_RESULT_FIELDS,

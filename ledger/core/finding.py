@@ -28,6 +28,11 @@ class FindingClass(StrEnum):
     SIGNATURE_INVALID = "signature_invalid"
     CONTRACT_VIOLATION = "contract_violation"
     POLICY_VIOLATION = "policy_violation"
+    # the anchoring policy of a checkpoint (docs/anchoring.md)
+    UNWITNESSED = "unwitnessed"
+    UNTIMESTAMPED = "untimestamped"
+    TIMESTAMP_INVALID = "timestamp_invalid"
+    BACKDATED = "backdated"
 
 
 class Disposition(StrEnum):

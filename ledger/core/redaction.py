@@ -78,7 +78,7 @@ def check_text(value: Any, field: str, *, required: bool, code: str = "bad_redac
         what = "is required: " if required else "must be "
         raise _bad(f"{field} {what}1..{MAX_TEXT} characters of text without U+0000",
                    field, code)
-    return value
+    return str(value)
 
 
 def _seq(value: Any, field: str, code: str) -> int:
@@ -267,7 +267,7 @@ class Holds:
         if order.hold_seq not in self.active:
             return f"entry {order.hold_seq} is not a hold in force before {seq}"
         del self.active[order.hold_seq]
-        self.released[order.hold_seq] = seq  # type: ignore[index]
+        self.released[order.hold_seq] = seq
         return None
 
     def holding(self, seq: int) -> list[int]:

@@ -22,20 +22,14 @@ import binascii
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
+
+from ledger.errors import StrictError
+
+__all__ = ["StrictError"]  # re-exported: the strict readers raise it
 
 _B64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
-
-
-class StrictError(ValueError):
-    """An artifact breaks a strict-reading rule.  ``field`` names where (or None);
-    ``rule`` which: ``encoding``, ``syntax``, ``duplicate_key``, ``unknown_key``,
-    ``base64``."""
-
-    def __init__(self, message: str, field: str | None = None, rule: str = "syntax") -> None:
-        super().__init__(message)
-        self.message, self.field, self.rule = message, field, rule
 
 
 def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -48,7 +42,7 @@ def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise StrictError(f"{name} is not JSON")
 
 

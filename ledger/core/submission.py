@@ -232,7 +232,8 @@ def _reject_first(found: list[contract.Violation], prefix: str = "result.") -> N
         raise _fail(v.rejection, prefix + v.field, v.message)
 
 
-def _evidence_preimage(sub: dict[str, Any], status: str, proof_ref: str | None) -> str | None:
+def _evidence_preimage(sub: dict[str, Any], status: str, proof_ref: str | None,
+                       require_evidence: bool = True) -> str | None:
     has_pre = sub.get("proof_preimage") is not None
     has_ev = "evidence" in sub
     if status != "VERIFIED":
@@ -246,8 +247,8 @@ def _evidence_preimage(sub: dict[str, Any], status: str, proof_ref: str | None) 
     if has_pre:
         pre = sub["proof_preimage"]
         if not isinstance(pre, str):
-            raise _fail("invalid_type", "proof_preimage", "must be a string (the exact bytes hashed "
-                        "into proof_ref)")
+            raise _fail("invalid_type", "proof_preimage",
+                        "must be a string (the exact bytes hashed into proof_ref)")
         _check_unicode(pre, "proof_preimage")
     elif has_ev:
         ev = sub["evidence"]
@@ -262,6 +263,8 @@ def _evidence_preimage(sub: dict[str, Any], status: str, proof_ref: str | None) 
             pre.encode("utf-8")
         except (ValueError, UnicodeEncodeError) as exc:
             raise _fail("evidence_not_serializable", "evidence", str(exc)) from None
+    elif not require_evidence:  # an imported result whose source kept no preimage
+        return None
     else:
         raise _fail("missing_evidence", "proof_preimage",
                     "a VERIFIED result needs proof_preimage or evidence")
@@ -271,8 +274,12 @@ def _evidence_preimage(sub: dict[str, Any], status: str, proof_ref: str | None) 
     return pre
 
 
-def parse_submission(obj: Any, *, parsed_by_loads: bool = False) -> Submission:
+def parse_submission(obj: Any, *, parsed_by_loads: bool = False,
+                     require_evidence: bool = True) -> Submission:
     """Validate one parsed submission object.  Raises SubmissionError.
+
+    ``require_evidence=False`` is for imports only (ledger/ops/qwed_import.py): a
+    VERIFIED result may then come without its preimage (the audit abstains on it).
 
     Objects that did not come through :func:`loads` (the Python API) get the same
     depth limit here and the same size limit on the bytes they become.
@@ -297,7 +304,7 @@ def parse_submission(obj: Any, *, parsed_by_loads: bool = False) -> Submission:
     _validate_result(result)
     status, proof_ref = result["status"], result.get("proof_ref")
 
-    preimage = _evidence_preimage(obj, status, proof_ref)
+    preimage = _evidence_preimage(obj, status, proof_ref, require_evidence)
 
     attestation = _opt_str(obj, "attestation", nonempty=True)
     res_att = result.pop("attestation", None)

@@ -8,14 +8,16 @@ own ``jwks.json`` it *abstains*, since anyone can put a key in a bundle.
 from __future__ import annotations
 
 from ledger.core.finding import Disposition
-from ledger.core.note import NoteError, parse_checkpoint_body, parse_note
+from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.crypto.jws import UNTRUSTED, SignatureCheck, verifies
 from ledger.crypto.keys import PublicKeyRef, known_keys
+from ledger.errors import NoteError
 
 __all__ = ["SignatureCheck", "check_note"]
 
 
-def check_note(data: bytes, keys: list[PublicKeyRef], trusted: bool) -> SignatureCheck:
+def check_note(data: bytes, keys: list[PublicKeyRef], trusted: bool,
+               ) -> SignatureCheck[Checkpoint]:
     """The signed checkpoint note's check (``parsed``: the checkpoint, when it parses).
     Never raises for bad input."""
     try:

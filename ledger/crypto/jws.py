@@ -7,7 +7,7 @@ unpadded base64url, header and claims JSON objects without duplicate keys.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import jwt
 from cryptography.exceptions import InvalidSignature
@@ -22,13 +22,16 @@ UNTRUSTED = ("the %s verifies only with the bundle's own jwks.json; give the led
              "with --jwks")
 
 
-class SignatureCheck(NamedTuple):
+_Parsed = TypeVar("_Parsed")
+
+
+class SignatureCheck(NamedTuple, Generic[_Parsed]):
     """How a signature check ended, and what it read (claims, checkpoint) if anything."""
 
     disposition: Disposition
     code: str
     message: str
-    parsed: Any = None
+    parsed: _Parsed | None = None
 
 
 def sign_manifest(claims: dict[str, Any], private_key: Ed25519PrivateKey, kid: str) -> str:
@@ -44,9 +47,9 @@ def parse_jwt(token: bytes) -> tuple[dict[str, Any], dict[str, Any], bytes, byte
     if len(parts) != 3:
         raise ValueError("a compact JWS has three parts")
     names = ("header", "claims", "signature")
-    header, claims = (loads(b64url_decode(p, n)) for p, n in zip(parts[:2], names))
+    header, claims = (loads(b64url_decode(p, n)) for p, n in zip(parts[:2], names[:2], strict=True))
     if not isinstance(header, dict) or not isinstance(claims, dict):
-        raise ValueError("header and claims must be JSON objects")  # noqa: TRY004
+        raise ValueError("header and claims must be JSON objects")  # callers catch ValueError
     return header, claims, f"{parts[0]}.{parts[1]}".encode("ascii"), \
         b64url_decode(parts[2], names[2])
 
@@ -60,7 +63,8 @@ def verifies(public_raw: bytes, signature: bytes, message: bytes) -> bool:
         return False
 
 
-def check_manifest_jwt(token: bytes, keys: list[PublicKeyRef], trusted: bool) -> SignatureCheck:
+def check_manifest_jwt(token: bytes, keys: list[PublicKeyRef], trusted: bool,
+                       ) -> SignatureCheck[dict[str, Any]]:
     """The manifest JWT's check (``parsed``: its claims, when they could be read).  ``keys``
     are the verifier's trusted keys, or (``trusted`` False) the bundle's own jwks.json:
     then a valid signature only abstains, since anyone can put a key in a bundle.  Never

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 from cryptography.hazmat.primitives.serialization import (
     Encoding,
     NoEncryption,
@@ -43,7 +44,7 @@ from cryptography.hazmat.primitives.serialization import (
 
 from ledger.clock import format_us
 from ledger.core.note import check_key_name
-from ledger.crypto.note_sign import KnownKeys, ed25519_key_id
+from ledger.crypto.note_sign import ed25519_key_id
 from ledger.errors import KeyringError, UsageError
 
 DEFAULT_KEYS_DIR = "ledger-keys"
@@ -240,7 +241,7 @@ def load_public_keys(path: str | os.PathLike[str]) -> list[PublicKeyRef]:
             keys = [doc]  # a single JWK
         return [_jwk_ref(k) for k in keys if isinstance(k, dict)]
     try:
-        key: Any = load_pem_public_key(data)
+        key: PublicKeyTypes = load_pem_public_key(data)
     except ValueError:
         try:
             key = load_pem_private_key(data, password=None).public_key()
@@ -252,7 +253,8 @@ def load_public_keys(path: str | os.PathLike[str]) -> list[PublicKeyRef]:
     return [PublicKeyRef(None, raw_public(key))]
 
 
-def known_keys(refs: list[PublicKeyRef], default_name: str) -> KnownKeys:
+def known_keys(refs: list[PublicKeyRef], default_name: str,
+               ) -> dict[tuple[str, bytes], Ed25519PublicKey]:
     """The ``{(name, note key id): public key}`` map for note verification; keys
     without a name (PEM) are taken as named ``default_name`` (the origin)."""
     out: dict[tuple[str, bytes], Ed25519PublicKey] = {}

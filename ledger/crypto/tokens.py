@@ -19,6 +19,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from ledger.crypto.keys import Keyring
 from ledger.errors import IntegrityError, UsageError
 
+# the public keys a token may be checked with: the ledger's own (EdDSA) and producers' (ES256)
+VerificationKey = Ed25519PublicKey | EllipticCurvePublicKey
+
 
 @dataclass(frozen=True)
 class JwtSigner:
@@ -51,7 +54,7 @@ def ledger_signer(keyring: Keyring, origin: str) -> JwtSigner:
 
 
 # -- verification keys --------------------------------------------------------------
-def key_from_jwk(jwk: Any) -> tuple[str, str | None, Any] | None:
+def key_from_jwk(jwk: object) -> tuple[str, str | None, VerificationKey] | None:
     """(alg, kid, public key) for an Ed25519 or P-256 JWK; None for any other key."""
     if not isinstance(jwk, dict):
         return None
@@ -71,14 +74,15 @@ def key_from_jwk(jwk: Any) -> tuple[str, str | None, Any] | None:
 class KeySet:
     """Public keys by kid (keys without a kid are tried for any token of their alg)."""
 
-    def __init__(self, jwks: Any) -> None:
+    def __init__(self, jwks: object) -> None:
         items = jwks.get("keys") if isinstance(jwks, dict) else None
         if not isinstance(items, list):
             raise UsageError("a JWKS must be an object with a \"keys\" list", code="bad_jwks",
                              field="jwks")
         self.keys = [k for k in map(key_from_jwk, items) if k is not None]
 
-    def candidates(self, kid: Any, alg: str) -> list[Any]:
+    def candidates(self, kid: object, alg: str) -> list[VerificationKey]:
+        """The keys to try for a token of ``alg`` whose (unverified) header names ``kid``."""
         same_alg = [(k, key) for a, k, key in self.keys if a == alg]
         if isinstance(kid, str):
             named = [key for k, key in same_alg if k == kid]
@@ -86,7 +90,8 @@ class KeySet:
                 return named
         return [key for k, key in same_alg if k is None]
 
-    def knows(self, kid: Any) -> bool:
+    def knows(self, kid: object) -> bool:
+        """Does any key carry ``kid``?"""
         return any(k == kid for _, k, _ in self.keys)
 
 
@@ -109,7 +114,7 @@ def unverified_header(token: str) -> dict[str, Any] | None:
     return header if isinstance(header, dict) else None
 
 
-def decode_with_keys(token: str, keys: list[Any], alg: str, *, audience: str | None,
+def decode_with_keys(token: str, keys: list[VerificationKey], alg: str, *, audience: str | None,
                      issuer: str | None, leeway_s: int, require: list[str],
                      ) -> dict[str, Any] | Rejection:
     """The claims of ``token`` signed with ``alg`` by one of ``keys`` (tried in order),
@@ -146,12 +151,13 @@ def verify_ledger_jwt(token: str, jwks: dict[str, Any], *, typ: str, issuer: str
 
 
 # -- playing an upstream producer (samples, demo, tests) ---------------------------------
-def new_es256_key() -> tuple[Any, dict[str, Any]]:
+def new_es256_key() -> tuple[ec.EllipticCurvePrivateKey, dict[str, Any]]:
     """A fresh P-256 private key and its public JWK (no kid)."""
     key = ec.generate_private_key(ec.SECP256R1())
     return key, json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
 
 
-def sign_es256(claims: dict[str, Any], key: Any, *, kid: str, typ: str) -> str:
+def sign_es256(claims: dict[str, Any], key: ec.EllipticCurvePrivateKey, *, kid: str,
+               typ: str) -> str:
     """An ES256 JWS of ``claims`` (the upstream attestation's algorithm)."""
     return jwt.encode(claims, key, algorithm="ES256", headers={"kid": kid, "typ": typ})

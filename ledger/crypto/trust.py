@@ -29,12 +29,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ec import (
+    EllipticCurvePrivateKey,
+    EllipticCurvePublicKey,
+)
 from jwt.algorithms import ECAlgorithm
 
+from ledger.core.audit import AttestationJudge, AuditedRow
 from ledger.crypto.attestation import (
     ATTESTATION_TYP,
     CLOCK_SKEW_US,
@@ -85,10 +89,12 @@ class TrustedKey:
     since_seq: int  # accepted for rows with seq > since_seq
     until_seq: int | None = None  # retired/revoked: not accepted for rows with seq > until_seq
     compromised_since_us: int | None = None
-    _key: Any = field(default=None, repr=False)
+    _key: EllipticCurvePublicKey | EllipticCurvePrivateKey | None = field(default=None,
+                                                                          repr=False)
 
     @property
-    def public_key(self) -> Any:
+    def public_key(self) -> EllipticCurvePublicKey | EllipticCurvePrivateKey:
+        """The key of ``jwk`` (loaded once).  Raises what PyJWT raises for a bad JWK."""
         if self._key is None:
             self._key = ECAlgorithm.from_jwk(json.dumps(self.jwk))
         return self._key
@@ -267,13 +273,12 @@ def _judge(token: _JWS, candidates: list[TrustedKey], seq: int | None, t: int, r
                             claims.get("nbf"))
 
 
-def row_judge(store: TrustStore) -> Callable[[str, Any, dict[str, Any] | None, str | None],
-                                             tuple[str, str, str]]:
+def row_judge(store: TrustStore) -> AttestationJudge:
     """The audit's attestation judge over ``store``: ``judge(token, row, envelope, query)``
     -> (disposition, code, message), the token judged as of the row's seq and recorded
     time against the row's envelope fields.  Used by ``ledger audit`` and by the offline
     export verifier alike."""
-    def judge(token: str, row: Any, env: dict[str, Any] | None, query: str | None,
+    def judge(token: str, row: AuditedRow, env: dict[str, Any] | None, query: str | None,
               ) -> tuple[str, str, str]:
         env = env or {}
         r = check_attestation(token, store=store, seq=row.seq, recorded_at_us=row.recorded_at,

@@ -9,7 +9,6 @@ their own transaction after the batch; they never enter the chain.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -53,12 +52,16 @@ from ledger.errors import (
     UsageError,
 )
 from ledger.ops.context import LedgerContext
+from ledger.ops.quarantine import (  # noqa: F401 - re-exported
+    QUARANTINE_MAX_RAW,
+    quarantine,
+    quarantine_rows,
+    storable_text,
+)
 from ledger.ops.trust_store import last_key_event_seq
-from ledger.store import db, entries, postgres
+from ledger.store import db, postgres
 from ledger.store.append import AppendTxn, append_transaction
 from ledger.store.entries import Head
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -168,11 +171,7 @@ AttestationJudge = Callable[[Submission], Judgement]
 
 def default_judge(sub: Submission) -> Judgement:
     """No trust store: a token is inspected (must decode) and marked unchecked."""
-    if sub.attestation is None:
-        return Judgement({"att_verdict": VERDICT_NONE, "att_kid": None, "att_iss": None})
-    info = inspect_attestation(sub.attestation)
-    return Judgement({"att_verdict": VERDICT_UNCHECKED, "att_kid": info.kid,
-                      "att_iss": info.iss})
+    return judge_attestation(sub)
 
 
 MAX_HINT = 512  # att_kid / att_iss column width
@@ -257,7 +256,7 @@ def raw_bytes(item: Any) -> bytes:
         return item
     if isinstance(item, str):
         return item.encode("utf-8", "surrogatepass")
-    
+
     try:
         return json.dumps(item, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
     except (TypeError, ValueError):
@@ -295,27 +294,22 @@ def _columns(p: Prepared) -> dict[str, Any]:
 
 
 def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | None:
-    """One entry, one statement, one round trip (PostgreSQL, no idempotency key).
+    """One entry, one statement, one round trip (PostgreSQL, no idempotency key, no
+    attestation: an attested entry needs its key events read after the lock is taken,
+    so ``append_many`` sends it to commit_batch).
 
-    Returns None — nothing written — when the entry cannot be decided in one
-    statement: its attestation would be expired at the recorded time, or key
-    events arrived since it was judged.  The caller then uses commit_batch.
-    The database's link is checked against ``entry_hash`` before COMMIT
-    (``ledger.store.postgres``); a value the database refuses rejects the item.
+    Returns None — nothing written — when the statement finds no head row to extend;
+    the caller then uses commit_batch.  The database's link is checked against
+    ``entry_hash`` before COMMIT (``ledger.store.postgres``); a value the database
+    refuses rejects the item.
     """
     row = _columns(p)
     body = body_hash(p.envelope)
     row.update(kind=p.kind, envelope=p.envelope, body_hash=body)
     blobs = p.payload_rows()
-    guard = None
-    if p.sub is not None and p.sub.attestation is not None:
-        exp = min(p.att_bounds[1] * 1_000_000, postgres.MAX_BIGINT) if p.att_bounds \
-            else postgres.MAX_BIGINT
-        guard = (exp, -1 if p.trust_seq is None else p.trust_seq)
     try:
         got = postgres.append_one(engine, row, blobs, clock.now_us(),  # type: ignore[arg-type]
-                                  ENTRY_TAG, lambda prev, seq, t: entry_hash(prev, seq, t, body),
-                                  guard)
+                                  ENTRY_TAG, lambda prev, seq, t: entry_hash(prev, seq, t, body))
     except StoreDataError as exc:
         return AppendResult(False, error=exc.to_dict(), index=p.index)
     if got is None:
@@ -330,9 +324,11 @@ class BatchWriter:
     ``add`` may be called several times (chunks of one batch); ``finish`` moves the
     head.  Nothing is visible to others until the transaction commits.
 
-    Idempotency: an item whose key is already in the ledger (or earlier in the
-    batch) with the same envelope is replayed (the existing entry is returned);
-    with a different envelope it is rejected with ``idempotency_conflict``.
+    Idempotency: keys are scoped per producer.  An item whose key its producer already
+    used (in the ledger or earlier in the batch) with the same envelope is replayed (the
+    existing entry is returned); with a different envelope it is rejected with
+    ``idempotency_conflict``, naming only that producer's own entry.  Another producer's
+    entry under the same key is neither found nor disclosed.
     """
 
     def __init__(self, txn: AppendTxn, ledger_id: str, clock: Clock,
@@ -342,21 +338,23 @@ class BatchWriter:
         self.now = max(clock.now_us(), h.last_recorded_at)
         self.size, self.prev = h.size, h.head_hash
         self.first = h.size  # the first seq this writer appends
-        # idempotency key -> (envelope, result, salts by payload name)
-        self.known: dict[str, tuple[bytes, AppendResult, dict[str, bytes]]] = {}
+        # (producer, idempotency key) -> (envelope, result, salts by payload name): keys are
+        # scoped per producer
+        self.known: dict[tuple[str | None, str],
+                         tuple[bytes, AppendResult, dict[str, bytes]]] = {}
         self.wrote = False
 
     def add(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
         for p in prepared:
             if not p.envelope:
                 p.seal(self.ledger_id)
-        keys = [p.idempotency_key for p in prepared
-                if p.idempotency_key and p.idempotency_key not in self.known]
-        for k, e in self.txn.find_idempotent(keys).items():
-            names = {s: n for n, s in SLOTS.items()}
-            self.known[k] = (e.envelope, AppendResult(True, e.seq, hash_hex(e.entry_hash),
-                                                      format_us(e.recorded_at), replayed=True),
-                             {names[s]: salt for s, salt in e.salts.items() if s in names})
+        names = {s: n for n, s in SLOTS.items()}
+        for producer, keys in _keys_by_producer(prepared, self.known).items():
+            for k, e in self.txn.find_idempotent(keys, producer).items():
+                self.known[(producer, k)] = (
+                    e.envelope, AppendResult(True, e.seq, hash_hex(e.entry_hash),
+                                             format_us(e.recorded_at), replayed=True),
+                    {names[s]: salt for s, salt in e.salts.items() if s in names})
         results: list[AppendResult] = []
         rows: list[dict[str, Any]] = []
         blobs: list[tuple[int, bytes | None, bytes]] = []
@@ -388,7 +386,8 @@ class BatchWriter:
 
     def _one(self, p: Prepared, rows: list[dict[str, Any]],
              blobs: list[tuple[int, bytes | None, bytes]]) -> AppendResult:
-        key = p.idempotency_key
+        key = None if p.idempotency_key is None else (p.fields.get("producer"),
+                                                      p.idempotency_key)
         if key is not None and key in self.known:
             env, prior, salts = self.known[key]
             if salts and p.version == FORMAT_V2 and p.kind == "result":
@@ -425,6 +424,16 @@ class BatchWriter:
             self.txn.set_head(Head(self.size, self.prev, self.now))
 
 
+def _keys_by_producer(prepared: Sequence[Prepared], known: Any) -> dict[str | None, list[str]]:
+    """The idempotency keys not yet looked up, grouped by the producer that scopes them."""
+    out: dict[str | None, list[str]] = {}
+    for p in prepared:
+        producer = p.fields.get("producer")
+        if p.idempotency_key and (producer, p.idempotency_key) not in known:
+            out.setdefault(producer, []).append(p.idempotency_key)
+    return out
+
+
 def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
                  recheck: Recheck | None = None) -> list[AppendResult]:
     """Link and insert ``prepared`` under one head lock and one commit.
@@ -456,62 +465,17 @@ def _commit(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Pre
     return results
 
 
-class _DryRun(Exception):
-    """Ends a trial transaction (rolled back)."""
-
-
 def _refused(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
              ) -> dict[int, StoreDataError]:
     """index -> error of the items the database refuses, each tried alone and rolled back."""
     out: dict[int, StoreDataError] = {}
     for p in prepared:
         try:
-            with append_transaction(engine) as txn:
+            with append_transaction(engine, trial=True) as txn:
                 BatchWriter(txn, ledger_id, clock).add([p])
-                raise _DryRun
         except StoreDataError as exc:
             out[p.index] = exc
-        except _DryRun:
-            pass
     return out
-
-
-QUARANTINE_MAX_RAW = 64 * 1024  # a rejected submission is kept up to this many bytes
-
-
-def quarantine_rows(clock: Clock, producer: str | None,
-                    items: Sequence[tuple[bytes, LedgerError | dict[str, Any]]],
-                    ) -> list[dict[str, Any]]:
-    """Quarantine rows that either engine can always store.
-
-    The raw submission is kept as bytes (truncated past QUARANTINE_MAX_RAW, its full
-    size in the message, so rejects cannot fill the disk); the text columns are
-    escaped (NUL, lone surrogates) and cut to their column widths.
-    """
-    now = clock.now_us()
-    rows = []
-    for raw, err in items:
-        d = err.to_dict() if isinstance(err, LedgerError) else err
-        message = str(d.get("message", ""))
-        if len(raw) > QUARANTINE_MAX_RAW:
-            message += f" [raw submission of {len(raw)} bytes kept truncated to " \
-                       f"{QUARANTINE_MAX_RAW}]"
-            raw = raw[:QUARANTINE_MAX_RAW]
-        field = d.get("field")
-        rows.append({"received_at": now, "code": storable_text(d.get("code"), 64),
-                     "field": None if field is None else storable_text(field, 256),
-                     "message": storable_text(message, 4096),
-                     "producer": None if producer is None else storable_text(producer, 256),
-                     "raw": bytes(raw)})
-    return rows
-
-
-def storable_text(value: Any, limit: int) -> str:
-    """``value`` as text any engine stores: NUL and lone surrogates escaped, at most
-    ``limit`` characters (an ellipsis marks a cut)."""
-    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
-    text = text.replace("\x00", "\\u0000")
-    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
 
 # -- the use case ------------------------------------------------------------------
@@ -568,9 +532,19 @@ def check_producer(producer: str | None) -> None:
                          field="producer")
 
 
-def judge_attestation(sub: Submission, store: TrustStore, seq: int, recorded_at: int,
-                      ) -> Judgement:
-    """The attestation verdict for an entry at (seq, recorded_at); raises SubmissionError."""
+def judge_attestation(sub: Submission, store: TrustStore | None = None, seq: int = 0,
+                      recorded_at: int = 0) -> Judgement:
+    """The one attestation judge of appends: ``sub``'s verdict as an entry at
+    ``(seq, recorded_at)``.  No token: verdict none.  No trust store: the token is
+    inspected (it must decode) and marked unchecked.  With a store: judged; a failure
+    raises SubmissionError, an abstention is unchecked, a verified token is valid with
+    its (iat, exp, nbf) bounds.  Raises SubmissionError."""
+    if sub.attestation is None:
+        return Judgement({"att_verdict": VERDICT_NONE, "att_kid": None, "att_iss": None})
+    if store is None:
+        info = inspect_attestation(sub.attestation)
+        return Judgement({"att_verdict": VERDICT_UNCHECKED, "att_kid": info.kid,
+                          "att_iss": info.iss})
     r = check_attestation(sub.attestation, store=store, seq=seq, recorded_at_us=recorded_at,
                           proof_ref=sub.proof_ref, query=sub.query, admission=sub.admission,
                           engine=sub.engine)
@@ -623,23 +597,6 @@ def trust_recheck(ctx: LedgerContext) -> Recheck:
     return recheck
 
 
-def quarantine(ctx: LedgerContext, bad: Sequence[tuple[bytes, LedgerError | dict[str, Any]]],
-               producer: str | None) -> bool:
-    """Write rejected items to the quarantine table; True when written.
-
-    Never raises for a store fault: the quarantine is not part of the chain, and a
-    failure here must not hide what the batch committed.  A failure is logged.
-    """
-    rows = quarantine_rows(ctx.clock, producer, bad)
-    try:
-        with db.transaction(ctx.engine) as conn:
-            entries.insert_quarantine(conn, rows)
-    except Exception:  # noqa: BLE001 - reported, never raised (see docstring)
-        log.exception("could not write %d quarantine row(s)", len(rows))
-        return False
-    return True
-
-
 # -- redaction: the entry and the erasure in one transaction ----------------------------
 @dataclass
 class RedactionCommit:
@@ -675,7 +632,7 @@ def commit_redaction(ctx: LedgerContext, prepared: Sequence[Prepared],
     out: list[RedactionCommit] = []
     with append_transaction(ctx.engine) as txn:
         writer = BatchWriter(txn, ctx.ledger_id, ctx.clock)
-        for p, pairs in zip(prepared, erasures):
+        for p, pairs in zip(prepared, erasures, strict=True):
             res = writer.add([p])[0]
             if not res.ok or res.seq is None:
                 raise LedgerError("the redaction entry was rejected", code="redaction_rejected",

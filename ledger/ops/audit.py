@@ -59,6 +59,7 @@ class AuditOptions:
     producer: str | None = None
     checkpoints: tuple[str, ...] = ()  # signed checkpoint files kept by the auditor
     keys: tuple[str, ...] = ()  # ledger public keys (PEM/JWKS) to verify them
+    anchor_policy: Any = None  # ledger.verify.anchor.AnchorPolicy for the checkpoints
 
 
 @dataclass
@@ -131,13 +132,10 @@ def _tally(t: Tally, outcome: Any) -> None:
     if not outcome.findings and not outcome.abstentions:
         t.verified += 1
         return
-    d = outcome.disposition
-    if d == "failed":
+    if outcome.disposition == "failed":
         t.failed += 1
-    elif d == "abstained":
+    else:  # abstained: a row with findings or abstentions is never verified
         t.unverified += 1
-    else:
-        t.verified += 1
     t.findings += [x.to_dict() for x in outcome.findings]
     t.abstentions += [x.to_dict() for x in outcome.abstentions]
 
@@ -154,12 +152,12 @@ def _worker(args: tuple[Any, ...]) -> Tally:
         engine.dispose()
 
 
-def check_head(conn: Connection, end: int, size_now: int) -> list[Finding]:
-    """The head row against the entries: catches a lone head edit or rows past it."""
-    h = repo.read_head(conn)
-    out: list[Finding] = []
+def check_head(conn: Connection, h: repo.Head | None) -> list[Finding]:
+    """The head row ``h`` (as the audit read it; None when it is gone) against the
+    entries: catches a deleted head, a lone head edit or rows past it."""
     if h is None:
         return [Finding("head_missing", 0, TRUNCATED, "the head row is missing")]
+    out: list[Finding] = []
     max_seq = repo.max_seq(conn)
     rows = 0 if max_seq is None else max_seq + 1
     if rows > h.size:
@@ -185,15 +183,17 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
     started = ctx.clock.now_us()
     engine = ctx.engine
     with connect(engine) as conn:
-        size = repo.read_head(conn).size  # type: ignore[union-attr]
+        h = repo.read_head(conn)
         max_seq = repo.max_seq(conn)
+        # a deleted head row is a finding, and the entries that exist are still audited
+        size = h.size if h is not None else (0 if max_seq is None else max_seq + 1)
         pre: list[Finding] = []
         start = opts.start
         if opts.since_last:
             start, pre = _since_last(conn, ctx)
         end = min(opts.end, size) if opts.end is not None else max(
             size, 0 if max_seq is None else max_seq + 1)
-        head_findings = check_head(conn, end, size) if opts.end is None else []
+        head_findings = check_head(conn, h) if opts.end is None else []
     if start < 0 or start > end:
         raise UsageError(f"empty or invalid range [{start}, {end})", field="from")
     store = load_trust_store(engine) if opts.check_attestations else None
@@ -218,11 +218,11 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
                 if progress:
                     progress(part.rows)
     else:
-        saver = _saver(engine, run_id, tally) if run_id is not None else None
+        assert run_id is not None  # every audit but a parallel one is a recorded run
+        saver = _saver(engine, run_id, tally)
         tally.add(audit_range(engine, ctx.meta.ledger_id, start, end, policy, store,
                               progress, saver, state))
-        if run_id is not None:
-            _finish_run(engine, run_id, end, tally)
+        _finish_run(engine, run_id, end, tally)
     add_custody_findings(tally, engine, opts.start if not opts.since_last else start, end)
     tally.findings += [f.to_dict() for f in pre + head_findings]  # ledger-level, not rows
     report = {
@@ -238,6 +238,10 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
         from ledger.ops.audit_checkpoint import apply_checkpoints
 
         apply_checkpoints(ctx, report, opts.checkpoints, opts.keys)
+        if opts.anchor_policy is not None:
+            from ledger.ops.anchor_check import apply_anchor_policy
+
+            apply_anchor_policy(ctx, report, opts.checkpoints, opts.anchor_policy)
     report["outcome"] = outcome(report)
     if opts.record:
         report["recorded_seq"] = record_run(ctx, report, opts.producer)

@@ -95,9 +95,8 @@ def _first_divergence(store: TreeStore, cp: Checkpoint, actual: list[bytes]
     if len(stored) != len(ids) or root_from_nodes(cp.size, [stored[i] for i in ids]) != \
             cp.root_hash:
         return whole
+    # the stored nodes hash to the checkpoint root and the recomputed ones do not: one differs
     diff = [(i, stored[i]) for i, h in zip(ids, actual, strict=True) if stored[i] != h]
-    if not diff:
-        return whole
     (level, idx), parent = diff[0]
     while level > 0:
         left, right = (level - 1, 2 * idx), (level - 1, 2 * idx + 1)

@@ -15,10 +15,12 @@ from sqlalchemy import Engine
 from ledger.clock import Clock, SystemClock
 from ledger.crypto.keys import Keyring
 from ledger.crypto.trust import TrustStore
+from ledger.ops.limits import QuarantineLimits
 from ledger.ops.trust_store import last_key_event_seq, load_trust_store
 from ledger.store.entries import LedgerMeta
 
-__all__ = ["Engine", "Keyring", "LedgerContext", "LedgerMeta", "TrustCache", "TrustStore"]
+__all__ = ["Engine", "Keyring", "LedgerContext", "LedgerMeta", "QuarantineLimits", "TrustCache",
+           "TrustStore"]
 
 
 @dataclass
@@ -46,14 +48,11 @@ class LedgerContext:
     meta: LedgerMeta
     clock: Clock = field(default_factory=SystemClock)
     trust: TrustCache = field(default_factory=TrustCache)
+    quarantine_limits: QuarantineLimits = field(default_factory=QuarantineLimits.from_env)
 
     @property
     def ledger_id(self) -> str:
         return self.meta.ledger_id
-
-    @property
-    def origin(self) -> str:
-        return self.meta.origin
 
     def trust_store(self, refresh: bool = True) -> TrustStore:
         """The trust store as of the last key event (refolded when new events arrived)."""

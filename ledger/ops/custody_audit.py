@@ -50,7 +50,7 @@ def add_custody_findings(tally: Any, engine: Any, start: int, end: int) -> None:
     if not found:
         return
     failed_before = {f["seq"] for f in tally.findings}
-    for seq in {f["seq"] for f in found} - failed_before:
+    for _seq in {f["seq"] for f in found} - failed_before:
         if tally.verified:
             tally.verified -= 1
             tally.failed += 1

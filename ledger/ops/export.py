@@ -57,6 +57,7 @@ from ledger.crypto.keys import (
     raw_public,
 )
 from ledger.errors import UsageError
+from ledger.ops.anchor import anchor_files
 from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.ops.query import Filters, iter_pages, make_filters, with_window
@@ -212,6 +213,7 @@ def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: S
     files[JWKS] = jwks.close()
     note = _checkpoint(ctx, signer, end, out / JWKS)
     cp = parse_checkpoint_body(parse_note(note).text)
+    note = anchor_files(ctx, out, cp.size, note)  # cosignature lines, timestamps.json
     cp_out = _Out(out, CHECKPOINT)
     cp_out.write(note.encode("utf-8"))
     files[CHECKPOINT] = cp_out.close()

@@ -14,6 +14,7 @@ from typing import Any
 from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring
 from ledger.errors import CheckpointError, NoteError, NotFound, UsageError
+from ledger.ops.anchor import with_anchors
 from ledger.ops.checkpoint import (
     consistency_proof,
     inclusion_proof,
@@ -86,9 +87,10 @@ def inclusion_bundle(ctx: LedgerContext, seq: int, checkpoint: str | None = None
         raise UsageError(f"the checkpoint (size {cp.size}) does not cover seq {seq}",
                          code="seq_out_of_range", field="seq")
     path = inclusion_proof(ctx, seq, cp.size)
-    return {"format": INCLUSION_FORMAT, "origin": cp.origin, "ledger_id": ledger_id,
-            "seq": seq, "tree_size": cp.size, "leaf_index": seq, "entry": entry,
-            "inclusion_path": [h.hex() for h in path], "checkpoint": note}
+    return with_anchors(ctx, {
+        "format": INCLUSION_FORMAT, "origin": cp.origin, "ledger_id": ledger_id,
+        "seq": seq, "tree_size": cp.size, "leaf_index": seq, "entry": entry,
+        "inclusion_path": [h.hex() for h in path], "checkpoint": note}, "checkpoint", cp.size)
 
 
 def refuse_empty_old(old_size: int) -> None:
@@ -111,5 +113,6 @@ def consistency_bundle(ctx: LedgerContext, old: str, new: str) -> dict[str, Any]
                          f" ({cp_new.size})", code="size_out_of_range", field="old")
     refuse_empty_old(cp_old.size)
     path = consistency_proof(ctx, cp_old.size, cp_new.size)
-    return {"format": CONSISTENCY_FORMAT, "origin": cp_old.origin, "old": old, "new": new,
-            "path": [h.hex() for h in path]}
+    return with_anchors(ctx, {"format": CONSISTENCY_FORMAT, "origin": cp_old.origin,
+                              "old": old, "new": new, "path": [h.hex() for h in path]},
+                        "new", cp_new.size)

@@ -85,11 +85,6 @@ class Filters:
     start: int = 0
     end: int | None = None
 
-    @property
-    def content_filtered(self) -> bool:
-        """True when some filter other than a seq or time window is set."""
-        return any(getattr(self, name) for name in STRING_FILTERS)
-
     def to_doc(self) -> dict[str, Any]:
         """The filters that are set, as JSON (times as RFC 3339); used in export manifests."""
         doc: dict[str, Any] = {n: list(getattr(self, n)) for n in STRING_FILTERS

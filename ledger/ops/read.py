@@ -7,7 +7,7 @@ from typing import Any
 
 from ledger.clock import format_us
 from ledger.core.entry import hash_hex
-from ledger.errors import NotFound
+from ledger.errors import IntegrityError, NotFound
 from ledger.ops.context import LedgerContext
 from ledger.ops.view import entry_detail
 from ledger.store import entries as repo
@@ -18,7 +18,8 @@ def head(ctx: LedgerContext) -> dict[str, Any]:
     """Identity and size of the ledger, its head hash and the last recorded time."""
     with connect(ctx.engine) as conn:
         h = repo.read_head(conn)
-    assert h is not None
+    if h is None:
+        raise IntegrityError("the head row is missing (run `ledger audit`)", code="head_missing")
     return {"ledger_id": ctx.meta.ledger_id, "origin": ctx.meta.origin,
             "size": h.size, "head_hash": hash_hex(h.head_hash),
             "last_recorded_at": format_us(h.last_recorded_at) if h.size else None}

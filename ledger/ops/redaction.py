@@ -63,7 +63,8 @@ class RedactionOutcome:
     def lines(self) -> list[dict[str, Any]]:
         """One JSON object per entry (the CLI prints one line each)."""
         by_seq = {}
-        for req, rseq in zip(self.requests, self.redaction_seqs or [None] * len(self.requests)):
+        seqs = self.redaction_seqs or [None] * len(self.requests)
+        for req, rseq in zip(self.requests, seqs, strict=False):
             for seq, _ in req.targets:
                 by_seq[seq] = rseq
         return [{"seq": t.seq, "payloads": list(t.erase), "already_erased": list(t.already),

@@ -113,7 +113,7 @@ def _commit_page(ctx: LedgerContext, targets: list[Target], ask: Ask, run: Reten
     if not run.dry_run:
         seqs = list(commit_requests(ctx, reqs, ask))
         run.redaction_seqs += [s for s in seqs if s is not None]
-    for req, rseq in zip(reqs, seqs):
+    for req, rseq in zip(reqs, seqs, strict=False):
         for seq, names in req.targets:
             run.entries += 1
             run.payloads += len(names)

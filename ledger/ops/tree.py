@@ -127,13 +127,6 @@ class StoredTree:
         got = self.nodes(ids)
         return root_from_nodes(size, [got[i] for i in ids])
 
-    def frontier(self, size: int) -> list[bytes]:
-        """Hashes of ``range_nodes(0, size)`` (the ``popcount(size)`` edge subtrees)."""
-        self._check(size)
-        ids = range_nodes(0, size)
-        got = self.nodes(ids)
-        return [got[i] for i in ids]
-
     def inclusion_proof(self, index: int, size: int) -> list[bytes]:
         """RFC 9162 inclusion proof of leaf ``index`` in the tree of ``size`` leaves."""
         self._check(size)

@@ -17,7 +17,6 @@ from ledger.core.finding import EXIT_CODES, EXPORT_SUMMARY, outcome
 from ledger.core.finding import summary_line as _summary_line
 from ledger.core.policy import Policy, load_policy
 from ledger.crypto.keys import load_public_keys
-from ledger.errors import UsageError
 from ledger.verify.bundle import REPORT_FORMAT, verify_bundle_dir
 
 # dump_line and entry_record are re-exported for ledger.api.routes_export
@@ -44,10 +43,7 @@ def verify_export(directory: str | Path, jwks: str | Path | None = None,
     checks abstain (outcome ``unverified`` at best).  Raises UsageError for an unreadable
     key or policy file, or a missing directory; never raises for bad bundle content.
     """
-    try:
-        trusted = load_public_keys(jwks) if jwks is not None else None
-    except ValueError as exc:  # a malformed base64 key in the file
-        raise UsageError(f"cannot read the keys in {jwks}: {exc}", code="bad_jwks",
-                         field="jwks") from None
+    # a malformed key is a KeyringError (a UsageError, code bad_jwks) from the crypto layer
+    trusted = load_public_keys(jwks) if jwks is not None else None
     policy = load_policy(policy_path)
     return verify_bundle_dir(directory, trusted, policy, check_attestations)

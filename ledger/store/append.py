@@ -90,16 +90,21 @@ class AppendTxn:
             self.cur.executemany(self.sql.insert_entry,
                                  [tuple(r.get(c) for c in ENTRY_COLUMNS) for r in rows])
 
-    def find_idempotent(self, keys: Iterable[str]) -> dict[str, Stored]:
-        """key -> the stored entry, for the keys already in the ledger."""
+    def find_idempotent(self, keys: Iterable[str], producer: str | None = None,
+                        ) -> dict[str, Stored]:
+        """key -> the stored entry of ``producer`` (None: entries without a producer), for
+        the keys already in the ledger.  Keys are scoped per producer: another producer's
+        entry under the same key is never returned."""
         keys = list(dict.fromkeys(keys))
         out: dict[str, Stored] = {}
+        ph = self.sql.ph
+        scope = "producer IS NULL" if producer is None else f"producer = {ph}"
         for start in range(0, len(keys), IDEMPOTENCY_CHUNK):
             chunk = keys[start:start + IDEMPOTENCY_CHUNK]
             self.cur.execute(
                 "SELECT idempotency_key, seq, envelope, entry_hash, recorded_at FROM entries "
-                f"WHERE idempotency_key IN ({', '.join([self.sql.ph] * len(chunk))})",
-                tuple(chunk))
+                f"WHERE {scope} AND idempotency_key IN ({', '.join([ph] * len(chunk))})",
+                (*(() if producer is None else (producer,)), *chunk))
             for key, seq, env, eh, t in self.cur.fetchall():
                 out[key] = Stored(seq, bytes(env), bytes(eh), t, {})
         for stored in out.values():
@@ -139,9 +144,10 @@ def erase_payloads(txn: AppendTxn, targets: Iterable[tuple[int, int]], redaction
 
 
 @contextmanager
-def append_transaction(engine: Engine) -> Iterator[AppendTxn]:
+def append_transaction(engine: Engine, *, trial: bool = False) -> Iterator[AppendTxn]:
     """One append transaction on a pooled driver connection; commits on success and
-    rolls back on any error (nothing of it is then stored).
+    rolls back on any error (nothing of it is then stored).  ``trial``: roll back even
+    on success (to find out whether the database accepts the statements).
 
     Raises StoreUnavailable (lost connection, lock timeout, ...) or StoreDataError
     (the database refused a value), see ``ledger.store.db.translate``.
@@ -151,4 +157,7 @@ def append_transaction(engine: Engine) -> Iterator[AppendTxn]:
         if not pg:
             cur.execute("BEGIN IMMEDIATE")
         yield AppendTxn(cur, pg)
-        raw.commit() if pg else cur.execute("COMMIT")
+        if trial:
+            raw.rollback() if pg else cur.execute("ROLLBACK")
+        else:
+            raw.commit() if pg else cur.execute("COMMIT")

@@ -274,13 +274,13 @@ def migrations_dir() -> Path:
     return Path(m.__file__).parent
 
 
-def alembic_config(connection: Connection | None = None) -> Any:
+def alembic_config(connection: Connection) -> Any:
+    """Alembic's configuration for the ledger's migrations, run on ``connection``."""
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
-    if connection is not None:
-        cfg.attributes["connection"] = connection
+    cfg.attributes["connection"] = connection
     return cfg
 
 

@@ -105,10 +105,6 @@ def insert_quarantine(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
         conn.execute(quarantine.insert(), list(rows))
 
 
-def count_quarantine(conn: Connection) -> int:
-    return conn.execute(select(func.count()).select_from(quarantine)).scalar_one()
-
-
 # -- single values ------------------------------------------------------------
 def entry_hash_at(conn: Connection, seq: int) -> bytes | None:
     """The stored entry_hash of the entry at ``seq`` (None: no such entry)."""

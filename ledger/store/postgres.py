@@ -72,7 +72,8 @@ def append_one(engine: Engine, row: dict[str, Any],
     """Append one entry in one statement and commit it if ``link`` agrees.
 
     ``row`` holds every entries column but seq/recorded_at/prev_hash/entry_hash;
-    ``items`` the payloads ``(slot, salt, data)`` (their pid is ``seq * 8 + slot``).  ``guard`` = (recorded_at must stay
+    ``items`` the payloads ``(slot, salt, data)`` (their pid is ``seq * 8 + slot``).
+    ``guard`` = (recorded_at must stay
     below this µs, no key_event after this seq): when it does not hold nothing is
     written and None is returned.  Raises LedgerError ``link_mismatch`` (rolled back),
     StoreUnavailable, StoreDataError.

@@ -73,7 +73,6 @@ entries = Table(
     Column("body_hash", LargeBinary, nullable=False),
     Column("prev_hash", LargeBinary, nullable=False),
     Column("entry_hash", LargeBinary, nullable=False),
-    Index("ix_entries_idempotency_key", "idempotency_key", unique=True),
     Index("ix_entries_recorded_at", "recorded_at"),
     Index("ix_entries_kind_seq", "kind", "seq"),
     Index("ix_entries_engine_status_seq", "engine", "status", "seq"),
@@ -82,6 +81,12 @@ entries = Table(
     Index("ix_entries_constraint_id_seq", "constraint_id", "seq"),
     Index("ix_entries_att_kid_seq", "att_kid", "seq"),
 )
+# Idempotency keys are scoped per producer (migration 0005): unique per (producer, key),
+# and among the entries without a producer (NULLs are distinct in a unique index).
+Index("ix_entries_producer_idempotency_key", entries.c.producer, entries.c.idempotency_key,
+      unique=True)
+Index("ix_entries_idempotency_key_no_producer", entries.c.idempotency_key, unique=True,
+      sqlite_where=entries.c.producer.is_(None), postgresql_where=entries.c.producer.is_(None))
 
 # Payload bytes by entry: pid = seq * 8 + slot (ledger.core.entry.SLOTS), so the payloads
 # of a seq range are one ordered range of the primary key (a rowid table on SQLite).
@@ -119,6 +124,25 @@ quarantine = Table(
     Column("message", Text, nullable=False),
     Column("producer", String(256)),
     Column("raw", LargeBinary, nullable=False),
+    Index("ix_quarantine_producer", "producer"),
+    Index("ix_quarantine_received_at", "received_at"),
+)
+
+# Per producer ('' = none): rejects not kept because a quarantine bound was reached, and
+# rows removed by a prune (migration 0006; operational counters, not part of the chain).
+quarantine_stats = Table(
+    "quarantine_stats", metadata,
+    Column("producer", String(256), primary_key=True),
+    Column("dropped", BigInteger, nullable=False),
+    Column("pruned", BigInteger, nullable=False),
+    Column("last_dropped_at", BigInteger),  # µs since epoch, UTC
+)
+
+# A gate row that exists only inside a prune transaction: the quarantine's DELETE trigger
+# lets rows go only while it exists.
+quarantine_prune = Table(
+    "quarantine_prune", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
 )
 
 # -- Merkle tree and checkpoints (migration 0002) -------------------------------------------
@@ -176,4 +200,21 @@ audit_findings = Table(
     Column("kind", String(16), nullable=False),  # finding | abstention
     Column("body", Text, nullable=False),  # JSON
     Index("ix_audit_findings_run_id_seq", "run_id", "seq"),
+)
+
+# Witness cosignatures and RFC 3161 timestamp tokens of checkpoints (migration 0007_anchors;
+# docs/anchoring.md).  kind: "cosignature" (data: the signature line) or "timestamp" (data:
+# base64 DER TimeStampResp, nonce: the request's nonce).  Insert-only.
+checkpoint_anchors = Table(
+    "checkpoint_anchors", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("checkpoint_size", BigInteger, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("name", String(512), nullable=False),  # witness name or TSA URL
+    Column("data", Text, nullable=False),
+    Column("nonce", String(64)),
+    Column("created_at", BigInteger, nullable=False),  # µs since epoch, UTC
+    Index("ix_checkpoint_anchors_checkpoint_size_kind", "checkpoint_size", "kind"),
+    Index("ix_checkpoint_anchors_name_checkpoint_size", "name", "checkpoint_size"),
 )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ledger.core.entry import (
     FORMAT_V2,
@@ -43,13 +43,15 @@ from ledger.errors import NoteError, NoteSignatureError, ProofError
 
 INCLUSION_FORMAT = "ledger-inclusion-proof/1"
 CONSISTENCY_FORMAT = "ledger-consistency-proof/1"
-# The closed key sets of the two formats.
+# The closed key sets of the two formats ("timestamps": the optional RFC 3161 tokens of the
+# checkpoint, judged by ledger.verify.proof_anchor; docs/anchoring.md).
 INCLUSION_KEYS = frozenset({"format", "origin", "ledger_id", "seq", "tree_size", "leaf_index",
-                            "entry", "inclusion_path", "checkpoint"})
+                            "entry", "inclusion_path", "checkpoint", "timestamps"})
 ENTRY_KEYS = frozenset({"envelope", "recorded_at_us", "prev_hash", "body_hash", "entry_hash",
                         "payloads"})
 PAYLOAD_KEYS = frozenset({"digest", "data_b64", "salt_b64"})  # salt_b64: v2 results only
-CONSISTENCY_KEYS = frozenset({"format", "origin", "old", "new", "path"})
+CONSISTENCY_KEYS = frozenset({"format", "origin", "old", "new", "path", "timestamps"})
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,13 @@ def _fail(code: str, message: str, field_: str | None = None) -> ProofError:
     return ProofError(message, code=code, field=field_)
 
 
-def _get(doc: Any, key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+def _get(doc: object, key: str, kind: type[_T], where: str = "") -> _T:
     if not isinstance(doc, dict) or key not in doc:
         raise _fail("proof_malformed", f"missing field {where}{key}", where + key)
     value = doc[key]
     if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
         raise _fail("proof_malformed", f"field {where}{key} has the wrong type", where + key)
-    if kind is int and value < 0:
+    if isinstance(value, int) and kind is int and value < 0:
         raise _fail("proof_malformed", f"field {where}{key} is negative", where + key)
     return value
 
@@ -129,7 +131,7 @@ def _closed(doc: dict[str, Any], allowed: frozenset[str], where: str = "") -> No
         raise _fail("proof_malformed", exc.message, exc.field) from exc
 
 
-def open_signed_checkpoint(note: Any, keys: Sequence[PublicKeyRef], what: str = "checkpoint"
+def open_signed_checkpoint(note: object, keys: Sequence[PublicKeyRef], what: str = "checkpoint"
                            ) -> tuple[Checkpoint, list[str]]:
     """Parse a signed checkpoint and verify it with ``keys`` (unnamed keys are taken
     as named after the checkpoint origin).  Raises ProofError."""

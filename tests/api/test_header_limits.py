@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ledger.api.limits import MAX_HEAD_BYTES
-from tests.test_api_fixtures import prepare_ledger, start_server, stop_process
+from tests.api.server import prepare_ledger, start_server, stop_process
 
 HOSTILE_BYTES = 64 * 1024 * 1024
 ANSWER_WITHIN_S = 10.0

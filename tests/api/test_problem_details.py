@@ -21,7 +21,7 @@ from ledger.errors import (
     SubmissionTooLarge,
 )
 from ledger.ops.samples import math_verified
-from tests.test_api_fixtures import Server, api  # noqa: F401 - fixture
+from tests.api.server import Server, api  # noqa: F401 - fixture
 
 PROBLEM_MEMBERS = {"type", "title", "status", "detail", "code", "error"}
 # answered by any operation: body limit, header limit (431), wrong method, a bug
@@ -111,3 +111,11 @@ def test_openapi_declares_every_error_status_with_the_problem_schema(
             assert {"401", "403"} <= declared.keys(), (method, path)
     append = doc["paths"]["/v1/entries"]["post"]["responses"]
     assert {"409", "422", "503"} <= append.keys()
+
+
+def test_an_overloaded_service_asks_to_retry_after_a_second():
+    from ledger.api.errors import Overloaded, ledger_error_response
+
+    r = ledger_error_response(Overloaded("the append queue is full"))
+    assert r.status_code == 503 and r.headers["Retry-After"] == "1"
+    assert r.media_type == PROBLEM_MEDIA_TYPE

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from ledger.store.db import make_engine
 from ledger.store.schema import quarantine
-from tests.test_api_fixtures import Server, api  # noqa: F401 - fixture
+from tests.api.server import Server, api  # noqa: F401 - fixture
 
 
 def quarantined_raw(api: Server, marker: str) -> list[bytes]:  # noqa: F811

@@ -13,9 +13,9 @@ from sqlalchemy.engine import make_url
 
 from ledger.ops.samples import realistic
 from ledger.ops.tokens import ROLES
+from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import PG_ADMIN_URL, _psycopg
 from tests.store.pgadmin import own_database, terminate_backends
-from tests.test_api_fixtures import Server, prepare_ledger, start_server
 
 
 @pytest.fixture
@@ -86,6 +86,6 @@ def test_a_refused_value_is_its_own_422(pg_server: Server) -> None:
         assert r.status_code == 200, r.text
         items = r.json()["results"]
         assert items[0]["ok"] and not items[1]["ok"]
-        assert items[1]["error"]["code"] == "unstorable_value"
+        assert items[1]["error"]["code"] == "invalid_text"
         single = c.post("/v1/entries", json={**subs[1], "subject": "x\x00"})
-        assert single.status_code == 422 and single.json()["error"]["code"] == "unstorable_value"
+        assert single.status_code == 422 and single.json()["error"]["code"] == "invalid_text"

@@ -126,3 +126,10 @@ def test_an_unreadable_key_file_is_exit_2(kept, tmp_path):
     res = ledger_cli("verify-checkpoint", kept["file"], "--key", str(junk))
     assert res.exit_code == 2
     assert res.stderr.startswith("error: bad_key_file")
+
+
+def test_a_checkpoint_read_from_stdin_verifies(kept):
+    res = CliRunner().invoke(cli, ["--db", NO_DB, "verify-checkpoint", "-", "--key",
+                                   kept["jwks"], "--format", "json"], input=kept["note"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["valid"] is True

@@ -18,15 +18,15 @@ def _sub(**top):
 
 def test_no_token_is_verdict_none_with_or_without_a_store():
     want = {"att_verdict": "none", "att_kid": None, "att_iss": None}
-    assert judge_attestation(_sub()) == want == default_judge(_sub())
-    assert judge_attestation(_sub(), TrustStore(), 0, 1) == want
+    assert judge_attestation(_sub()).fields == want == default_judge(_sub()).fields
+    assert judge_attestation(_sub(), TrustStore(), 0, 1).fields == want
 
 
 def test_an_untrusted_issuer_is_unchecked_with_its_hints_either_way():
     sub = _sub(attestation=token(kid="did:x#k", iss="did:x"))
     want = {"att_verdict": "unchecked", "att_kid": "did:x#k", "att_iss": "did:x"}
-    assert judge_attestation(sub) == want == default_judge(sub)
-    assert judge_attestation(sub, TrustStore(), 5, 1_000_000) == want
+    assert judge_attestation(sub).fields == want == default_judge(sub).fields
+    assert judge_attestation(sub, TrustStore(), 5, 1_000_000).fields == want
 
 
 @pytest.mark.parametrize("store", [None, TrustStore()], ids=["no-store", "store"])

@@ -5,8 +5,11 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 from ledger.core.bundle import dump_line
 from ledger.core.entry import PAYLOAD_MAP_V2
+from ledger.errors import UsageError
 from ledger.facade import Ledger
 from ledger.ops import view
 from ledger.ops.query import make_filters, query
@@ -54,3 +57,19 @@ def test_the_layers_are_nested_allow_lists():
     assert view.DEVELOPER_FIELDS[:len(view.AGENT_FIELDS)] == view.AGENT_FIELDS
     assert view.project({"seq": 1, "secret": 2}, "agent")["seq"] == 1
     assert "secret" not in view.project({"seq": 1, "secret": 2}, "auditor")
+
+
+def test_a_payload_that_is_not_json_is_shown_as_none(sqlite_url):
+    sub = {**realistic(1)[0], "meta": {"run": 1}}
+    with Ledger.init(sqlite_url) as L:
+        L.append(sub)
+        [(row, blobs)] = _rows(L)
+    assert view.row_view(row, blobs)["meta"] == {"run": 1}
+    blobs = {**blobs, row.meta_digest: b"{not json"}
+    assert view.row_view(row, blobs)["meta"] is None
+
+
+def test_an_unknown_layer_is_a_usage_error():
+    with pytest.raises(UsageError) as caught:
+        view.project({}, "root")
+    assert caught.value.field == "layer"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import event, text
+from sqlalchemy.exc import DBAPIError
 
 from ledger import Ledger
-from ledger.errors import NotInitialized, StoreDataError, StoreUnavailable
+from ledger.errors import LedgerError, NotInitialized, StoreDataError, StoreUnavailable
 from ledger.store import db
 
 
@@ -70,5 +71,36 @@ def test_an_undefined_table_on_postgresql_is_not_initialized(pg_url):
     try:
         with pytest.raises(NotInitialized), db.connect(engine) as conn:
             conn.execute(text("SELECT * FROM head"))
+    finally:
+        engine.dispose()
+
+
+def test_a_nul_the_postgresql_driver_refuses_is_a_data_error(pg_url):
+    engine = db.make_engine(pg_url)
+    try:
+        with pytest.raises(StoreDataError) as caught, db.connect(engine) as conn:
+            conn.execute(text("SELECT CAST(:v AS text)"), {"v": "a\x00b"})  # no SQLSTATE
+        assert caught.value.http_status == 422 and "cannot store a value" in str(caught.value)
+    finally:
+        engine.dispose()
+
+
+def test_an_error_of_no_known_class_is_not_translated(db_url):
+    """A bug (here a syntax error) stays the driver's error: it is neither the client's
+    4xx nor a retryable 503."""
+    engine = db.make_engine(db_url)
+    try:
+        with pytest.raises(DBAPIError) as caught, db.connect(engine) as conn:
+            conn.execute(text("SELEC 1"))
+        assert not isinstance(caught.value, LedgerError)
+    finally:
+        engine.dispose()
+
+
+def test_an_in_memory_sqlite_url_needs_no_directory():
+    engine = db.make_engine("sqlite:///:memory:")
+    try:
+        with db.connect(engine) as conn:
+            assert conn.execute(text("SELECT 1")).scalar_one() == 1
     finally:
         engine.dispose()

@@ -46,3 +46,14 @@ def test_a_failed_tree_write_is_rolled_back(ledger):
         pass
     with read_store(ledger.engine) as store:
         assert store.tree_size() == 0 and store.get_nodes([(0, 0)]) == {}
+
+
+
+def test_empty_node_inserts_and_pages_past_the_end(ledger):
+    ledger.append_many(realistic(3))
+    with append_transaction(ledger.engine) as txn:
+        TreeStore(txn.cur, txn.pg).insert_nodes([])
+    with read_store(ledger.engine) as store:
+        assert store.get_nodes([(0, 0)]) == {}
+        assert list(store.iter_entry_links(3, 10, 2)) == []  # no rows: the walk stops
+        assert [len(p) for p in store.iter_entry_links(0, 10, 2)] == [2, 1]

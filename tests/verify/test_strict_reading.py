@@ -20,8 +20,8 @@ from ledger.crypto.note_sign import sign_checkpoint
 from ledger.errors import ProofError
 from ledger.ops.verify_export import verify_export
 from ledger.verify.proof import CONSISTENCY_FORMAT, verify_bundle, verify_consistency_bundle
-from tests.test_proofs import KEYS, ORIGIN, SEED, example_bundle
 from tests.verify.test_bundle_counts import bundle  # noqa: F401 -- fixture
+from tests.verify.test_proof import KEYS, ORIGIN, SEED, example_bundle
 
 _B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.core.bundle import LISTED_FILES, MANIFEST, BundleLine
+from ledger.core.digest import Hasher
 from ledger.core.finding import FindingClass
 from ledger.verify.bundle.sink import FindingSink
 
@@ -26,9 +27,9 @@ class BundleFiles:
 
     def __init__(self, directory: Path) -> None:
         self.dir = directory
-        self._hashers: dict[str, Any] = {}
+        self._hashers: dict[str, Hasher] = {}
 
-    def _hasher(self, name: str) -> Any:
+    def _hasher(self, name: str) -> Hasher:
         self._hashers[name] = h = hashlib.sha256()
         return h
 

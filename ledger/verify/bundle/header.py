@@ -21,6 +21,7 @@ from ledger.core.bundle import (
     dump_line,
 )
 from ledger.core.finding import Disposition, FindingClass
+from ledger.core.note import Checkpoint
 from ledger.core.strict import StrictError, loads
 from ledger.crypto.bundle_sign import check_note
 from ledger.crypto.jws import SignatureCheck, check_manifest_jwt
@@ -39,18 +40,18 @@ def read_header(ctx: BundleContext, sink: FindingSink) -> BundleContext:
     trusted = ctx.trusted is not None
     token, body = ctx.files.small(MANIFEST_JWT, sink), ctx.files.small(MANIFEST, sink)
     signatures: dict[str, Disposition] = {}
-    claims = None
+    claims: dict[str, Any] | None = None
     if token is not None:
-        check = check_manifest_jwt(token, keys, trusted)
-        signatures["manifest"] = _signature("manifest", check, MANIFEST_JWT, sink)
-        claims = check.parsed
+        jwt_check = check_manifest_jwt(token, keys, trusted)
+        signatures["manifest"] = _signature("manifest", jwt_check, MANIFEST_JWT, sink)
+        claims = jwt_check.parsed
     manifest = _manifest(body, claims, sink) if body is not None else {}
-    checkpoint = None
+    checkpoint: Checkpoint | None = None
     data = ctx.files.small(CHECKPOINT, sink)
     if data is not None:
-        check = check_note(data, keys, trusted)
-        signatures["checkpoint"] = _signature("checkpoint", check, CHECKPOINT, sink)
-        checkpoint = check.parsed
+        note_check = check_note(data, keys, trusted)
+        signatures["checkpoint"] = _signature("checkpoint", note_check, CHECKPOINT, sink)
+        checkpoint = note_check.parsed
         _checkpoint_matches(manifest, checkpoint, sink)
     return replace(ctx, manifest=manifest, checkpoint=checkpoint, signatures=signatures)
 
@@ -65,7 +66,7 @@ def _bundle_keys(ctx: BundleContext, sink: FindingSink) -> list[PublicKeyRef]:
         return []
 
 
-def _signature(what: str, check: SignatureCheck, file: str, sink: FindingSink) -> Disposition:
+def _signature(what: str, check: SignatureCheck[Any], file: str, sink: FindingSink) -> Disposition:
     if check.disposition is Disposition.FAILED:
         sink.fail(check.code, FindingClass.SIGNATURE_INVALID, check.message, file)
     elif check.disposition is Disposition.ABSTAINED:
@@ -99,7 +100,7 @@ def _manifest(body: bytes, claims: dict[str, Any] | None, sink: FindingSink) -> 
     return doc
 
 
-def _checkpoint_matches(manifest: dict[str, Any], cp: Any, sink: FindingSink) -> None:
+def _checkpoint_matches(manifest: dict[str, Any], cp: Checkpoint | None, sink: FindingSink) -> None:
     want = manifest.get("checkpoint") or {}
     if cp is not None and (want.get("size"), want.get("root_hash"), manifest.get(
             "origin")) != (cp.size, cp.root_hash.hex(), cp.origin):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 from ledger.core.bundle import ENTRIES, KEY_EVENTS, PROOF_KEYS, PROOFS, BundleLine
 from ledger.core.finding import Disposition, FindingClass
@@ -61,8 +62,7 @@ class ProofCursor:
         """The next usable interval of ``file`` (unusable records are findings)."""
         while self.peeked is not None:
             line = self.peeked
-            readable = isinstance(line.obj, dict) and "file" in line.obj
-            if readable and line.obj["file"] != file:
+            if "file" in line.obj and line.obj["file"] != file:
                 return None
             self._advance()
             iv = self._interval(line, file)
@@ -75,7 +75,7 @@ class ProofCursor:
         if line.problem:
             sink.fail(line.problem[0], FindingClass.PAYLOAD_MODIFIED, line.problem[1], PROOFS,
                       line.seq)
-        if not isinstance(o, dict) or set(o) != PROOF_KEYS or not all(
+        if set(o) != PROOF_KEYS or not all(
                 type(o[k]) is int and o[k] >= 0 for k in ("first_seq", "seq", "tree_size")) \
                 or o["first_seq"] > o["seq"]:
             if not line.problem:
@@ -99,16 +99,17 @@ class ProofCursor:
         while self.peeked is not None:
             line = self.peeked
             self._advance()
-            o = line.obj if isinstance(line.obj, dict) else {}
+            o = line.obj
             self.sink.fail("proof_without_entry", FindingClass.DELETED, f"line {line.lineno} "
                            f"proves {o.get('file')} entries that are not in the bundle (or is "
                            "out of place)", PROOFS, line.seq, pair=str(o.get("file")))
 
 
-def _path(o: dict, sink: FindingSink) -> list[bytes] | None:
+def _path(o: dict[str, Any], sink: FindingSink) -> list[bytes] | None:
     try:
-        path = [bytes.fromhex(h) for h in o["inclusion_path"]]
-        if any(len(h) != 32 or h.hex() != t for h, t in zip(path, o["inclusion_path"])):
+        text = o["inclusion_path"]
+        path = [bytes.fromhex(h) for h in text]
+        if any(len(h) != 32 or h.hex() != t for h, t in zip(path, text, strict=True)):
             raise ValueError("not 64 lowercase hex digits")
     except (ValueError, TypeError) as exc:
         sink.fail("proof_malformed", FindingClass.PAYLOAD_MODIFIED, f"inclusion_path: {exc}",

@@ -121,7 +121,9 @@ class Entries(RowVisitor):
     def visit(self, row: BundleRow, blobs: Slots) -> None:
         sink, seq = self.sink, row.seq
         rng = self.ctx.manifest.get("range") or {}
-        end = rng.get("end") if rng.get("end") is not None else seq + 1
+        end = rng.get("end")
+        if end is None:
+            end = seq + 1
         if not (rng.get("start", 0) <= seq < end):
             sink.fail("entry_out_of_range", FindingClass.CONTRACT_VIOLATION, "seq is outside "
                       "the manifest's range", ENTRIES, seq, rng, seq)

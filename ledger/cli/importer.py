@@ -1,0 +1,63 @@
+"""``ledger import qwed``: bring QWED 8.0's audit log into the ledger, re-verified.
+
+Exit codes: 0 every row verified and is in the ledger (or would be, with --dry-run);
+1 rows were quarantined (hash, link or HMAC failed, legacy unchained rows, or the
+ledger refused them) — each is listed on stderr; 2 usage; 4 could not run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ledger.cli.output import emit_mapping
+
+
+@click.group(name="import")
+def import_group() -> None:
+    """Import another system's audit log into the ledger."""
+
+
+@import_group.command()
+@click.option("--source", required=True, metavar="URL|FILE",
+              help="QWED's database (SQLAlchemy URL: sqlite:///qwed.db, postgresql://...) or "
+                   "a JSON Lines dump of its verificationlog table.")
+@click.option("--hmac-secret-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="File holding QWED_AUDIT_SECRET_KEY: every row's HMAC is checked. Without "
+                   "it the HMAC is recorded as unchecked.")
+@click.option("--organization", type=int, default=None, metavar="ID",
+              help="Import one organisation's chain only.")
+@click.option("--namespace", default="default", show_default=True, metavar="NAME",
+              help="Names this QWED deployment in the idempotency keys "
+                   "(qwed:NAME:<organization>:<id>).")
+@click.option("--dry-run", is_flag=True, help="Verify and report; write nothing.")
+@click.pass_obj
+def qwed(obj: dict, source: str, hmac_secret_file: str | None, organization: int | None,
+         namespace: str, dry_run: bool) -> None:
+    """Re-verify QWED's per-organisation hash chain (entry hash, link, HMAC) and append
+    each verified row as a result entry with its provenance, then one `import` entry.
+    Idempotent and resumable: a re-run appends nothing new.  Prints the report (JSON)."""
+    from ledger.facade import Ledger
+    from ledger.ops.qwed_import import read_source
+
+    secret = None
+    if hmac_secret_file is not None:
+        secret = Path(hmac_secret_file).read_bytes().rstrip(b"\r\n")
+    label, rows = read_source(source, organization)
+    with Ledger.open(obj["db_url"]) as ledger:
+        report = ledger.import_qwed(rows, source=label, secret=secret, namespace=namespace,
+                             dry_run=dry_run)
+    emit_mapping(report.to_dict(), "json")
+    for q in report.quarantined:
+        click.echo(f"quarantined: organization {q['organization_id']} row {q['id']}: "
+                   f"{q['code']} ({q['reason']})", err=True)
+    click.echo(f"{report.rows} rows: {report.imported} imported, {report.replayed} already "
+               f"there, {len(report.quarantined)} quarantined"
+               + (" (dry run)" if dry_run else ""), err=True)
+    if report.quarantined:
+        sys.exit(1)
+
+
+COMMANDS = [import_group]

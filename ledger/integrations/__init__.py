@@ -1,0 +1,1 @@
+"""Adapters that build ledger submissions from other systems' objects (QWED)."""

@@ -1,0 +1,31 @@
+"""The schedule of ``ledger serve --checkpoint-every``: a time or an entry count."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ledger.errors import UsageError
+
+_EVERY = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|e|entries)$")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Checkpoint after ``seconds`` (0: never by time) or ``entries`` (0: never by count)."""
+
+    seconds: float = 0.0
+    entries: int = 0
+
+
+def parse_every(text: str) -> Schedule:
+    """``30s``, ``5m``, ``1h`` (time) or ``1000e`` / ``1000entries`` (count).  Raises
+    UsageError."""
+    m = _EVERY.match(text.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise UsageError(f"--checkpoint-every {text!r}: give e.g. 30s, 5m or 1000e",
+                         code="bad_schedule", field="checkpoint_every")
+    value, unit = float(m.group(1)), m.group(2)
+    if unit in ("e", "entries"):
+        return Schedule(entries=int(value))
+    return Schedule(seconds=value * {"s": 1, "m": 60, "h": 3600}[unit])

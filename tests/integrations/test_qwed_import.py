@@ -1,0 +1,186 @@
+"""``ledger import qwed`` on a log written by QWED 8.0.0's own AuditLogger: every rule —
+a clean import with provenance and the insufficient_evidence abstention, a re-run, a
+resumed run, a JSON Lines dump, a dry run, an edited row, a deleted row (broken link), a
+wrong secret, no secret, and a row re-signed after it was imported."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from ledger.core.qwed_log import entry_hmac, expected_hashes
+from tests.integrations.conftest import (
+    SECRET,
+    audit,
+    ledger_cli,
+    new_ledger,
+    qwed_pg_url,
+    secret_file,
+    write_qwed_log,
+)
+
+ROWS = 32
+
+
+def do_import(db_url: str, source: str, *extra: str) -> tuple[int, dict, str]:
+    code, out, err = ledger_cli(db_url, "import", "qwed", "--source", source, *extra)
+    return code, json.loads(out), err
+
+
+def entries(db_url: str, where: str = "1=1") -> list:
+    eng = create_engine(db_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with eng.connect() as conn:
+        rows = list(conn.execute(text(f"SELECT seq, kind, status, subject, idempotency_key, "
+                                      f"att_verdict FROM entries WHERE {where} ORDER BY seq")))
+    eng.dispose()
+    return rows
+
+
+def copy(src: str, tmp: Path, name: str = "qwed.db") -> Path:
+    dst = tmp / name
+    shutil.copy(src, dst)
+    return dst
+
+
+def test_clean_import_then_rerun_appends_nothing(db_url: str, qwed_sqlite: str,
+                                                 tmp_path: Path) -> None:
+    new_ledger(db_url)
+    source = f"sqlite:///{qwed_sqlite}"
+    code, rep, _ = do_import(db_url, source, "--hmac-secret-file", secret_file(tmp_path))
+    assert code == 0, rep
+    assert (rep["rows"], rep["imported"], rep["quarantined"], rep["hmac"]) == \
+        (ROWS, ROWS, [], "checked")
+    assert set(rep["organizations"]) == {"1", "2"}
+    results = entries(db_url, "kind = 'result'")
+    assert len(results) == ROWS and results[0].idempotency_key == "qwed:default:1:1"
+    verified = [r for r in results if r.status == "VERIFIED"]
+    assert verified and all(r.att_verdict == "valid" for r in verified)  # attestation checked
+    (imp,) = entries(db_url, "kind = 'import'")
+    assert imp.subject == "qwed:default" and imp.status == "clean"
+    code, report = audit(db_url, tmp_path)
+    assert code == 3 and report["findings"] == []
+    reasons = {(a["check"], a["reason"]) for a in report["abstentions"]}
+    assert reasons == {("proof_ref", "insufficient_evidence")}
+    assert len(report["abstentions"]) == len(verified)
+    _, shown, _ = ledger_cli(db_url, "show", str(verified[0].seq), "--format", "json")
+    prov = json.loads(json.loads(shown)["payloads"]["meta"]["text"])["import"]
+    assert prov["hmac"] == "valid" and prov["source_entry_hash"] and prov["organization_id"] == 1
+
+    code, again, _ = do_import(db_url, source, "--hmac-secret-file", secret_file(tmp_path))
+    assert code == 0 and (again["imported"], again["replayed"]) == (0, ROWS)
+    assert again["import_seq"] is None and len(entries(db_url)) == len(entries(db_url))
+    assert len(entries(db_url, "kind = 'import'")) == 1
+
+
+def test_resumed_run_and_json_lines_dump_add_only_what_is_missing(
+        sqlite_url: str, qwed_sqlite: str, tmp_path: Path) -> None:
+    new_ledger(sqlite_url)
+    code, first, _ = do_import(sqlite_url, f"sqlite:///{qwed_sqlite}", "--organization", "1")
+    assert code == 0 and first["imported"] == ROWS // 2 and first["hmac"] == "unchecked"
+    dump = tmp_path / "log.jsonl"
+    with sqlite3.connect(qwed_sqlite) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = [dict(r) for r in conn.execute("SELECT * FROM verificationlog ORDER BY id DESC")]
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, rest, _ = do_import(sqlite_url, str(dump), "--hmac-secret-file",
+                              secret_file(tmp_path))
+    assert code == 0 and (rest["imported"], rest["replayed"]) == (ROWS // 2, ROWS // 2)
+    assert len(entries(sqlite_url, "kind = 'result'")) == ROWS
+
+
+def test_dry_run_writes_nothing(sqlite_url: str, qwed_sqlite: str, tmp_path: Path) -> None:
+    new_ledger(sqlite_url)
+    before = entries(sqlite_url)
+    code, rep, err = do_import(sqlite_url, f"sqlite:///{qwed_sqlite}", "--dry-run")
+    assert code == 0 and rep["imported"] == ROWS and "(dry run)" in err
+    assert entries(sqlite_url) == before
+
+
+def test_an_edited_row_is_quarantined_and_the_rest_imported(sqlite_url: str, qwed_sqlite: str,
+                                                            tmp_path: Path) -> None:
+    new_ledger(sqlite_url)
+    src = copy(qwed_sqlite, tmp_path)
+    with sqlite3.connect(src) as conn:
+        conn.execute("UPDATE verificationlog SET query = 'DROP TABLE audit' WHERE id = 5")
+    code, rep, err = do_import(sqlite_url, f"sqlite:///{src}", "--hmac-secret-file",
+                               secret_file(tmp_path))
+    assert code == 1
+    assert [(q["id"], q["code"]) for q in rep["quarantined"]] == [(5, "qwed_hash_mismatch")]
+    assert "row 5: qwed_hash_mismatch" in err and rep["imported"] == ROWS - 1
+    eng = create_engine(sqlite_url)
+    with eng.connect() as conn:
+        (qcode,) = conn.execute(text("SELECT code FROM quarantine")).one()
+    assert qcode == "qwed_hash_mismatch"
+    (imp,) = entries(sqlite_url, "kind = 'import'")
+    assert imp.status == "quarantined"
+
+
+def test_a_deleted_row_breaks_the_link_of_the_next(sqlite_url: str, qwed_sqlite: str,
+                                                   tmp_path: Path) -> None:
+    new_ledger(sqlite_url)
+    src = copy(qwed_sqlite, tmp_path)
+    with sqlite3.connect(src) as conn:
+        org, = conn.execute("SELECT organization_id FROM verificationlog WHERE id = 7").fetchone()
+        nxt, = conn.execute("SELECT min(id) FROM verificationlog WHERE organization_id = ? "
+                            "AND id > 7", (org,)).fetchone()
+        conn.execute("DELETE FROM verificationlog WHERE id = 7")
+    code, rep, _ = do_import(sqlite_url, f"sqlite:///{src}")
+    assert code == 1
+    assert [(q["id"], q["code"]) for q in rep["quarantined"]] == [(nxt, "qwed_link_broken")]
+    assert rep["imported"] == ROWS - 2
+
+
+def test_a_wrong_secret_quarantines_every_row(sqlite_url: str, qwed_sqlite: str,
+                                              tmp_path: Path) -> None:
+    new_ledger(sqlite_url)
+    code, rep, _ = do_import(sqlite_url, f"sqlite:///{qwed_sqlite}", "--hmac-secret-file",
+                             secret_file(tmp_path, "not-the-secret"))
+    assert code == 1 and rep["imported"] == 0
+    assert {q["code"] for q in rep["quarantined"]} == {"qwed_hmac_invalid"}
+    assert len(rep["quarantined"]) == ROWS and entries(sqlite_url, "kind = 'import'") == []
+
+
+def test_a_row_resigned_after_import_is_an_idempotency_conflict(
+        sqlite_url: str, qwed_sqlite: str, tmp_path: Path) -> None:
+    """Someone with QWED's key and database rewrites an imported row (hash and HMAC
+    recomputed): QWED's chain still verifies, but the ledger already holds the original."""
+    new_ledger(sqlite_url)
+    src = copy(qwed_sqlite, tmp_path)
+    assert do_import(sqlite_url, f"sqlite:///{src}")[0] == 0
+    with sqlite3.connect(src) as conn:
+        conn.row_factory = sqlite3.Row
+        last = dict(conn.execute("SELECT * FROM verificationlog ORDER BY id DESC").fetchone())
+        last["is_verified"] = bool(last["is_verified"])
+        assert last["entry_hash"] in expected_hashes(last)  # the recipe, recomputed here
+        new = expected_hashes({**last, "raw_llm_output": "rewritten"})[0]
+        conn.execute("UPDATE verificationlog SET raw_llm_output = ?, entry_hash = ?, "
+                     "hmac_signature = ? "
+                     "WHERE id = ?", ("rewritten", new, entry_hmac(SECRET.encode(), new),
+                                      last["id"]))
+    code, rep, _ = do_import(sqlite_url, f"sqlite:///{src}", "--hmac-secret-file",
+                             secret_file(tmp_path))
+    assert code == 1
+    assert [(q["id"], q["code"]) for q in rep["quarantined"]] == \
+        [(last["id"], "idempotency_conflict")]
+
+
+@pytest.mark.postgres
+def test_import_from_qwed_on_postgresql(sqlite_url: str, pg_database: str,
+                                        tmp_path: Path) -> None:
+    url = qwed_pg_url(pg_database)
+    write_qwed_log(url.replace("postgresql+psycopg://", "postgresql+psycopg://", 1), 1)
+    new_ledger(sqlite_url)
+    code, rep, _ = do_import(sqlite_url, url, "--hmac-secret-file", secret_file(tmp_path))
+    assert code == 0 and rep["imported"] == ROWS // 2 and rep["quarantined"] == []
+    assert rep["source"].startswith("postgresql")
+
+
+def test_a_source_url_is_recorded_without_its_password() -> None:
+    from ledger.store.qwed_source import redacted
+
+    assert "pw" not in redacted("postgresql://qwed:pw@db.internal/qwed")

@@ -1,0 +1,75 @@
+"""A ``ledger audit`` process killed with SIGKILL in the middle of its run, then resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledger import Ledger
+from ledger.cli.main import cli
+from tests import tamper as T
+from tests.ops.test_audit import audit, audit_runs, finding_set
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _blocked(i: int) -> dict[str, Any]:
+    return {"result": {"status": "BLOCKED", "agent_message": "blocked", "developer_fields": {},
+                       "proof_ref": None, "is_authoritative": False},
+            "engine": "math", "subject": f"s{i}"}
+
+
+@pytest.mark.slow
+def test_sigkilled_cli_audit_resumes_to_the_same_report(sqlite_url):
+    """``ledger audit`` on 60k rows is SIGKILLed after its first progress save; ``ledger
+    audit --resume`` completes it with the summary and findings of a fresh run."""
+    with Ledger.init(sqlite_url) as L:
+        for i in range(0, 60_000, 5_000):
+            L.append_many([_blocked(i + j) for j in range(5_000)])
+    with T.unlocked(sqlite_url) as conn:
+        T.update_entry(conn, 1_000, status="VERIFIED")
+        T.update_entry(conn, 55_000, subject="rewritten")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("LEDGER_DB_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "ledger", "--db", sqlite_url, "audit"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                runs = audit_runs(sqlite_url)
+            except Exception:  # noqa: BLE001 - schema not readable yet / busy
+                runs = []
+            if runs and runs[-1].next_seq > 0:
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.002)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the audit finished before it could be killed"
+    (run,) = audit_runs(sqlite_url)
+    assert run.state == "running" and 0 < run.next_seq < 60_000
+
+    res = CliRunner().invoke(cli, ["--db", sqlite_url, "audit", "--resume",
+                                   "--json-report", "-"])
+    assert res.exit_code == 1, res.output
+    resumed = json.loads(res.stdout)
+    with Ledger.open(sqlite_url) as L:
+        fresh = audit(L)
+    assert resumed["run_id"] == run.id
+    assert resumed["summary"] == fresh["summary"] == {
+        "rows": 60_000, "verified": 59_998, "failed": 2, "unverified": 0}
+    assert finding_set(resumed) == finding_set(fresh) == {("column_mismatch", 1_000),
+                                                          ("column_mismatch", 55_000)}

@@ -1,0 +1,24 @@
+"""The installable package: every sub-package is listed, data files ship, a real
+(non-editable) wheel installs and runs."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_subpackage_is_listed_in_pyproject():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "ledger").rglob(
+        "__init__.py") if "__pycache__" not in p.parts}
+    assert found - listed == set(), "add these packages to pyproject.toml"
+    assert "ledger._migrations" in listed and "ledger._migrations.versions" in listed
+
+
+def test_default_policy_ships_as_package_data():
+    from ledger.ops.audit import load_policy
+
+    assert load_policy().rules, "the default policy must load from the installed package"
