@@ -12,14 +12,9 @@ import pytest
 from ledger.api.auth import POLICY
 from ledger.ops.samples import math_verified
 from ledger.ops.tokens import ROLES
-from tests.test_api_fixtures import (
-    ENGINES,
-    Server,
-    fresh_db_url,
-    prepare_ledger,
-    start_server,
-    stop_process,
-)
+from tests.api.server import Server, prepare_ledger, start_server, stop_process
+from tests.conftest import ENGINES
+from tests.conftest import engine_url as fresh_db_url
 
 ROUTES = [("POST", "/v1/redactions", "redact", {"seqs": [0], "reason": "m", "dry_run": True}),
           ("POST", "/v1/holds/0/release", "hold", {"reason": "m"}),
