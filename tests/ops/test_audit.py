@@ -477,7 +477,7 @@ def test_a_recorded_run_with_an_unreadable_head_hash_still_sets_the_baseline(db_
         L.append_many([_blocked(i) for i in range(5)])
         seq = audit(L, record=True)["recorded_seq"]
         with T.unlocked(db_url) as conn:
-            digest = T.row(conn, seq).doc_digest
+            digest = json.loads(bytes(T.row(conn, seq).envelope))["payloads"]["report"]
             doc = json.loads(T.payload(conn, digest))
             T.set_payload(conn, digest, json.dumps({**doc, "head_hash": "sha256:zz"}).encode())
         report = audit(L, since_last=True)
