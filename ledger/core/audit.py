@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from ledger.core import contract
 from ledger.core.digest import digest_text
+from ledger.core.fastjson import loads as fast_loads
 from ledger.core.entry import (
     COLUMN_MAP,
     COLUMN_MAP_V2,
@@ -246,7 +247,7 @@ class ChainAuditor:
                        out: RowOutcome) -> None:
         f = out.findings
         try:
-            env = json.loads(envelope)
+            env = fast_loads(envelope)
         except ValueError:
             f.append(Finding("envelope_unreadable", row.seq, PAYLOAD_MODIFIED,
                              "the envelope is not JSON"))
@@ -368,7 +369,7 @@ class ChainAuditor:
         if "result" not in texts:
             return None
         try:
-            doc = json.loads(texts["result"])
+            doc = fast_loads(texts["result"])
         except ValueError:
             f.append(Finding("result_unreadable", seq, PAYLOAD_MODIFIED, "result is not JSON"))
             return None
