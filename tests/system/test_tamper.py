@@ -383,8 +383,7 @@ def test_a_modified_key_event_document_is_found_and_never_trusted(db_url):
         seq = L.head()["size"] - 1
         digest = L.get(seq)["payloads"]["event"]["digest"]
         with T.unlocked(db_url) as conn:
-            conn.execute(text("UPDATE payloads SET data = :d WHERE digest = :g"),
-                         {"d": b'{"action":"trust"}', "g": digest})
+            T.set_payload(conn, digest, b'{"action":"trust"}')
         report = run_audit(L, AuditOptions())
         fresh = Ledger.open(db_url)
         try:
