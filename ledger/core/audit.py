@@ -20,7 +20,6 @@ from typing import Any, Protocol
 
 from ledger.core import contract
 from ledger.core.digest import digest_text
-from ledger.core.fastjson import loads as fast_loads
 from ledger.core.entry import (
     COLUMN_MAP,
     COLUMN_MAP_V2,
@@ -38,6 +37,7 @@ from ledger.core.entry import (
     version_of,
 )
 from ledger.core.erasure import RedactionMap, absent_payload, present_payload
+from ledger.core.fastjson import loads as fast_loads
 from ledger.core.finding import (
     EXIT_CODES,
     Abstention,
