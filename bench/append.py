@@ -35,13 +35,10 @@ def _stored_rows(subs: list[bytes]) -> tuple[list[dict[str, Any]], list[dict[str
                 erows = [dict(r._mapping) for r in conn.execute(select(entries)
                                                                  .order_by(entries.c.seq))]
                 prows = [dict(r._mapping) for r in conn.execute(select(payloads))]
-    by_digest = {p["digest"]: p for p in prows}
-    per_entry = []
-    for e in erows:
-        ds = [e[c] for c in ("doc_digest", "preimage_digest", "attestation_digest",
-                             "query_digest", "meta_digest") if e[c]]
-        per_entry.append([by_digest[d] for d in ds])
-    return erows, per_entry
+    by_seq: dict[int, list[dict[str, Any]]] = {}
+    for p in prows:  # payloads by entry: pid = seq * 8 + slot
+        by_seq.setdefault(p["pid"] // 8, []).append(p)
+    return erows, [by_seq.get(e["seq"], []) for e in erows]
 
 
 def _cols() -> list[str]:
@@ -51,14 +48,14 @@ def _cols() -> list[str]:
 def _raw_sqlite(path: str, erows, prows, batch: int) -> None:
     cols = _cols()
     ins_e = f"INSERT INTO entries ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})"
-    ins_p = "INSERT OR IGNORE INTO payloads (digest, data) VALUES (?, ?)"
+    ins_p = "INSERT INTO payloads (pid, salt, data) VALUES (?, ?, ?)"
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     for i in range(0, len(erows), batch):
         conn.execute("BEGIN")
         conn.executemany(ins_e, [tuple(r[c] for c in cols) for r in erows[i:i + batch]])
-        conn.executemany(ins_p, [(p["digest"], p["data"]) for ps in prows[i:i + batch]
+        conn.executemany(ins_p, [(p["pid"], p["salt"], p["data"]) for ps in prows[i:i + batch]
                                  for p in ps])
         conn.execute("COMMIT")
     conn.close()
@@ -67,13 +64,13 @@ def _raw_sqlite(path: str, erows, prows, batch: int) -> None:
 def _raw_pg(url: str, erows, prows, batch: int) -> None:
     cols = _cols()
     ins_e = f"INSERT INTO entries ({','.join(cols)}) VALUES ({','.join(['%s'] * len(cols))})"
-    ins_p = "INSERT INTO payloads (digest, data) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+    ins_p = "INSERT INTO payloads (pid, salt, data) VALUES (%s, %s, %s)"
     with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
         for i in range(0, len(erows), batch):
             with conn.cursor() as cur:
                 cur.executemany(ins_e, [tuple(r[c] for c in cols) for r in erows[i:i + batch]])
-                cur.executemany(ins_p, [(p["digest"], p["data"]) for ps in prows[i:i + batch]
-                                        for p in ps])
+                cur.executemany(ins_p, [(p["pid"], p["salt"], p["data"])
+                                        for ps in prows[i:i + batch] for p in ps])
             conn.commit()
 
 

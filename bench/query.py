@@ -90,7 +90,7 @@ def raw_scan(url: str, n: int, out: Path) -> float:
         for page in iter_entry_pages(conn, 0, n):
             for row, blobs in page:
                 fh.write(row.envelope)
-                for b in blobs.values():
+                for _salt, b in blobs.values():
                     fh.write(b)
         return n / (time.perf_counter() - t0)
 
@@ -145,7 +145,7 @@ def export_part(kind: str, url: str, n: int, tmp: Path) -> list[list[Any]]:
 
 
 # -- 1M rows ----------------------------------------------------------------------------------
-def synthetic_rows(start: int, end: int, docs: list[str]) -> list[tuple[Any, ...]]:
+def synthetic_rows(start: int, end: int, docs: list[bytes]) -> list[tuple[Any, ...]]:
     rows = []
     for seq in range(start, end):
         h = hashlib.blake2b(seq.to_bytes(8, "big"), digest_size=4).digest()
@@ -159,7 +159,7 @@ def synthetic_rows(start: int, end: int, docs: list[str]) -> list[tuple[Any, ...
             "proof_ref": f"sha256:{seq:064x}" if status == "VERIFIED" else None,
             "subject": f"req-{seq:08d}", "producer": "bench", "att_verdict":
             "valid" if valid else "none", "att_kid": f"did:bench#k{seq % 4}" if valid else None,
-            "att_iss": "did:bench" if valid else None, "doc_digest": docs[seq % len(docs)],
+            "att_iss": "did:bench" if valid else None,
             "envelope": b"{}", "body_hash": seq.to_bytes(32, "big"),
             "prev_hash": seq.to_bytes(32, "big"), "entry_hash": seq.to_bytes(32, "big"),
         }
@@ -176,11 +176,10 @@ def _verified_seq(seq: int) -> int:
 
 def load_big(url: str, n: int) -> float:
     """Fill a scratch ledger's entries table with ``n`` synthetic rows; return seconds."""
-    docs = {}
+    docs = []
     for i in range(16):
-        data = (b'{"agent_message":"Synthetic result %d","developer_fields":{},'
-                b'"is_authoritative":false,"proof_ref":null,"status":"BLOCKED"}' % i)
-        docs["sha256:" + hashlib.sha256(data).hexdigest()] = data
+        docs.append(b'{"agent_message":"Synthetic result %d","developer_fields":{},'
+                    b'"is_authoritative":false,"proof_ref":null,"status":"BLOCKED"}' % i)
     with Ledger.init(url, origin=ORIGIN) as led:
         pg = led.engine.dialect.name == "postgresql"
         ph = "%s" if pg else "?"
@@ -192,10 +191,13 @@ def load_big(url: str, n: int) -> float:
             cur = raw.cursor()
             if not pg:
                 cur.execute("BEGIN")
-            cur.executemany(f"INSERT INTO payloads (digest, data) VALUES ({ph}, {ph})",
-                            list(docs.items()))
+            psql = f"INSERT INTO payloads (pid, salt, data) VALUES ({ph}, NULL, {ph})"
             for start in range(0, n, 10_000):
-                cur.executemany(sql, synthetic_rows(start, min(n, start + 10_000), list(docs)))
+                end = min(n, start + 10_000)
+                cur.executemany(sql, synthetic_rows(start, end, docs))
+                # each entry's document at its slot 0 (payloads are laid out by entry)
+                cur.executemany(psql, [(seq * 8, docs[seq % len(docs)])
+                                       for seq in range(start, end)])
             raw.commit() if pg else cur.execute("COMMIT")
             if pg:
                 cur.execute("ANALYZE entries")

@@ -15,12 +15,15 @@ from ledger.crypto.tokens import new_es256_key
 from ledger.demo_anchors import anchored_demo
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, summary_line
+from ledger.ops.erasure_report import write_report
+from ledger.ops.redaction import Ask
 from ledger.ops.samples import attested, realistic, rejected_examples
 from ledger.ops.verify_export import summary_line as export_line
 from ledger.ops.verify_export import verify_export
 from ledger.verify.proof import verify_bundle
 
 ISSUER = "did:qwed:node:demo"
+DATA_SUBJECT = "user-4711@example.org"
 
 
 def run_demo(directory: Path) -> Iterator[str]:
@@ -31,6 +34,8 @@ def run_demo(directory: Path) -> Iterator[str]:
         subs = realistic(60)
         for i, s in enumerate(subs[:6]):
             s["idempotency_key"] = f"demo-{i}"
+        for s in [s for s in subs[6:] if "query" in s][:4]:  # one person's requests: the
+            s["subject"] = DATA_SUBJECT  # data-subject request erases their queries, evidence
         results = ledger.append_many(subs, producer="demo")
         by_status = Counter(s["result"]["status"] for s in subs)
         by_engine = Counter(s["engine"] for s in subs)
@@ -63,6 +68,7 @@ def run_demo(directory: Path) -> Iterator[str]:
         yield from _tampered_copy(directory)
         yield from _truncated_copy(directory, ring)
         yield from anchored_demo(ledger, ring, directory)
+        yield from _data_subject_request(ledger, ring, directory)
     finally:
         ledger.close()
 
@@ -148,12 +154,46 @@ def _tampered_copy(directory: Path) -> Iterator[str]:
         for t in ("entries_no_update", "payloads_no_update"):
             c.execute(f"DROP TRIGGER {t}")
         c.execute("UPDATE entries SET status = 'VERIFIED' WHERE seq = 3")
-        digest = c.execute("SELECT preimage_digest FROM entries WHERE seq = 0").fetchone()[0]
         c.execute("UPDATE payloads SET data = replace(data, '\"converged\": true', "
-                  "'\"converged\": false') WHERE digest = ?", (digest,))
+                  "'\"converged\": false') WHERE pid = 1")  # seq 0, slot 1: the evidence
     yield f"tampered copy {dst.name}: raw SQL changed entry 3's status and entry 0's evidence"
     with Ledger.open(f"sqlite:///{dst}") as t:
         report = t.audit(AuditOptions())
     yield summary_line(report)
+    for f in report["findings"]:
+        yield f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}"
+
+
+def _data_subject_request(ledger: Ledger, ring: Keyring, directory: Path) -> Iterator[str]:
+    """Erase one subject's queries and evidence; show what still verifies, and that a
+    payload cannot be deleted behind the ledger's back unnoticed."""
+    ask = Ask("GDPR Art. 17 erasure request", "DSR-2026-0001", "dpo@demo.example")
+    out = ledger.redact(ask, subject=DATA_SUBJECT, payloads=["query", "evidence"])
+    erased = sum(len(t.erase) for t in out.targets)
+    yield (f"data-subject request for {DATA_SUBJECT}: erased {erased} payloads (queries and "
+           f"evidence) of {len(out.targets)} entries in redaction entry "
+           f"{', '.join(map(str, out.redaction_seqs))}")
+    report = ledger.erasure_report(out, ask, ring)
+    write_report(directory / "erasure-report.json", report)
+    yield (f"signed erasure report -> {directory / 'erasure-report.json'} (checkpoint size "
+           f"{report['checkpoint']['size']})")
+    audit = ledger.audit(AuditOptions(checkpoints=(str(directory / "checkpoint.txt"),),
+                                      keys=(str(ring.path / "jwks.json"),)))
+    yield f"  {summary_line(audit)} — and the checkpoint signed before the erasure still verifies"
+    victim = 2  # an entry nobody asked to erase
+    try:
+        with sqlite3.connect(directory / "ledger.db") as c:
+            c.execute("DELETE FROM payloads WHERE pid = ?", (victim * 8,))
+        yield "  raw DELETE of a payload without a redaction: not refused (unexpected)"
+    except sqlite3.DatabaseError as exc:
+        yield f"  raw DELETE of a payload without a redaction: refused by the database ({exc})"
+    dst = _copy_db(directory, "erased-by-superuser.db")
+    with sqlite3.connect(dst) as c:  # a superuser turns the guard off
+        c.execute("DROP TRIGGER payloads_no_delete")
+        c.execute("DELETE FROM payloads WHERE pid = ?", (victim * 8,))
+    with Ledger.open(f"sqlite:///{dst}") as t:
+        report = t.audit(AuditOptions())
+    yield f"copy {dst.name}: a superuser dropped the trigger and deleted entry {victim}'s result"
+    yield f"  {summary_line(report)}"
     for f in report["findings"]:
         yield f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}"

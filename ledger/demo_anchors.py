@@ -83,9 +83,12 @@ def _rewritten_copy(directory: Path, folder: Path) -> Path:
     k = REWRITTEN_FROM
     with sqlite3.connect(dst) as c:
         for name in ("entries_no_delete", "merkle_nodes_no_delete", "checkpoints_no_delete",
-                     "checkpoint_anchors_no_delete", "tree_state_no_delete"):
+                     "checkpoint_anchors_no_delete", "tree_state_no_delete",
+                     "payloads_no_delete", "redacted_payloads_no_delete"):
             c.execute(f"DROP TRIGGER IF EXISTS {name}")
         c.execute("DELETE FROM entries WHERE seq >= ?", (k,))
+        c.execute("DELETE FROM payloads WHERE pid >= ?", (k * 8,))  # payloads by entry
+        c.execute("DELETE FROM redacted_payloads WHERE redaction_seq >= ?", (k,))
         c.execute("DELETE FROM merkle_nodes WHERE ((idx + 1) << level) > ?", (k,))
         c.execute("DELETE FROM checkpoints WHERE size > ?", (k,))
         c.execute("DELETE FROM checkpoint_anchors WHERE checkpoint_size > ?", (k,))

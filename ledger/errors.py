@@ -24,6 +24,7 @@ The tree (category in brackets; a class without one inherits its parent's)::
     ├── StoreDataError [invalid]
     ├── NoteError [invalid]
     ├── IdempotencyConflict [conflict]
+    ├── RedactionRefused [conflict]
     ├── NotFound [not_found]
     ├── IntegrityError [integrity]
     │   ├── ProofError
@@ -224,6 +225,14 @@ class NoteError(LedgerError):
 class IdempotencyConflict(LedgerError):
     category = "conflict"
     default_code = "idempotency_conflict"
+
+
+class RedactionRefused(LedgerError):
+    """A redaction that must not happen: an entry under a legal hold, a payload under its
+    minimum retention (docs/redaction.md); nothing is erased."""
+
+    category = "conflict"
+    default_code = "redaction_refused"
 
 
 class NotFound(LedgerError):

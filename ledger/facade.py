@@ -13,8 +13,17 @@ from ledger.clock import Clock
 from ledger.ops import append as append_ops
 from ledger.ops import audit as audit_ops
 from ledger.ops import checkpoint as checkpoint_ops
+from ledger.ops import (
+    erasure_report,
+    lifecycle,
+    prove,
+    qwed_import,
+    read,
+    redaction,
+    retention,
+    trust,
+)
 from ledger.ops import export as export_ops
-from ledger.ops import lifecycle, prove, qwed_import, read, trust
 from ledger.ops import quarantine as quarantine_ops
 from ledger.ops import query as query_ops
 from ledger.ops.append import AppendResult
@@ -177,3 +186,30 @@ class Ledger:
     def export_records(self, f: query_ops.Filters) -> Iterable[bytes]:
         """The export record line of every entry matching ``f`` (streaming)."""
         return export_ops.iter_records(self.ctx, f)
+
+    # -- redaction, legal holds and retention (docs/redaction.md) -----------------------
+    def redact(self, ask: redaction.Ask, **kw: Any) -> redaction.RedactionOutcome:
+        """Erase payloads through redaction entries (``subject=``, ``seqs=``, ``payloads=``,
+        ``keep_attestation=``, ``override_minimum=``, ``retention=``, ``dry_run=``)."""
+        return redaction.redact(self.ctx, ask, **kw)
+
+    def erasure_report(self, outcome: redaction.RedactionOutcome, ask: redaction.Ask,
+                       keyring: Keyring, **kw: Any) -> dict[str, Any]:
+        """The signed erasure report of ``outcome`` (checkpoint signed after it)."""
+        return erasure_report.erasure_report(self.ctx, outcome, ask, keyring, **kw)
+
+    def hold_add(self, ask: redaction.Ask, **kw: Any) -> int:
+        """Put entries (``subject=``, ``seqs=``) under a legal hold; the hold entry's seq."""
+        return redaction.hold_add(self.ctx, ask, **kw)
+
+    def hold_release(self, ask: redaction.Ask, hold_seq: int) -> int:
+        """Release the hold ``hold_seq``; the release entry's seq."""
+        return redaction.hold_release(self.ctx, ask, hold_seq)
+
+    def holds(self) -> dict[int, list[int]]:
+        """hold seq -> held entries, for every hold in force."""
+        return redaction.holds_in_force(self.ctx)
+
+    def apply_retention(self, policy: Any, **kw: Any) -> retention.RetentionRun:
+        """Erase what ``policy`` says has expired (``dry_run=``, ``progress=``)."""
+        return retention.apply_retention(self.ctx, policy, **kw)

@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 ENVELOPE_TAG, ENTRY_TAG = b"ledger.envelope.v1\0", b"ledger.entry.v1\0"
+PAYLOAD_TAG = b"ledger.payload.v2\0"  # format v2: commitment = SHA-256(tag || salt || bytes)
 FILES = ["entries.jsonl", "entries.csv", "key_events.jsonl", "proofs.jsonl",
          "checkpoint.txt", "jwks.json"]
 RESULT_KEYS = {"v", "ledger", "kind", "engine", "status", "constraint_id", "proof_ref",
@@ -51,11 +52,22 @@ KIND_KEYS = {"result": (RESULT_KEYS, {"result", "preimage", "attestation", "quer
                            {"report"}),
              "import": ({"v", "ledger", "kind", "source", "outcome", "producer", "payloads"},
                         {"report"})}
-DOC_OF = {"result": "result", "key_event": "event", "audit_run": "report", "import": "report"}
+# format v2 (docs/format.md, "Format version 2"): results without "subject" (it is the
+# committed payload "subject"), redaction and hold entries
+V2_KIND_KEYS = {"result": (RESULT_KEYS - {"subject"},
+                           {"result", "preimage", "attestation", "query", "meta", "subject"}),
+                "redaction": ({"v", "ledger", "kind", "producer", "role", "payloads"},
+                              {"request"}),
+                "hold": ({"v", "ledger", "kind", "action", "producer", "role", "payloads"},
+                         {"order"})}
+DOC_OF = {"result": "result", "key_event": "event", "audit_run": "report",
+          "redaction": "request", "hold": "order", "import": "report"}
 FILTER_FIELD = {"result": {k: k for k in RESULT_KEYS},
                 "key_event": {"status": "action", "att_iss": "issuer", "att_kid": "kid",
                               "constraint_id": "thumbprint", "producer": "producer"},
                 "audit_run": {"status": "outcome", "producer": "producer"},
+                "redaction": {"producer": "producer"},
+                "hold": {"status": "action", "producer": "producer"},
                 "import": {"subject": "source", "status": "outcome", "producer": "producer"}}
 SKEW_US = 300 * 1_000_000
 
@@ -299,6 +311,7 @@ class Bundle:
             if row["kind"] == "key_event" and row["doc"] is not None:
                 self.trust.apply(row["seq"], row["doc"])
         rows = self.walk("entries.jsonl")
+        self.redactions(rows)
         for row in rows:
             self.attestation(row)
         for name, file_rows in (("key_events.jsonl", events), ("entries.jsonl", rows)):
@@ -430,19 +443,32 @@ class Bundle:
         if sha(ENTRY_TAG + prev + struct.pack(">QQ", seq, t) + body) != ehash:
             fail("entry_hash_mismatch", "entry_hash does not recompute")
         env = json.loads(envelope, object_pairs_hook=unique)
-        keys, names = KIND_KEYS[kind]
+        v = env.get("v")
+        keys, names = (V2_KIND_KEYS if v == 2 else KIND_KEYS)[kind]
         if canon(env) != envelope or set(env) != keys or set(env["payloads"]) != names or \
-                env["v"] != 1 or env["kind"] != kind or \
+                v not in (1, 2) or env["kind"] != kind or \
                 env["ledger"] != self.manifest.get("ledger_id"):
             fail("envelope_invalid", "envelope not canonical, wrong keys, version or ledger")
         committed = {k: v for k, v in env["payloads"].items() if v is not None}
         if {k: p["digest"] for k, p in o["payloads"].items()} != committed:
             fail("payload_set_mismatch", "payloads differ from the envelope's digests")
+        salted = v == 2 and kind == "result"
         data: dict[str, bytes] = {}
+        absent: dict[str, Any] = {}  # payload name -> the redaction seq its record cites
         for pname, p in o["payloads"].items():
+            if not {"digest", "data_b64"} <= set(p) <= {"digest", "data_b64", "salt_b64",
+                                                        "redacted_by"}:
+                raise ValueError(f"payload {pname} has the wrong keys")
+            if p["data_b64"] is None:
+                absent[pname] = p.get("redacted_by")
+                continue
             raw = base64.b64decode(p["data_b64"], validate=True)
-            if base64.b64encode(raw).decode() != p["data_b64"] or digest(raw) != committed.get(
-                    pname):
+            if salted:  # the hiding commitment of format v2
+                salt = base64.b64decode(p.get("salt_b64") or "", validate=True)
+                got = digest(PAYLOAD_TAG + salt + raw) if len(salt) == 32 else None
+            else:
+                got = digest(raw)
+            if base64.b64encode(raw).decode() != p["data_b64"] or got != committed.get(pname):
                 fail("payload_digest_mismatch", f"payload {pname} does not hash to its digest")
                 continue
             data[pname] = raw
@@ -453,7 +479,40 @@ class Bundle:
         elif kind == "key_event" and doc is not None:
             self.key_event(fail, env, doc, doc_bytes)  # type: ignore[arg-type]
         return {"seq": seq, "t": t, "kind": kind, "env": env, "doc": doc, "data": data,
-                "prev_hash": prev, "entry_hash": ehash, "file": name}
+                "absent": absent, "prev_hash": prev, "entry_hash": ehash, "file": name}
+
+    def redactions(self, rows: list[dict[str, Any]]) -> None:
+        """Absent payloads: abstained "redacted" when an earlier redaction entry of the bundle
+        names them (docs/format.md, "Redaction"), else failed; a payload present although a
+        redaction erased it fails too."""
+        erased: dict[tuple[int, str], int] = {}
+        for row in rows:
+            doc = row["doc"]
+            if row["kind"] != "redaction" or not isinstance(doc, dict) or \
+                    doc.get("format") != "ledger-redaction/1":
+                continue
+            for t in doc.get("targets") or []:
+                if isinstance(t, dict) and type(t.get("seq")) is int and t["seq"] < row["seq"]:
+                    for pname in t.get("payloads") or []:
+                        erased.setdefault((t["seq"], pname), row["seq"])
+        for row in rows:
+            seq = row["seq"]
+            for pname, cited in row["absent"].items():
+                by = erased.get((seq, pname))
+                if by is None:
+                    self.r.fail("entries.jsonl", seq, "payload_missing",
+                                f"payload {pname} is not in the bundle")
+                elif cited != by:
+                    self.r.fail("entries.jsonl", seq, "redaction_marker_invalid",
+                                f"payload {pname} cites redaction {cited}, not {by}")
+                else:
+                    self.r.abstain("entries.jsonl", seq, "redacted",
+                                   f"payload {pname} was erased by redaction {by}")
+            for pname in row["data"]:
+                if (seq, pname) in erased:
+                    self.r.fail("entries.jsonl", seq, "redaction_not_applied",
+                                f"payload {pname} is present although redaction "
+                                f"{erased[(seq, pname)]} erased it")
 
     @staticmethod
     def contract(fail: Any, env: dict, doc: Any, data: dict[str, bytes]) -> None:
@@ -462,8 +521,13 @@ class Bundle:
             fail("invalid_status", "status is not VERIFIED, UNVERIFIABLE or BLOCKED")
         if (status == "VERIFIED") != (proof_ref is not None):
             fail("proof_contract", "VERIFIED must carry a proof_ref, the others must not")
-        if status == "VERIFIED" and env["payloads"]["preimage"] != proof_ref:
+        if env.get("v", 1) == 1 and status == "VERIFIED" and \
+                env["payloads"]["preimage"] != proof_ref:
             fail("proof_mismatch", "the preimage's digest is not the proof_ref")
+        if env.get("v", 1) == 2 and status == "VERIFIED" and (
+                env["payloads"]["preimage"] is None or ("preimage" in data and
+                                                        digest(data["preimage"]) != proof_ref)):
+            fail("proof_mismatch", "the preimage's SHA-256 is not the proof_ref")
         if env["payloads"]["attestation"] is not None and status != "VERIFIED":
             fail("attestation_on_non_verified", "only VERIFIED rows carry attestations")
         if not isinstance(doc, dict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 from sqlalchemy import create_engine, text
 
@@ -18,9 +19,10 @@ def recompute_chain(url: str) -> int:
         ledger_id = conn.execute(text("SELECT ledger_id FROM ledger_meta")).scalar_one()
         size, head = conn.execute(text("SELECT size, head_hash FROM head")).one()
         rows = conn.execute(text(
-            "SELECT seq, recorded_at, envelope, body_hash, prev_hash, entry_hash, doc_digest, "
-            "preimage_digest, proof_ref FROM entries ORDER BY seq")).all()
-        blobs = dict(conn.execute(text("SELECT digest, data FROM payloads")).all())
+            "SELECT seq, kind, recorded_at, envelope, body_hash, prev_hash, entry_hash, "
+            "proof_ref FROM entries ORDER BY seq")).all()
+        blobs = {pid: (salt, bytes(data)) for pid, salt, data in conn.execute(text(
+            "SELECT pid, salt, data FROM payloads")).all()}
     eng.dispose()
     prev = genesis_hash(ledger_id)
     last_t = 0
@@ -30,11 +32,20 @@ def recompute_chain(url: str) -> int:
         assert bytes(r.body_hash) == body_hash(bytes(r.envelope))
         assert bytes(r.entry_hash) == entry_hash(prev, r.seq, r.recorded_at, bytes(r.body_hash))
         assert r.recorded_at >= last_t
-        for d in (r.doc_digest, r.preimage_digest):
-            if d:
-                assert "sha256:" + hashlib.sha256(bytes(blobs[d])).hexdigest() == d
-        if r.preimage_digest:
-            assert r.preimage_digest == r.proof_ref
+        env = json.loads(bytes(r.envelope))
+        committed = env.get("payloads") or {}
+        for slot, name in ((0, "result" if r.kind == "result" else None), (1, "preimage")):
+            d = committed.get(name) if name else next(iter(committed.values()), None)
+            if d and r.kind == "result" and env["v"] == 2:
+                salt, data = blobs[r.seq * 8 + slot]
+                tag = b"ledger.payload.v2\x00"
+                assert "sha256:" + hashlib.sha256(tag + bytes(salt) + data).hexdigest() == d
+            elif d and (slot == 0 or r.kind == "result"):
+                data = blobs[r.seq * 8 + slot][1]
+                assert "sha256:" + hashlib.sha256(data).hexdigest() == d
+        pre = blobs.get(r.seq * 8 + 1) if r.kind == "result" else None
+        if pre is not None:
+            assert "sha256:" + hashlib.sha256(pre[1]).hexdigest() == r.proof_ref
         prev, last_t = bytes(r.entry_hash), r.recorded_at
     assert size == len(rows)
     assert bytes(head) == prev

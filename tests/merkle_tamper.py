@@ -62,9 +62,11 @@ def rewrite_tail(url: str, start: int, marker: str = "rewritten") -> None:
 
 
 def truncate(url: str, size: int) -> None:
-    """Delete every entry with seq >= size and move the head back (size > 0)."""
-    with connection(url) as conn, unguarded(conn, "entries"):
+    """Delete every entry with seq >= size (and its payload rows) and move the head back
+    (size > 0)."""
+    with connection(url) as conn, unguarded(conn, "entries", "payloads"):
         conn.execute(text("DELETE FROM entries WHERE seq >= :s"), {"s": size})
+        conn.execute(text("DELETE FROM payloads WHERE pid >= :p"), {"p": size * 8})
         eh, t = conn.execute(text("SELECT entry_hash, recorded_at FROM entries WHERE seq = :s"),
                              {"s": size - 1}).one()
         conn.execute(text("UPDATE head SET size = :n, head_hash = :h, last_recorded_at = :t "

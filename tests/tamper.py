@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -37,10 +37,12 @@ from sqlalchemy import Connection, create_engine, text
 from ledger.core.entry import (
     COLUMN_MAP,
     PAYLOAD_MAP,
+    SLOTS,
     build_envelope,
     digest_text,
     genesis_hash,
     link,
+    payload_commitment,
 )
 from ledger.store.db import normalize_url
 
@@ -48,12 +50,24 @@ from ledger.store.db import normalize_url
 # Raw SQL
 # =============================================================================
 
-# Operations guarded by a trigger in migration 0001 (payloads: UPDATE only).
-GUARDED = {"entries": ("UPDATE", "DELETE"), "payloads": ("UPDATE",)}
+# Operations guarded by a trigger (migrations 0001 and 0005; payloads: UPDATE refused,
+# DELETE only with a redaction guard row).
+GUARDED = {"entries": ("UPDATE", "DELETE"), "payloads": ("UPDATE", "DELETE")}
+PG_TRIGGERS = {"entries": ("entries_append_only",),
+               "payloads": ("payloads_append_only", "payloads_delete_guard")}
+_PAYLOADS_NO_DELETE = """
+CREATE TRIGGER payloads_no_delete BEFORE DELETE ON payloads
+WHEN NOT EXISTS (SELECT 1 FROM redacted_payloads
+                 WHERE seq = OLD.pid / 8 AND slot = OLD.pid % 8)
+BEGIN SELECT RAISE(ABORT, 'ledger: DELETE on table payloads is not allowed (no redaction)');
+END
+"""
 
 
 def _sqlite_trigger_sql(table: str, what: str) -> str:
-    # Exactly as migrations/versions/0001_initial.py creates it.
+    # Exactly as migrations/versions/0001_initial.py and 0005 create them.
+    if (table, what) == ("payloads", "DELETE"):
+        return _PAYLOADS_NO_DELETE
     return (f"CREATE TRIGGER {table}_no_{what.lower()} BEFORE {what} ON {table} "
             f"BEGIN SELECT RAISE(ABORT, 'ledger: {what} on table {table} is not "
             "allowed (append-only)'); END")
@@ -73,7 +87,8 @@ def connect(url: str) -> Iterator[Connection]:
 def disable_triggers(conn: Connection, tables: tuple[str, ...] = ("entries", "payloads")) -> None:
     for table in tables:
         if conn.dialect.name == "postgresql":
-            conn.execute(text(f"ALTER TABLE {table} DISABLE TRIGGER {table}_append_only"))
+            for name in PG_TRIGGERS[table]:
+                conn.execute(text(f"ALTER TABLE {table} DISABLE TRIGGER {name}"))
         else:
             for what in GUARDED[table]:
                 conn.execute(text(f"DROP TRIGGER {table}_no_{what.lower()}"))
@@ -82,7 +97,8 @@ def disable_triggers(conn: Connection, tables: tuple[str, ...] = ("entries", "pa
 def enable_triggers(conn: Connection, tables: tuple[str, ...] = ("entries", "payloads")) -> None:
     for table in tables:
         if conn.dialect.name == "postgresql":
-            conn.execute(text(f"ALTER TABLE {table} ENABLE TRIGGER {table}_append_only"))
+            for name in PG_TRIGGERS[table]:
+                conn.execute(text(f"ALTER TABLE {table} ENABLE TRIGGER {name}"))
         else:
             for what in GUARDED[table]:
                 conn.execute(text(_sqlite_trigger_sql(table, what)))
@@ -97,13 +113,87 @@ def unlocked(url: str, tables: tuple[str, ...] = ("entries", "payloads")) -> Ite
         enable_triggers(conn, tables)
 
 
+class EntryRow:
+    """An entries row plus the payload digests its envelope holds, as the attributes
+    ``doc_digest``, ``preimage_digest``, ... (the columns of revision 0004)."""
+
+    DIGEST_ATTRS: ClassVar[dict[str, int]] = {"doc_digest": 0, "preimage_digest": 1, "attestation_digest": 2,
+                                               "query_digest": 3, "meta_digest": 4,
+                                               "subject_digest": 5}
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        env = json.loads(bytes(raw.envelope))
+        names = {s: n for n, s in PAYLOAD_MAP.get(raw.kind, {}).items()}
+        if raw.kind == "result":
+            names = {s: n for n, s in SLOTS.items()}
+        committed = env.get("payloads") or {}
+        self._digests = {slot: committed.get(n) for slot, n in names.items()}
+
+    def __getattr__(self, name: str) -> Any:
+        if name in EntryRow.DIGEST_ATTRS:
+            return self._digests.get(EntryRow.DIGEST_ATTRS[name])
+        return getattr(self._raw, name)
+
+
 def row(conn: Connection, seq: int) -> Any:
-    return conn.execute(text("SELECT * FROM entries WHERE seq = :s"), {"s": seq}).one()
+    return EntryRow(conn.execute(text("SELECT * FROM entries WHERE seq = :s"),
+                                 {"s": seq}).one())
+
+
+def pids_of(conn: Connection, digest: str) -> list[int]:
+    """The payload rows (``pid = seq * 8 + slot``) whose envelope names ``digest``."""
+    out = []
+    for r in conn.execute(text("SELECT seq, kind, envelope FROM entries ORDER BY seq")):
+        committed = json.loads(bytes(r.envelope)).get("payloads") or {}
+        slots = SLOTS if r.kind == "result" else PAYLOAD_MAP.get(r.kind, {})
+        out += [r.seq * 8 + slots[n] for n, d in committed.items() if d == digest and n in slots]
+    return out
 
 
 def payload(conn: Connection, digest: str) -> bytes:
-    return bytes(conn.execute(text("SELECT data FROM payloads WHERE digest = :d"),
-                              {"d": digest}).scalar_one())
+    pid = pids_of(conn, digest)[0]
+    return bytes(conn.execute(text("SELECT data FROM payloads WHERE pid = :p"),
+                              {"p": pid}).scalar_one())
+
+
+def stored_payload(conn: Connection, seq: int, name: str) -> tuple[bytes | None, bytes] | None:
+    """(salt, data) of payload ``name`` of entry ``seq``, None when not stored."""
+    r = conn.execute(text("SELECT salt, data FROM payloads WHERE pid = :p"),
+                     {"p": seq * 8 + SLOTS[name]}).first()
+    return None if r is None else (None if r.salt is None else bytes(r.salt), bytes(r.data))
+
+
+def digest_for(conn: Connection, seq: int, name: str, data: bytes) -> str:
+    """What entry ``seq``'s envelope would say for ``data`` as its payload ``name``: the
+    plain digest (v1) or the commitment under the stored salt (v2 result)."""
+    r = row(conn, seq)
+    v = json.loads(bytes(r.envelope)).get("v", 1)
+    stored = stored_payload(conn, seq, name)
+    return payload_commitment(r.kind, v, stored[0] if stored else None, data)
+
+
+def move_payloads(conn: Connection, a: int, b: int) -> None:
+    """Exchange every payload row of entries ``a`` and ``b`` (a reordering moves the
+    payloads with their entries; payload triggers off)."""
+    rows = {s: conn.execute(text("SELECT pid, salt, data FROM payloads WHERE pid >= :x AND "
+                                 "pid < :y"), {"x": s * 8, "y": s * 8 + 8}).all()
+            for s in (a, b)}
+    conn.execute(text("DELETE FROM payloads WHERE (pid >= :a AND pid < :a + 8) OR "
+                      "(pid >= :b AND pid < :b + 8)"), {"a": a * 8, "b": b * 8})
+    for src, dst in ((a, b), (b, a)):
+        for pid, salt, data in rows[src]:
+            conn.execute(text("INSERT INTO payloads (pid, salt, data) VALUES (:p, :s, :d)"),
+                         {"p": dst * 8 + pid % 8, "s": salt, "d": data})
+
+
+def swap_payloads(conn: Connection, a: int, b: int, name: str) -> None:
+    """Swap payload ``name`` (bytes and salt) of entries ``a`` and ``b`` (triggers off)."""
+    pa, pb = stored_payload(conn, a, name), stored_payload(conn, b, name)
+    assert pa is not None and pb is not None
+    for seq, (salt, data) in ((a, pb), (b, pa)):
+        conn.execute(text("UPDATE payloads SET salt = :s, data = :d WHERE pid = :p"),
+                     {"s": salt, "d": data, "p": seq * 8 + SLOTS[name]})
 
 
 def ledger_id(conn: Connection) -> str:
@@ -117,16 +207,14 @@ def head(conn: Connection) -> tuple[int, bytes, int]:
 
 
 def uses_of(conn: Connection, digest: str) -> int:
-    """How many entries reference ``digest`` in any payload column."""
-    cols = sorted({c for m in PAYLOAD_MAP.values() for c in m.values()})
-    where = " OR ".join(f"{c} = :d" for c in cols)
-    return conn.execute(text(f"SELECT count(*) FROM entries WHERE {where}"),
-                        {"d": digest}).scalar_one()
+    """How many entries' envelopes name ``digest`` as a payload."""
+    return len({pid // 8 for pid in pids_of(conn, digest)})
 
 
 def set_payload(conn: Connection, digest: str, data: bytes) -> None:
     """Overwrite a payload's bytes (needs the payload trigger off)."""
-    conn.execute(text("UPDATE payloads SET data = :b WHERE digest = :d"), {"b": data, "d": digest})
+    for pid in pids_of(conn, digest):
+        conn.execute(text("UPDATE payloads SET data = :b WHERE pid = :p"), {"b": data, "p": pid})
 
 
 def update_entry(conn: Connection, seq: int, **values: Any) -> None:
@@ -136,10 +224,23 @@ def update_entry(conn: Connection, seq: int, **values: Any) -> None:
 
 
 def add_payloads(conn: Connection, blobs: dict[str, bytes]) -> None:
-    for d, b in blobs.items():
-        if not conn.execute(text("SELECT 1 FROM payloads WHERE digest = :d"), {"d": d}).first():
-            conn.execute(text("INSERT INTO payloads (digest, data) VALUES (:d, :b)"),
-                         {"d": d, "b": b})
+    """Keep hand-made payloads (digest -> bytes) for the next :func:`write_linked`, which
+    stores those its envelope names at its seq (the payload table is laid out by entry)."""
+    conn.info.setdefault("forged_blobs", {}).update(blobs)
+
+
+def _store_payloads(conn: Connection, seq: int, kind: str, envelope: bytes,
+                    replace: bool) -> None:
+    blobs = conn.info.get("forged_blobs", {})
+    committed = json.loads(envelope).get("payloads") or {}
+    slots = PAYLOAD_MAP.get(kind, {})
+    if replace:  # needs the payload triggers off
+        conn.execute(text("DELETE FROM payloads WHERE pid >= :a AND pid < :b"),
+                     {"a": seq * 8, "b": seq * 8 + 8})
+    for name, d in committed.items():
+        if d is not None and d in blobs and name in slots:
+            conn.execute(text("INSERT INTO payloads (pid, salt, data) VALUES (:p, NULL, :d)"),
+                         {"p": seq * 8 + slots[name], "d": blobs[d]})
 
 
 def set_head(conn: Connection, size: int, head_hash: bytes, last_recorded_at: int) -> None:
@@ -150,7 +251,9 @@ def set_head(conn: Connection, size: int, head_hash: bytes, last_recorded_at: in
 
 def forged_columns(lid: str, kind: str, fields: dict[str, Any],
                    payloads: dict[str, bytes | None]) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """Entry columns (all but seq/time/link) and payload blobs of a hand-made entry.
+    """Entry columns (all but seq/time/link) and payload blobs of a hand-made entry: a
+    format v1 envelope (plain digests; v1 entries stay valid forever, so a forged one is
+    judged on its content, not its version).
 
     ``fields`` are the kind's envelope fields (``COLUMN_MAP``); missing ones are null.
     """
@@ -159,7 +262,6 @@ def forged_columns(lid: str, kind: str, fields: dict[str, Any],
                for name in PAYLOAD_MAP[kind]}
     envelope = build_envelope(lid, kind, fields, digests)
     cols: dict[str, Any] = {column: fields[name] for name, column in COLUMN_MAP[kind].items()}
-    cols.update({column: digests[name] for name, column in PAYLOAD_MAP[kind].items()})
     cols.update(kind=kind, envelope=envelope)
     blobs = {d: payloads[n] for n, d in digests.items() if d is not None}
     return cols, blobs  # type: ignore[return-value]
@@ -173,6 +275,8 @@ def forged_result(lid: str, submission: dict[str, Any]) -> tuple[dict[str, Any],
     prepared, rejected = validate_items([submission], None, lid)
     assert not rejected, rejected[0].error
     p = prepared[0]
+    p.v = 1
+    p.seal(lid)
     cols, blobs = forged_columns(lid, "result", p.fields, p.payloads)
     assert cols["envelope"] == p.envelope
     return cols, blobs
@@ -183,6 +287,7 @@ def write_linked(conn: Connection, seq: int, recorded_at: int, prev_hash: bytes,
     """Write entry ``seq`` with a correctly computed body hash and link to ``prev_hash``
     (UPDATE of the existing row when ``replace``, else INSERT).  Returns its entry hash."""
     e = link(prev_hash, seq, recorded_at, cols["envelope"])
+    _store_payloads(conn, seq, cols["kind"], cols["envelope"], replace)
     values = {**cols, "recorded_at": recorded_at, "body_hash": e.body_hash,
               "prev_hash": prev_hash, "entry_hash": e.entry_hash}
     if replace:

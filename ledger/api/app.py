@@ -36,7 +36,7 @@ from ledger.ops.tokens import ACCESS_TOKEN_TYP, ledger_signer
 
 DESCRIPTION = """Append-only, hash-chained, Merkle-committed audit ledger for verification
 results.  Every endpoint but `/v1/health` and `/.well-known/jwks.json` needs a bearer JWT
-(roles: producer, auditor, developer, agent).  Errors are RFC 9457 problem documents
+(roles: producer, auditor, developer, agent, custodian).  Errors are RFC 9457 problem documents
 (`application/problem+json`: `type`, `title`, `status`, `detail`, and the extension members
 `code`, `field`?, `error`) with the same stable codes as the CLI.  See docs/http.md."""
 
@@ -114,7 +114,7 @@ def limit_for(settings: Settings) -> Any:
 def create_app(settings: Settings) -> FastAPI:
     """The application for ``settings``.  Opens the ledger and loads the keys now (so a
     misconfiguration fails before serving); the group committer starts with the app."""
-    from ledger.api import routes_append, routes_export, routes_meta, routes_read
+    from ledger.api import routes_append, routes_custody, routes_export, routes_meta, routes_read
 
     service = Service(settings)
 
@@ -151,7 +151,7 @@ def create_app(settings: Settings) -> FastAPI:
         errors.log.warning("database error: %s", exc)
         return unavailable_response(StoreUnavailable("the database is unreachable"))
 
-    for module in (routes_append, routes_read, routes_export, routes_meta):
+    for module in (routes_append, routes_read, routes_export, routes_meta, routes_custody):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit_for=limit_for(settings))
     return app

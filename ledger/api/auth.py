@@ -10,7 +10,7 @@ A token is accepted only if all of these hold (anything else is 401):
   it is only a hint: a token is accepted only if that key's signature verifies);
 - ``iss`` and ``aud`` equal the configured issuer and audience; ``exp``, ``iat``
   and ``sub`` present; ``exp``/``nbf`` honoured with a small leeway;
-- the role claim is one of producer, auditor, developer, agent (else 403).
+- the role claim is one of producer, auditor, developer, agent, custodian (else 403).
 
 The trusted JWKS is the ledger keyring's (tokens minted by ``ledger token issue``)
 or, instead, an external issuer's JWKS (a file, re-read when it changes, or an
@@ -34,6 +34,7 @@ from ledger.ops.tokens import ACCESS_TOKEN_TYP, ROLES, JwksSource, check_subject
 ALGORITHMS = ("EdDSA", "ES256")
 MAX_TOKEN_CHARS = 8192
 LAYER = {"auditor": 3, "developer": 2, "agent": 1}  # disclosure layer of each reading role
+# custodian: no reading layer; it redacts and holds (routes_custody)
 
 # Who may do what.  Every route names one action; tests check every cell.
 POLICY: dict[str, frozenset[str]] = {
@@ -42,6 +43,9 @@ POLICY: dict[str, frozenset[str]] = {
     "checkpoint": frozenset({"auditor", "developer", "agent"}),
     "export": frozenset({"auditor", "developer", "agent"}),
     "schema": frozenset(ROLES),
+    "redact": frozenset({"custodian"}),
+    "hold": frozenset({"custodian"}),
+    "holds": frozenset({"custodian", "auditor"}),
 }
 
 

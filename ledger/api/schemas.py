@@ -105,3 +105,24 @@ BATCH_RESPONSES: dict[int | str, dict[str, Any]] = {
     **_errors(400, 401, 403, 413, 422, 503),
 }
 READ_ERRORS = _errors(400, 401, 403, 404, 422, 503)
+CUSTODY_ERRORS = _errors(400, 401, 403, 404, 409, 422, 503)  # 409: a hold, a minimum retention
+
+
+# POST /v1/redactions, /v1/holds, /v1/holds/{seq}/release (docs/http.md#custody)
+CUSTODY_FIELDS: dict[str, Any] = {
+    "subject": {"type": "string", "minLength": 1, "maxLength": MAX_SHORT_TEXT},
+    "seqs": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+    "payloads": {"type": "array", "items": {"type": "string", "enum": [
+        "all", "evidence", "result", "preimage", "attestation", "query", "meta", "subject"]}},
+    "reason": {"type": "string", "minLength": 1, "maxLength": 4096},
+    "reference": {"type": ["string", "null"], "maxLength": 4096},
+    "keep_attestation": {"type": "boolean"}, "override_minimum": {"type": ["string", "null"]},
+    "dry_run": {"type": "boolean"}, "report": {"type": "boolean"},
+}
+
+
+def custody_body(fields: tuple[str, ...]) -> dict[str, Any]:
+    """The request body of a custody route: an object of ``fields`` (``reason`` required)."""
+    return {"requestBody": {"required": True, **_json({
+        "type": "object", "required": ["reason"], "additionalProperties": False,
+        "properties": {f: CUSTODY_FIELDS[f] for f in fields}})}}

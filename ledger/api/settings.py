@@ -38,6 +38,9 @@ class Settings:
     batch_max_bytes: int = 8 * 1024 * 1024
     page_max: int = 1000             # largest page of GET /v1/entries
     checkpoint_on_demand: bool = True  # ?proof=true signs a checkpoint if none covers seq
+    # ledger-retention/1 file whose minimum retention POST /v1/redactions respects
+    # (None: $LEDGER_RETENTION_POLICY, else no minimum)
+    retention_policy: str | None = None
     # quarantine bounds; None: LEDGER_QUARANTINE_MAX_ROWS / _MAX_PER_PRODUCER or the defaults
     quarantine_max_rows: int | None = None
     quarantine_max_per_producer: int | None = None

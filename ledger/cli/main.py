@@ -43,6 +43,7 @@ def _register() -> None:
     from ledger.cli import (
         audit,
         checkpoint_verify,
+        custody,
         db,
         demo,
         entries,
@@ -59,7 +60,7 @@ def _register() -> None:
     )
 
     for module in (db, entries, keys, audit, demo, proofs, checkpoint_verify, query, export,
-                   serve, token, spool, importer, quarantine, witness):
+                   serve, token, spool, importer, quarantine, witness, custody):
         for command in module.COMMANDS:
             cli.add_command(command)
 

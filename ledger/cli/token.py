@@ -12,6 +12,7 @@ import click
 
 from ledger.cli.output import emit_mapping, format_option
 from ledger.cli.signing import keys_dir_option
+from ledger.ops.tokens import ROLES
 
 
 @click.group()
@@ -21,9 +22,10 @@ def token() -> None:
 
 @token.command()
 @click.option("--role", required=True,
-              type=click.Choice(["producer", "auditor", "developer", "agent"]),
+              type=click.Choice(list(ROLES)),
               help="producer: append only; auditor: everything (layers 1-3); developer: "
-                   "reads, layers 1-2; agent: reads, layer 1 (status, agent_message).")
+                   "reads, layers 1-2; agent: reads, layer 1 (status, agent_message); "
+                   "custodian: redactions and legal holds only.")
 @click.option("--subject", required=True, metavar="NAME",
               help="Who the token is for; a producer's subject is recorded on each entry "
                    "it appends.")

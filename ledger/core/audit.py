@@ -11,6 +11,7 @@ passing each row's payload bytes; attestation judgement (crypto) is injected.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,12 +22,22 @@ from ledger.core import contract
 from ledger.core.digest import digest_text
 from ledger.core.entry import (
     COLUMN_MAP,
+    COLUMN_MAP_V2,
+    FORMAT_V2,
     FORMAT_VERSION,
-    PAYLOAD_MAP,
+    PAYLOAD_TAG,
+    SALT_SIZE,
+    V2_FIELDS,
+    VERSIONS,
     body_hash,
+    column_map,
     entry_hash,
     hash_hex,
+    payload_map,
+    version_of,
 )
+from ledger.core.erasure import RedactionMap, absent_payload, present_payload
+from ledger.core.fastjson import loads as fast_loads
 from ledger.core.finding import (
     EXIT_CODES,
     Abstention,
@@ -107,8 +118,10 @@ _DOC_FIELDS = {
 
 
 # Fast equality of envelope fields vs columns (the slow path names the column).
-_GETTERS = {k: _pair(m) for k, m in COLUMN_MAP.items()}
-_PAYLOAD_GETTERS = {k: _pair(m) for k, m in PAYLOAD_MAP.items()}
+_GETTERS = {**{(k, FORMAT_VERSION): _pair(m) for k, m in COLUMN_MAP.items()},
+            **{(k, FORMAT_V2): _pair(m) for k, m in COLUMN_MAP_V2.items()}}
+# A row's stored payloads: slot -> (salt or None, bytes) (ledger.store.entries.Payload).
+Slots = dict[int, tuple[bytes | None, bytes]]
 _REORDER_WINDOW = 16
 
 
@@ -140,8 +153,9 @@ class ChainAuditor:
 
     def __init__(self, ledger_id: str | None, start: int, anchor_hash: bytes | None, last_time: int,
                  policy: Policy, judge_attestation: AttestationJudge | None = None,
-                 lookup: Callable[[str], bytes | None] | None = None) -> None:
-        self.lookup = lookup  # payloads the envelope names but the row's columns did not
+                 redactions: RedactionMap | None = None) -> None:
+        # {(seq, payload name): redaction seq}: ledger.core.erasure.fold_redactions
+        self.redactions: RedactionMap = redactions if redactions is not None else {}
         self.ledger_id = ledger_id
         self.expected_seq = start
         self.prev_hash = anchor_hash
@@ -151,8 +165,10 @@ class ChainAuditor:
         self.judge = judge_attestation
 
     # -- chain ------------------------------------------------------------
-    def check_row(self, row: AuditedRow, blobs: dict[str, bytes]) -> RowOutcome:
-        """All checks of one row.  Never raises for bad data: a row whose stored
+    def check_row(self, row: Any, blobs: Slots) -> RowOutcome:
+        """All checks of one row; ``blobs`` are its stored payloads by slot, each a
+        ``(salt, data)`` pair (salt None for a plain digest).  Never raises for bad data:
+        a row whose stored
         values cannot even be read (wrong types written behind the ledger's back)
         is one ``row_unreadable`` finding, and the walk goes on."""
         try:
@@ -169,7 +185,7 @@ class ChainAuditor:
                 self.prev_hash = b""
             return out
 
-    def _check_row(self, row: AuditedRow, blobs: dict[str, bytes]) -> RowOutcome:
+    def _check_row(self, row: Any, blobs: Slots) -> RowOutcome:
         out = RowOutcome(row.seq)
         f = out.findings
         envelope, body = _as_bytes(row.envelope), _as_bytes(row.body_hash)
@@ -227,55 +243,67 @@ class ChainAuditor:
         return None
 
     # -- content ----------------------------------------------------------
-    def _check_content(self, row: AuditedRow, envelope: bytes, blobs: dict[str, bytes],
+    def _check_content(self, row: Any, envelope: bytes, blobs: Slots,
                        out: RowOutcome) -> None:
         f = out.findings
         try:
-            env = json.loads(envelope)
+            env = fast_loads(envelope)
         except ValueError:
             f.append(Finding("envelope_unreadable", row.seq, PAYLOAD_MODIFIED,
                              "the envelope is not JSON"))
             return
-        if env.get("v") != FORMAT_VERSION or env.get("ledger") != self.ledger_id \
-                or env.get("kind") != row.kind or row.kind not in COLUMN_MAP:
+        v = env.get("v")
+        if v not in VERSIONS or env.get("ledger") != self.ledger_id \
+                or env.get("kind") != row.kind or row.kind not in COLUMN_MAP \
+                or (v == FORMAT_V2 and row.kind not in V2_FIELDS):
             f.append(Finding("foreign_envelope", row.seq, FORKED,
                              "envelope version, ledger id or kind does not match",
-                             [FORMAT_VERSION, self.ledger_id, row.kind],
-                             [env.get("v"), env.get("ledger"), env.get("kind")]))
+                             [version_of(row.kind) if row.kind in COLUMN_MAP else
+                              FORMAT_VERSION, self.ledger_id, row.kind],
+                             [v, env.get("ledger"), env.get("kind")]))
             return
         digests = env.get("payloads") or {}
-        env_get, row_get = _GETTERS[row.kind]
+        columns = column_map(row.kind, v)
+        env_get, row_get = _GETTERS[(row.kind, v)]
         try:
-            same = env_get(env) == row_get(row) and _PAYLOAD_GETTERS[row.kind][0](digests) \
-                == _PAYLOAD_GETTERS[row.kind][1](row)
+            same = env_get(env) == row_get(row)
         except (KeyError, TypeError):
             same = False
         if not same:
-            for name, column in COLUMN_MAP[row.kind].items():
+            for name, column in columns.items():
                 if env.get(name) != getattr(row, column):
                     f.append(Finding("column_mismatch", row.seq, PAYLOAD_MODIFIED,
                                      f"column {column} differs from the hashed envelope",
                                      env.get(name), getattr(row, column)))
+        if v == FORMAT_V2 and row.kind == "result" and row.subject is not None:
+            f.append(Finding("column_mismatch", row.seq, PAYLOAD_MODIFIED,
+                             "column subject of a v2 row must be null (the subject is a "
+                             "committed payload)", None, row.subject))
         texts: dict[str, bytes] = {}
-        for name, column in PAYLOAD_MAP[row.kind].items():
+        salted = v == FORMAT_V2 and row.kind == "result"
+        for name, slot in payload_map(row.kind, v).items():
             d = digests.get(name)
-            if not same and d != getattr(row, column):
-                f.append(Finding("column_mismatch", row.seq, PAYLOAD_MODIFIED,
-                                 f"column {column} differs from the hashed envelope",
-                                 d, getattr(row, column)))
             if d is None:
                 continue
-            data = blobs.get(d)
-            if data is None and self.lookup is not None and d != getattr(row, column):
-                data = self.lookup(d)
-            if data is None:
-                f.append(Finding("payload_missing", row.seq, DELETED,
-                                 f"payload {name} ({d}) is not stored", d, None))
+            stored = blobs.get(slot)
+            if stored is None:
+                got = absent_payload(row.seq, name, d, self.redactions)
+                (f if isinstance(got, Finding) else out.abstentions).append(got)  # type: ignore[arg-type]
                 continue
-            actual = digest_text(data)
+            salt, data = stored
+            if self.redactions:
+                late = present_payload(row.seq, name, self.redactions)
+                if late is not None:
+                    f.append(late)
+            if salted:  # ledger.core.entry.commitment, inlined (the audit's hot path)
+                actual = "sha256:" + hashlib.sha256(PAYLOAD_TAG + salt + data).hexdigest() \
+                    if salt is not None and len(salt) == SALT_SIZE else None
+            else:
+                actual = digest_text(data)
             if actual != d:
                 f.append(Finding("payload_digest_mismatch", row.seq, PAYLOAD_MODIFIED,
-                                 f"payload {name} does not hash to its digest", d, actual))
+                                 f"payload {name} does not hash to its "
+                                 f"{'commitment' if salted else 'digest'}", d, actual))
                 continue
             texts[name] = data
             out.verified_checks += 1
@@ -341,7 +369,7 @@ class ChainAuditor:
         if "result" not in texts:
             return None
         try:
-            doc = json.loads(texts["result"])
+            doc = fast_loads(texts["result"])
         except ValueError:
             f.append(Finding("result_unreadable", seq, PAYLOAD_MODIFIED, "result is not JSON"))
             return None

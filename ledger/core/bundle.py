@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from ledger.core.entry import COLUMN_MAP, PAYLOAD_MAP, parse_hash_hex
+from ledger.core.entry import COLUMN_MAP, FORMAT_V2, column_map, parse_hash_hex, payload_map
 from ledger.core.timestamp import format_us, parse_rfc3339
 
 EXPORT_FORMAT = "ledger-export/1"
@@ -34,8 +34,12 @@ CSV_HEADER = ["seq", "recorded_at", "kind", "engine", "status", "constraint_id",
 _CSV_COLUMNS = CSV_HEADER[3:-2]
 _COLUMNS = tuple(dict.fromkeys(
     ["seq", "kind", "recorded_at"] + [c for m in COLUMN_MAP.values() for c in m.values()]
-    + [c for m in PAYLOAD_MAP.values() for c in m.values()]
-    + ["envelope", "body_hash", "prev_hash", "entry_hash"]))
+    + ["envelope", "body_hash", "prev_hash", "entry_hash", "payload_subject"]))
+# Keys of one payload of a record: always digest and data_b64; salt_b64 for a v2 result
+# payload; redacted_by for an erased one.
+PAYLOAD_KEYS = frozenset({"digest", "data_b64"})
+PAYLOAD_EXTRA_KEYS = frozenset({"salt_b64", "redacted_by"})
+Extra = dict[str, Any]
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -47,29 +51,38 @@ def dump_line(obj: dict[str, Any]) -> bytes:
 
 
 def entry_record(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: str,
-                 prev: str, entry: str, payloads: dict[str, tuple[str, bytes | None]],
+                 prev: str, entry: str, payloads: dict[str, tuple[str, bytes | None, Extra]],
                  ) -> dict[str, Any]:
-    """The ``entries.jsonl`` / ``key_events.jsonl`` object of one entry (hashes as text)."""
+    """The ``entries.jsonl`` / ``key_events.jsonl`` object of one entry (hashes as text);
+    ``payloads``: name -> (digest, bytes or None, extra keys: ``salt_b64``,
+    ``redacted_by``)."""
     return {"seq": seq, "kind": kind, "recorded_at_us": recorded_at_us,
             "envelope": envelope.decode("utf-8"), "body_hash": body, "prev_hash": prev,
             "entry_hash": entry,
             "payloads": {name: {"digest": d, "data_b64": None if data is None
-                                else base64.b64encode(data).decode("ascii")}
-                         for name, (d, data) in payloads.items()}}
+                                else base64.b64encode(data).decode("ascii"), **extra}
+                         for name, (d, data, extra) in payloads.items()}}
 
 
 _str = json.encoder.encode_basestring  # the C string encoder json.dumps uses (no ASCII escaping)
 
 
 def entry_line(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: str,
-               prev: str, entry: str, payloads: dict[str, tuple[str, bytes | None]]) -> bytes:
+               prev: str, entry: str, payloads: dict[str, tuple[str, bytes | None, Extra]],
+               ) -> bytes:
     """``dump_line(entry_record(...))``, byte for byte, without building the dicts (the
     export's hot path; a test compares the two)."""
     items = []
     for name in sorted(payloads):
-        d, data = payloads[name]
+        d, data, extra = payloads[name]
         b64 = "null" if data is None else '"' + base64.b64encode(data).decode("ascii") + '"'
-        items.append(f'{_str(name)}:{{"data_b64":{b64},"digest":{_str(d)}}}')
+        more = ""
+        if "redacted_by" in extra:
+            more += f',"redacted_by":{int(extra["redacted_by"])}'
+        if "salt_b64" in extra:
+            salt = extra["salt_b64"]
+            more += ',"salt_b64":' + ("null" if salt is None else _str(salt))
+        items.append(f'{_str(name)}:{{"data_b64":{b64},"digest":{_str(d)}{more}}}')
     return (f'{{"body_hash":{_str(body)},"entry_hash":{_str(entry)},'
             f'"envelope":{_str(envelope.decode("utf-8"))},"kind":{_str(kind)},'
             f'"payloads":{{{",".join(items)}}},"prev_hash":{_str(prev)},'
@@ -99,12 +112,12 @@ def csv_bytes(rows: list[list[str]]) -> bytes:
 
 
 def envelope_columns(kind: str, env: dict[str, Any]) -> dict[str, Any]:
-    """The entries columns an envelope of ``kind`` determines (payload digests included)."""
-    cols = {c: env.get(f) for f, c in COLUMN_MAP.get(kind, {}).items()}
-    payloads = env.get("payloads")
-    digests = payloads if isinstance(payloads, dict) else {}
-    cols.update({c: digests.get(n) for n, c in PAYLOAD_MAP.get(kind, {}).items()})
-    return cols
+    """The entries columns an envelope of ``kind`` determines."""
+    try:
+        m = column_map(kind, FORMAT_V2 if env.get("v") == FORMAT_V2 else 1)
+    except KeyError:
+        m = {}
+    return {c: env.get(f) for f, c in m.items()}
 
 
 _AGENT_MESSAGE = b'{"agent_message":"'
@@ -141,7 +154,7 @@ class BundleRow:
     :func:`read_entry`; the other columns are the envelope's fields, unverified JSON values
     (None where the envelope lacks them)."""
 
-    __slots__ = _COLUMNS
+    __slots__ = _COLUMNS + ("redacted_by",)
     seq: int
     kind: str
     recorded_at: int
@@ -160,15 +173,13 @@ class BundleRow:
     att_verdict: Any
     att_kid: Any
     att_iss: Any
-    doc_digest: Any
-    preimage_digest: Any
-    attestation_digest: Any
-    query_digest: Any
-    meta_digest: Any
+    payload_subject: Any
+    redacted_by: dict[str, int]
 
     def __init__(self, values: dict[str, Any]) -> None:
         for c in _COLUMNS:
             setattr(self, c, values.get(c))
+        self.redacted_by: dict[str, int] = {}
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -215,9 +226,11 @@ class BundleLine:
                 return
 
 
-def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[str, bytes], list[tuple[str, str]]]:
-    """(row, {digest: bytes}, problems) from an entry line object.  Raises ValueError when
-    the line lacks its fields or their types are wrong."""
+def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | None, bytes]],
+                                             list[tuple[str, str]]]:
+    """(row, {slot: (salt, bytes)}, problems) from an entry line object.  Raises ValueError
+    when the line lacks its fields or their types are wrong.  ``row.redacted_by`` maps the
+    names of payloads exported as erased to the redaction seq the record cites."""
     if set(obj) != LINE_KEYS:
         raise ValueError(f"keys are {sorted(obj)}, expected {sorted(LINE_KEYS)}")
     seq, kind, t = obj["seq"], obj["kind"], obj["recorded_at_us"]
@@ -239,12 +252,23 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[str, bytes], list[t
     if set(obj["payloads"]) != set(committed) and env:
         problems.append(("payload_set_mismatch", f"payloads {sorted(obj['payloads'])} differ"
                          + f" from those the envelope commits to {sorted(committed)}"))
-    blobs: dict[str, bytes] = {}
+    blobs: dict[int, tuple[bytes | None, bytes]] = {}
+    try:
+        slots = payload_map(kind, FORMAT_V2 if env.get("v") == FORMAT_V2 else 1)
+    except KeyError:
+        slots = {}
+    redacted_by: dict[str, int] = {}
     for name, p in obj["payloads"].items():
-        if not isinstance(p, dict) or set(p) != {"digest", "data_b64"}:
-            raise ValueError(f"payload {name} is not {{digest, data_b64}}")
-        digest = committed[name] if name in committed else p["digest"]
-        if p["digest"] != digest:
+        if not isinstance(p, dict) or not PAYLOAD_KEYS <= set(p) <= PAYLOAD_KEYS \
+                | PAYLOAD_EXTRA_KEYS:
+            raise ValueError(f"payload {name} is not {{digest, data_b64[, salt_b64]"
+                             "[, redacted_by]}")
+        if "redacted_by" in p:
+            if type(p["redacted_by"]) is not int or p["data_b64"] is not None:
+                raise ValueError(f"payload {name}: redacted_by must be a seq, data_b64 null")
+            redacted_by[name] = p["redacted_by"]
+        salt = _b64(p.get("salt_b64"))
+        if p["digest"] != committed.get(name, p["digest"]):
             problems.append(("payload_label_mismatch", f"payload {name} is labelled "
                              + f"{p['digest']} but the envelope commits to {committed[name]}"))
         data = p["data_b64"]
@@ -258,10 +282,25 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[str, bytes], list[t
             problems.append(("payload_encoding_invalid",
                              f"payload {name} is not canonical base64"))
             continue
-        blobs[digest] = raw
+        if name in slots:
+            blobs[slots[name]] = (salt, raw)
+    subject = blobs.get(slots["subject"]) if "subject" in slots else None
     row = BundleRow({**cols, "seq": seq, "kind": kind, "recorded_at": t, "envelope": envelope,
-                     **hashes})
+                     **hashes, "payload_subject": None if subject is None
+                     else subject[1].decode("utf-8", "replace")})
+    row.redacted_by = redacted_by
     return row, blobs, problems
+
+
+def _b64(text: Any) -> bytes | None:
+    """A salt's base64 (None stays None; anything unreadable is an empty salt, which no
+    commitment matches)."""
+    if text is None:
+        return None
+    try:
+        return base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+    except (binascii.Error, ValueError):
+        return b""
 
 
 def matches(filters: dict[str, Any], row: BundleRow) -> bool:
@@ -272,6 +311,9 @@ def matches(filters: dict[str, Any], row: BundleRow) -> bool:
                 return False
         elif name == "until":
             if row.recorded_at >= parse_rfc3339(values):
+                return False
+        elif name == "subject" and isinstance(values, list):
+            if (row.subject if row.subject is not None else row.payload_subject) not in values:
                 return False
         elif name in _COLUMNS and isinstance(values, list):
             if getattr(row, name) not in values:

@@ -1,10 +1,13 @@
-"""Entry envelopes, entry hashes and the chain link (format version 1).
+"""Entry envelopes, payload commitments, entry hashes and the chain link.
 
 Hashed structures (all SHA-256; see docs/format.md for worked vectors)::
 
-    payload digest = SHA-256(payload bytes)                      -- content address;
+    v1 payload digest = SHA-256(payload bytes)                   -- content address;
                      the evidence-preimage digest therefore equals the proof_ref
-    envelope       = RFC 8785 JSON of {"v":1, "ledger":..., "kind":..., <fields>,
+    v2 commitment  = SHA-256(PAYLOAD_TAG || salt || payload bytes)  -- hiding: a random
+                     32-byte salt per payload, stored beside the bytes and erased with them
+                     (v2 ``result`` payloads only; other v2 documents keep plain digests)
+    envelope       = RFC 8785 JSON of {"v":1|2, "ledger":..., "kind":..., <fields>,
                                         "payloads": {<name>: "sha256:<hex>"|null}}
     body_hash      = SHA-256(ENVELOPE_TAG || envelope)
     entry_hash     = SHA-256(ENTRY_TAG || prev_hash || u64be(seq) ||
@@ -29,14 +32,27 @@ from ledger.core.digest import hash_hex as hash_hex  # re-exported
 from ledger.core.digest import parse_hash_hex as parse_hash_hex  # re-exported
 from ledger.core.digest import sha256
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # the version of key_event and audit_run envelopes
+FORMAT_V2 = 2  # result, redaction and hold envelopes written today
+VERSIONS = (FORMAT_VERSION, FORMAT_V2)
 HASH_SIZE = 32
+SALT_SIZE = 32
 
 ENVELOPE_TAG = b"ledger.envelope.v1\x00"
 ENTRY_TAG = b"ledger.entry.v1\x00"
 GENESIS_TAG = b"ledger.genesis.v1\x00"
+PAYLOAD_TAG = b"ledger.payload.v2\x00"  # 18 bytes
 
-KINDS = ("result", "key_event", "audit_run", "redaction", "import")
+KINDS = ("result", "key_event", "audit_run", "redaction", "hold", "import")
+# The kinds written as v2 envelopes (key_event, audit_run and import keep v1).
+V2_KINDS = ("result", "redaction", "hold")
+
+# Payload name -> storage slot (``pid = seq * 8 + slot``).  The single document of the
+# other kinds uses slot 0.
+SLOTS: dict[str, int] = {"result": 0, "preimage": 1, "attestation": 2, "query": 3, "meta": 4,
+                         "subject": 5}
+SLOT_COUNT = 8
+SUBJECT_SLOT = SLOTS["subject"]
 
 # Envelope field -> queryable entries column, per kind.  Every listed field is
 # always present in the envelope (null where absent); the audit checks that each
@@ -48,18 +64,32 @@ COLUMN_MAP: dict[str, dict[str, str]] = {
     "key_event": {"action": "status", "issuer": "att_iss", "kid": "att_kid",
                   "thumbprint": "constraint_id", "producer": "producer"},
     "audit_run": {"outcome": "status", "producer": "producer"},
-    "redaction": {"target_seq": "subject", "producer": "producer"},
+    "redaction": {"producer": "producer"},
+    "hold": {"action": "status", "producer": "producer"},
     "import": {"source": "subject", "outcome": "status", "producer": "producer"},
 }
-# Envelope payload name -> entries column holding its digest, per kind.
-PAYLOAD_MAP: dict[str, dict[str, str]] = {
-    "result": {"result": "doc_digest", "preimage": "preimage_digest",
-               "attestation": "attestation_digest", "query": "query_digest",
-               "meta": "meta_digest"},
-    "key_event": {"event": "doc_digest"},
-    "audit_run": {"report": "doc_digest"},
-    "redaction": {"request": "doc_digest"},
-    "import": {"report": "doc_digest"},
+# v2 result envelopes have no subject (it is the committed ``subject`` payload).
+V2_RESULT_FIELDS = tuple(f for f in RESULT_FIELDS if f != "subject")
+COLUMN_MAP_V2: dict[str, dict[str, str]] = {**COLUMN_MAP,
+                                            "result": {f: f for f in V2_RESULT_FIELDS}}
+# Envelope payload name -> storage slot, per kind (v1 results have no subject payload).
+PAYLOAD_MAP: dict[str, dict[str, int]] = {
+    "result": {n: s for n, s in SLOTS.items() if n != "subject"},
+    "key_event": {"event": 0},
+    "audit_run": {"report": 0},
+    "redaction": {"request": 0},
+    "hold": {"order": 0},
+    "import": {"report": 0},
+}
+PAYLOAD_MAP_V2: dict[str, dict[str, int]] = {**PAYLOAD_MAP, "result": dict(SLOTS)}
+# The payload that holds a kind's main document.
+DOC_PAYLOAD = {"result": "result", "key_event": "event", "audit_run": "report",
+               "redaction": "request", "hold": "order", "import": "report"}
+# Envelope keys (besides v, ledger, kind, payloads) of the v2 kinds, exactly.
+V2_FIELDS: dict[str, tuple[str, ...]] = {
+    "result": V2_RESULT_FIELDS,
+    "redaction": ("producer", "role"),
+    "hold": ("action", "producer", "role"),
 }
 
 _U64 = struct.Struct(">Q")
@@ -71,15 +101,65 @@ def genesis_hash(ledger_id: str) -> bytes:
     return sha256(GENESIS_TAG + ledger_id.encode("utf-8"))
 
 
+def version_of(kind: str) -> int:
+    """The envelope version new entries of ``kind`` are written with."""
+    return FORMAT_V2 if kind in V2_KINDS else FORMAT_VERSION
+
+
+def column_map(kind: str, v: int) -> dict[str, str]:
+    """Envelope field -> entries column of ``kind`` in envelope version ``v``."""
+    return (COLUMN_MAP_V2 if v == FORMAT_V2 else COLUMN_MAP)[kind]
+
+
+def payload_map(kind: str, v: int) -> dict[str, int]:
+    """Payload name -> slot of ``kind`` in envelope version ``v``."""
+    return (PAYLOAD_MAP_V2 if v == FORMAT_V2 else PAYLOAD_MAP)[kind]
+
+
+def slot_names(kind: str) -> dict[int, str]:
+    """Slot -> payload name of ``kind`` (any version)."""
+    return {s: n for n, s in PAYLOAD_MAP_V2[kind].items()}
+
+
+def commitment(salt: bytes, data: bytes) -> str:
+    """The hiding commitment of a v2 result payload:
+    ``"sha256:" + hex(SHA-256(PAYLOAD_TAG || salt || data))``; ``salt`` is 32 bytes."""
+    if len(salt) != SALT_SIZE:
+        raise ValueError("a payload salt is 32 bytes")
+    return hash_hex(sha256(PAYLOAD_TAG + salt + data))
+
+
+def payload_commitment(kind: str, v: int, salt: bytes | None, data: bytes) -> str:
+    """What the envelope of a (kind, version) entry says about ``data``: the salted
+    commitment for v2 results, the plain digest otherwise."""
+    if v == FORMAT_V2 and kind == "result":
+        if salt is None:
+            raise ValueError("a v2 result payload needs its salt")
+        return commitment(salt, data)
+    return digest_text(data)
+
+
 def build_envelope(ledger_id: str, kind: str, fields: dict[str, Any],
-                   payloads: dict[str, str | None]) -> bytes:
-    """Canonical envelope bytes.  ``fields`` must not use the reserved keys."""
+                   payloads: dict[str, str | None], v: int = FORMAT_VERSION) -> bytes:
+    """Canonical envelope bytes of version ``v``.  ``fields`` must not use the reserved
+    keys; a v2 envelope must have exactly the keys of its kind (``V2_FIELDS``) and the
+    payload names of ``PAYLOAD_MAP_V2``.  Raises ValueError."""
     if kind not in KINDS:
         raise ValueError(f"unknown entry kind {kind!r}")
+    if v not in VERSIONS:
+        raise ValueError(f"unknown envelope version {v!r}")
     reserved = {"v", "ledger", "kind", "payloads"} & fields.keys()
     if reserved:
         raise ValueError(f"reserved envelope keys in fields: {sorted(reserved)}")
-    doc: dict[str, Any] = {"v": FORMAT_VERSION, "ledger": ledger_id, "kind": kind,
+    if v == FORMAT_V2:
+        if kind not in V2_FIELDS:
+            raise ValueError(f"{kind} entries are not written as v2")
+        if set(fields) != set(V2_FIELDS[kind]):
+            raise ValueError(f"v2 {kind} fields must be exactly {sorted(V2_FIELDS[kind])}")
+        if set(payloads) != set(PAYLOAD_MAP_V2[kind]):
+            raise ValueError(f"v2 {kind} payloads must be exactly "
+                             f"{sorted(PAYLOAD_MAP_V2[kind])}")
+    doc: dict[str, Any] = {"v": v, "ledger": ledger_id, "kind": kind,
                            **fields, "payloads": payloads}
     return canonical_json(doc)
 

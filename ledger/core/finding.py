@@ -133,6 +133,8 @@ def outcome(report: dict[str, Any]) -> str:
     return Outcome.PASSED.value
 
 
+REDACTED = "redacted"  # the abstention reason of a payload erased by a redaction
+
 # Audit findings about the ledger as a whole, not a row present (not counted as failed rows).
 LEDGER_LEVEL_CODES = frozenset({
     "seq_gap", "head_missing", "entries_beyond_head", "head_beyond_entries",
@@ -159,15 +161,18 @@ EXPORT_SUMMARY = SummaryStyle("verify-export complete", "bundle",
 
 
 def summary_line(report: dict[str, Any], style: SummaryStyle = AUDIT_SUMMARY) -> str:
-    """``<title>: R rows, V verified, F failed, U unverified``, then `` (human review
-    needed)`` and the counts of findings (and abstentions) about the whole."""
+    """``<title>: R rows, V verified, F failed, U unverified``, then ``, N redacted`` (the
+    payloads abstained as erased by a redaction), `` (human review needed)`` and the counts
+    of findings (and abstentions) about the whole."""
     s = report["summary"]
     abstentions = report.get("abstentions") or []
     review = s["unverified"] or abstentions and (
         style.review_when_failed or report.get("outcome") != Outcome.FAILED)
+    redacted = sum(1 for a in abstentions if a.get("reason") == REDACTED)
     line = (f"{style.title}: {s['rows']} rows, {s['verified']} verified, {s['failed']} "
-            f"failed, {s['unverified']} unverified" + (" (human review needed)" if review
-                                                        else ""))
+            f"failed, {s['unverified']} unverified"
+            + (f", {redacted} redacted" if redacted else "")
+            + (" (human review needed)" if review else ""))
     extra = sum(1 for f in report["findings"] if style.is_scope_level(f))
     if extra:
         line += f"; {extra} {style.scope}-level finding(s)"

@@ -9,7 +9,8 @@ their own transaction after the batch; they never enter the chain.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,13 +21,19 @@ from ledger.core.canonical import canonical_json
 from ledger.core.entry import (
     COLUMN_MAP,
     ENTRY_TAG,
-    PAYLOAD_MAP,
+    FORMAT_V2,
+    SALT_SIZE,
+    SLOTS,
     body_hash,
     build_envelope,
+    column_map,
+    commitment,
     digest_text,
     entry_hash,
     hash_hex,
     link,
+    payload_map,
+    version_of,
 )
 from ledger.core.submission import Submission, loads, parse_submission
 from ledger.crypto.attestation import (
@@ -39,6 +46,7 @@ from ledger.crypto.trust import TrustStore, check_attestation, time_problem
 from ledger.errors import (
     CanonicalizationError,
     IdempotencyConflict,
+    LedgerError,
     StoreDataError,
     SubmissionError,
     UsageError,
@@ -51,7 +59,7 @@ from ledger.ops.quarantine import (  # noqa: F401 - re-exported
     storable_text,
 )
 from ledger.ops.trust_store import last_key_event_seq
-from ledger.store import postgres
+from ledger.store import db, postgres
 from ledger.store.append import AppendTxn, append_transaction
 from ledger.store.entries import Head
 
@@ -93,19 +101,54 @@ class Prepared:
     sub: Submission | None = None  # for re-judging the attestation under the lock
     att_bounds: tuple[int, int, int | None] | None = None  # verified (iat, exp, nbf), seconds
     trust_seq: int | None = None  # last key_event seq the attestation was judged with
+    salts: dict[str, bytes] = field(default_factory=dict)  # v2 result payloads only
+    v: int = 0  # envelope version (0: the version of the kind, ledger.core.entry.version_of)
+    sealed: dict[str, bytes | None] = field(default_factory=dict)  # payloads as committed
 
-    def seal(self, ledger_id: str) -> Prepared:
-        """Compute payload digests and the canonical envelope (before any lock is taken).
+    @property
+    def version(self) -> int:
+        return self.v or version_of(self.kind)
 
+    def seal(self, ledger_id: str, salt: Callable[[int], bytes] = os.urandom,
+             salts: dict[str, bytes] | None = None) -> Prepared:
+        """Compute payload digests (v2 results: salted commitments) and the canonical
+        envelope, before any lock is taken.
+
+        ``salt(32)`` draws one salt per present payload of a v2 result (a parameter so
+        that vectors are deterministic); ``salts`` reuses given salts by payload name
+        (an idempotent replay is compared under the stored salts).  A v2 result's
+        subject moves from the fields into the committed ``subject`` payload.
         Raises SubmissionError when a field cannot be canonicalized.
         """
-        self.digests = {k: (digest_text(v) if v is not None else None)
-                        for k, v in self.payloads.items()}
+        v = self.version
+        fields, payloads = self.fields, self.payloads
+        if v == FORMAT_V2 and self.kind == "result":
+            subject = fields.get("subject")
+            payloads = {name: self.payloads.get(name) for name in SLOTS}
+            if subject is not None:
+                payloads["subject"] = subject.encode("utf-8")
+            fields = {k: x for k, x in fields.items() if k != "subject"}
+            given = salts or {}
+            self.salts = {n: given.get(n) or salt(SALT_SIZE)
+                          for n, data in payloads.items() if data is not None}
+            self.digests = {n: (commitment(self.salts[n], data) if data is not None else None)
+                            for n, data in payloads.items()}
+        else:
+            self.digests = {k: (digest_text(x) if x is not None else None)
+                            for k, x in payloads.items()}
+        self.sealed = payloads
         try:
-            self.envelope = build_envelope(ledger_id, self.kind, self.fields, self.digests)
+            self.envelope = build_envelope(ledger_id, self.kind, fields, self.digests, v)
         except CanonicalizationError as exc:
             raise SubmissionError(str(exc), code="invalid_value", field=None) from None
         return self
+
+    def payload_rows(self) -> list[tuple[int, bytes | None, bytes]]:
+        """``(slot, salt, data)`` of every present payload (after :meth:`seal`)."""
+        slots = payload_map(self.kind, self.version)
+        payloads = self.sealed or self.payloads
+        return [(slots[n], self.salts.get(n), data) for n, data in payloads.items()
+                if data is not None]
 
 
 @dataclass(frozen=True)
@@ -177,7 +220,8 @@ Recheck = Callable[[Prepared, int, int], "dict[str, Any] | SubmissionError | Non
 
 def _same_content(stored: bytes, new: bytes) -> bool:
     """Idempotent replay: the same envelope, ignoring the attestation verdict (which
-    may change between the first try and a retry, e.g. when its issuer is trusted)."""
+    may change between the first try and a retry, e.g. when its issuer is trusted).
+    A v2 retry is sealed with the stored entry's salts first (``BatchWriter``)."""
     if stored == new:
         return True
     a, b = json.loads(stored), json.loads(new)
@@ -244,11 +288,9 @@ def validate_items(items: Sequence[Any], producer: str | None, ledger_id: str,
     return prepared, rejected
 
 
-def _columns(p: Prepared, digests: dict[str, str | None]) -> dict[str, Any]:
-    cols = {column: p.fields.get(name) for name, column in COLUMN_MAP[p.kind].items()}
-    for name, column in PAYLOAD_MAP[p.kind].items():
-        cols[column] = digests.get(name)
-    return cols
+def _columns(p: Prepared) -> dict[str, Any]:
+    return {column: p.fields.get(name)
+            for name, column in column_map(p.kind, p.version).items()}
 
 
 def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | None:
@@ -261,10 +303,10 @@ def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | N
     ``entry_hash`` before COMMIT (``ledger.store.postgres``); a value the database
     refuses rejects the item.
     """
-    row = _columns(p, p.digests)
+    row = _columns(p)
     body = body_hash(p.envelope)
     row.update(kind=p.kind, envelope=p.envelope, body_hash=body)
-    blobs = {p.digests[k]: v for k, v in p.payloads.items() if v is not None}
+    blobs = p.payload_rows()
     try:
         got = postgres.append_one(engine, row, blobs, clock.now_us(),  # type: ignore[arg-type]
                                   ENTRY_TAG, lambda prev, seq, t: entry_hash(prev, seq, t, body))
@@ -295,22 +337,27 @@ class BatchWriter:
         h = txn.lock_head()
         self.now = max(clock.now_us(), h.last_recorded_at)
         self.size, self.prev = h.size, h.head_hash
-        # (producer, idempotency key) -> (envelope, result): keys are scoped per producer
-        self.known: dict[tuple[str | None, str], tuple[bytes, AppendResult]] = {}
+        self.first = h.size  # the first seq this writer appends
+        # (producer, idempotency key) -> (envelope, result, salts by payload name): keys are
+        # scoped per producer
+        self.known: dict[tuple[str | None, str],
+                         tuple[bytes, AppendResult, dict[str, bytes]]] = {}
         self.wrote = False
 
     def add(self, prepared: Sequence[Prepared]) -> list[AppendResult]:
         for p in prepared:
             if not p.envelope:
                 p.seal(self.ledger_id)
+        names = {s: n for n, s in SLOTS.items()}
         for producer, keys in _keys_by_producer(prepared, self.known).items():
             for k, e in self.txn.find_idempotent(keys, producer).items():
                 self.known[(producer, k)] = (
                     e.envelope, AppendResult(True, e.seq, hash_hex(e.entry_hash),
-                                             format_us(e.recorded_at), replayed=True))
+                                             format_us(e.recorded_at), replayed=True),
+                    {names[s]: salt for s, salt in e.salts.items() if s in names})
         results: list[AppendResult] = []
         rows: list[dict[str, Any]] = []
-        blobs: dict[str, bytes] = {}
+        blobs: list[tuple[int, bytes | None, bytes]] = []
         for p in prepared:
             res = self._one(p, rows, blobs)
             results.append(res)
@@ -320,12 +367,31 @@ class BatchWriter:
             self.wrote = True
         return results
 
-    def _one(self, p: Prepared, rows: list[dict[str, Any]], blobs: dict[str, bytes],
-             ) -> AppendResult:
+    def erase(self, targets: Iterable[tuple[int, int]], redaction_seq: int,
+              ) -> list[tuple[int, int]]:
+        """Erase payload rows ``(seq, slot)`` for the redaction entry at ``redaction_seq``
+        that this writer appended (``add``) in the same transaction; returns the pairs
+        that were stored (``ledger.store.append.erase_payloads``).  Raises UsageError
+        unless every seq is earlier than ``redaction_seq`` and the redaction entry is
+        part of this transaction."""
+        pairs = list(targets)
+        if not (self.size > redaction_seq >= self.first):
+            raise UsageError(f"entry {redaction_seq} was not appended in this transaction",
+                             field="redaction_seq")
+        late = [s for s, _ in pairs if s >= redaction_seq]
+        if late:
+            raise UsageError(f"entry {late[0]} is not earlier than redaction {redaction_seq}",
+                             code="redaction_target_invalid", field="seq")
+        return self.txn.erase_payloads(pairs, redaction_seq)
+
+    def _one(self, p: Prepared, rows: list[dict[str, Any]],
+             blobs: list[tuple[int, bytes | None, bytes]]) -> AppendResult:
         key = None if p.idempotency_key is None else (p.fields.get("producer"),
                                                       p.idempotency_key)
         if key is not None and key in self.known:
-            env, prior = self.known[key]
+            env, prior, salts = self.known[key]
+            if salts and p.version == FORMAT_V2 and p.kind == "result":
+                p.seal(self.ledger_id, salts=salts)  # commitments comparable to the stored
             if _same_content(env, p.envelope):
                 return AppendResult(True, prior.seq, prior.entry_hash, prior.recorded_at,
                                     replayed=True, index=p.index)
@@ -341,17 +407,15 @@ class BatchWriter:
                 p.fields.update(check_hints(change))
                 p.seal(self.ledger_id)
         e = link(self.prev, self.size, self.now, p.envelope)
-        row = _columns(p, p.digests)
+        row = _columns(p)
         row.update(seq=self.size, kind=p.kind, recorded_at=self.now, envelope=p.envelope,
                    body_hash=e.body_hash, prev_hash=self.prev, entry_hash=e.entry_hash)
         rows.append(row)
-        for k, v in p.payloads.items():
-            if v is not None:
-                blobs[p.digests[k]] = v  # type: ignore[index]
+        blobs.extend((self.size * 8 + slot, salt, data) for slot, salt, data in p.payload_rows())
         res = AppendResult(True, self.size, hash_hex(e.entry_hash), format_us(self.now),
                            index=p.index)
         if key is not None:
-            self.known[key] = (p.envelope, res)
+            self.known[key] = (p.envelope, res, dict(p.salts))
         self.size, self.prev = self.size + 1, e.entry_hash
         return res
 
@@ -531,3 +595,55 @@ def trust_recheck(ctx: LedgerContext) -> Recheck:
         return None
 
     return recheck
+
+
+# -- redaction: the entry and the erasure in one transaction ----------------------------
+@dataclass
+class RedactionCommit:
+    """One committed redaction entry and the payloads it erased, as (seq, payload name)."""
+
+    result: AppendResult
+    erased: list[tuple[int, str]]
+    already_erased: list[tuple[int, str]]
+
+
+def commit_redaction(ctx: LedgerContext, prepared: Sequence[Prepared],
+                     erasures: Sequence[Sequence[tuple[int, str]]],
+                     ) -> list[RedactionCommit]:
+    """Append redaction entries and erase the payloads they name, in ONE transaction.
+
+    ``prepared[i]`` is a sealed ``redaction`` entry (``prepare_event("redaction",
+    {"producer": ..., "role": ...}, "request", document)``); ``erasures[i]`` the
+    ``(seq, payload name)`` pairs its document names (result payload names,
+    ``ledger.core.entry.SLOTS``).  Each entry is linked, then its pairs get guard rows in
+    ``redacted_payloads`` and their payload rows are deleted
+    (``ledger.store.append.erase_payloads``); a pair already erased is reported in
+    ``already_erased`` (a no-op).  Either everything commits or nothing does.  On SQLite
+    the WAL is checkpointed (TRUNCATE) after the commit, so the erased bytes are gone
+    from the WAL too.  Validation of the document (targets exist, are results, holds,
+    retention) is the caller's; this raises UsageError for a target that is not earlier
+    than its redaction, LedgerError for an entry the batch rejected, and StoreDataError /
+    StoreUnavailable (rolled back).
+    """
+    if len(prepared) != len(erasures):
+        raise ValueError("one list of erasures per redaction entry")
+    if any(p.kind != "redaction" for p in prepared):
+        raise ValueError("commit_redaction appends redaction entries only")
+    out: list[RedactionCommit] = []
+    with append_transaction(ctx.engine) as txn:
+        writer = BatchWriter(txn, ctx.ledger_id, ctx.clock)
+        for p, pairs in zip(prepared, erasures, strict=True):
+            res = writer.add([p])[0]
+            if not res.ok or res.seq is None:
+                raise LedgerError("the redaction entry was rejected", code="redaction_rejected",
+                                  detail=res.error or {})
+            wanted = [(seq, SLOTS[name]) for seq, name in pairs]
+            done = set(writer.erase(wanted, res.seq))
+            names = {s: n for n, s in SLOTS.items()}
+            erased = [(s, names[slot]) for s, slot in sorted(set(wanted)) if (s, slot) in done]
+            already = [(s, names[slot]) for s, slot in sorted(set(wanted))
+                       if (s, slot) not in done]
+            out.append(RedactionCommit(res, erased, already))
+        writer.finish()
+    db.wal_checkpoint(ctx.engine)
+    return out

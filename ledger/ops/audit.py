@@ -34,6 +34,8 @@ from ledger.crypto.trust import TrustStore, row_judge
 from ledger.errors import UsageError
 from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
+from ledger.ops.custody_audit import add_custody_findings
+from ledger.ops.redaction_map import documents, load_redaction_map
 from ledger.ops.trust import load_trust_store
 from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
@@ -106,7 +108,7 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
         anchor, last_time = _anchor(conn, ledger_id, start)
         auditor = ChainAuditor(ledger_id, start, anchor, last_time, policy,
                                row_judge(store) if store is not None else None,
-                               lookup=lambda d: repo.get_payloads(conn, [d]).get(d))
+                               redactions=load_redaction_map(conn))
         if state:
             auditor.prev_failed_hash = state.get("prev_failed_hash", False)
         for page in repo.iter_entry_pages(conn, start, end, PAGE):
@@ -221,6 +223,7 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
         tally.add(audit_range(engine, ctx.meta.ledger_id, start, end, policy, store,
                               progress, saver, state))
         _finish_run(engine, run_id, end, tally)
+    add_custody_findings(tally, engine, opts.start if not opts.since_last else start, end)
     tally.findings += [f.to_dict() for f in pre + head_findings]  # ledger-level, not rows
     report = {
         "format": REPORT_FORMAT, "ledger_id": ctx.meta.ledger_id, "origin": ctx.meta.origin,
@@ -249,17 +252,15 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
 def _since_last(conn: Connection, ctx: LedgerContext) -> tuple[int, list[Finding]]:
     """Where verified history ends: passed recorded audits whose ranges chain
     contiguously from seq 0 (a partial or failed audit establishes no baseline)."""
-    rows = repo.doc_refs(conn, "audit_run", status="passed")
-    blobs = repo.get_payloads(conn, [r.doc_digest for r in rows])
     covered, anchor = 0, None
-    for r in rows:
+    for seq, data in documents(conn, "audit_run", status="passed"):
         try:
-            doc = json.loads(blobs[r.doc_digest])
+            doc = json.loads(data)
             start, end = int(doc["range"]["start"]), int(doc["range"]["end"])
         except (ValueError, KeyError, TypeError):
             continue  # unreadable: not a baseline (the walk reports the modified row)
         if start <= covered < end:
-            covered, anchor = end, (r.seq, doc)
+            covered, anchor = end, (seq, doc)
     if anchor is None:
         return 0, []
     seq, doc = anchor

@@ -54,6 +54,10 @@ class LedgerContext:
     def ledger_id(self) -> str:
         return self.meta.ledger_id
 
+    @property
+    def origin(self) -> str:
+        return self.meta.origin
+
     def trust_store(self, refresh: bool = True) -> TrustStore:
         """The trust store as of the last key event (refolded when new events arrived)."""
         return self.trust.get(self.engine, refresh)

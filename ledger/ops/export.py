@@ -61,6 +61,7 @@ from ledger.ops.anchor import anchor_files
 from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.ops.query import Filters, iter_pages, make_filters, with_window
+from ledger.ops.redaction_map import load_redaction_map
 from ledger.ops.tree import StoredTree
 from ledger.ops.view import export_line
 from ledger.store import entries as repo
@@ -161,6 +162,7 @@ def _write_entries(conn: Any, f: Filters, out: _Out, proofs: _Out, tree: StoredT
     per interval of consecutive seqs (or per entry).  Returns the number written."""
     first = prev = None
     n = 0
+    redactions = load_redaction_map(conn)
     for page in iter_pages(conn, f, page=PAGE):
         buf = io.StringIO()
         rows = csv.writer(buf)
@@ -170,9 +172,9 @@ def _write_entries(conn: Any, f: Filters, out: _Out, proofs: _Out, tree: StoredT
                 _prove(tree, proofs, out.name, first, prev, size)  # type: ignore[arg-type]
                 first = None
             first = seq if first is None else first
-            out.write(export_line(row, blobs))
+            out.write(export_line(row, blobs, redactions))
             if view is not None and counts is not None:
-                msg = agent_message(row.kind, blobs.get(row.doc_digest))
+                msg = agent_message(row.kind, blobs[0][1] if 0 in blobs else None)
                 rows.writerow(csv_row(seq, row.kind, row.recorded_at, row, msg,
                                       hash_hex(bytes(row.entry_hash))))
                 counts["by_status"][str(row.status)] += 1
@@ -263,6 +265,7 @@ def export_filtered(ctx: LedgerContext, out_dir: str | os.PathLike[str], *,
 def iter_records(ctx: LedgerContext, f: Filters, page: int = 1000) -> Iterator[bytes]:
     """The export record line (``entries.jsonl`` form) of every entry matching ``f``."""
     with connect(ctx.engine) as conn:
+        redactions = load_redaction_map(conn)
         for rows in iter_pages(conn, f, page=page):
             for row, blobs in rows:
-                yield export_line(row, blobs)
+                yield export_line(row, blobs, redactions)

@@ -23,7 +23,7 @@ from ledger.ops.checkpoint import (
     tree_root,
 )
 from ledger.ops.context import LedgerContext
-from ledger.ops.view import committed_digests, proof_entry
+from ledger.ops.view import proof_entry
 from ledger.store import entries as repo
 from ledger.store.db import connect
 from ledger.verify.proof import CONSISTENCY_FORMAT, INCLUSION_FORMAT
@@ -68,7 +68,7 @@ def proof_entry_at(ctx: LedgerContext, seq: int) -> tuple[str, dict[str, Any]]:
         row = repo.get_entry(conn, seq)
         if row is None:
             raise NotFound(f"no entry with seq {seq}", field="seq")
-        blobs = repo.get_payloads(conn, committed_digests(row).values())
+        blobs = repo.get_payloads(conn, seq)
     return ctx.meta.ledger_id, proof_entry(row, blobs)
 
 

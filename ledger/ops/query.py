@@ -40,7 +40,6 @@ from ledger.ops.view import (  # noqa: F401 -- the layers and views, re-exported
 )
 from ledger.store import query as sq
 from ledger.store.db import connect
-from ledger.store.entries import DIGEST_COLUMNS
 
 # Columns of the table and CSV outputs (CSV cells holding objects are JSON text).
 TABLE_COLUMNS = {
@@ -61,7 +60,10 @@ STRING_FILTERS = ("kind", "engine", "status", "constraint_id", "proof_ref", "sub
                   "producer", "att_verdict", "att_kid")
 MAX_FILTER_TEXT = 1024
 MAX_LIMIT = 10_000
-_DIGEST_COLUMNS = DIGEST_COLUMNS
+# Payload slots joined per layer: every payload for auditors; the main document and the
+# (v2) subject payload for the others.
+_ALL_SLOTS = tuple(range(6))
+_DOC_SLOTS = (0, 5)
 
 
 @dataclass(frozen=True)
@@ -184,15 +186,16 @@ def _equal(f: Filters) -> dict[str, tuple[str, ...]]:
     return {name: getattr(f, name) for name in STRING_FILTERS}
 
 
-def _payload_names(layer: str) -> tuple[str, ...]:
-    return _DIGEST_COLUMNS if layer == "auditor" else ("doc_digest",)
+def _payload_names(layer: str) -> tuple[int, ...]:
+    return _ALL_SLOTS if layer == "auditor" else _DOC_SLOTS
 
 
 def iter_pages(conn: Connection, f: Filters, *, after: int = -1, page: int = 1000,
-               digest_columns: Iterable[str] = _DIGEST_COLUMNS,
-               ) -> Iterator[list[tuple[Any, dict[str, bytes]]]]:
-    """Pages of ``(row, {digest: payload bytes})`` matching ``f`` with ``seq > after``,
-    in seq order; memory is one page.  ``row`` is a ``ledger.store.entries.EntryRow``."""
+               digest_columns: Iterable[int] = _ALL_SLOTS,
+               ) -> Iterator[list[tuple[Any, Any]]]:
+    """Pages of ``(row, {slot: payload})`` matching ``f`` with ``seq > after``, in seq
+    order; memory is one page.  ``row`` is a ``ledger.store.entries.EntryRow``;
+    ``digest_columns`` are the payload slots joined in."""
     digest_columns = tuple(digest_columns)
     lo, hi = seq_window(conn, f)
     if hi is not None and lo >= hi:

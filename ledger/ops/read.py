@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ledger.clock import format_us
-from ledger.core.entry import PAYLOAD_MAP, hash_hex
+from ledger.core.entry import hash_hex
 from ledger.errors import IntegrityError, NotFound
 from ledger.ops.context import LedgerContext
 from ledger.ops.view import entry_detail
@@ -31,8 +31,7 @@ def get_entry(ctx: LedgerContext, seq: int) -> dict[str, Any]:
         row = repo.get_entry(conn, seq)
         if row is None:
             raise NotFound(f"no entry with seq {seq}", field="seq")
-        cols = PAYLOAD_MAP[row.kind]
-        blobs = repo.get_payloads(conn, [getattr(row, c) for c in cols.values()])
+        blobs = repo.get_payloads(conn, seq)
     return entry_detail(row, blobs)
 
 

@@ -11,7 +11,7 @@ Access token (RFC 9068 style, header ``typ: at+jwt``, ``alg: EdDSA``)::
 
     {"iss": <issuer, default the origin>, "aud": <audience, default the origin>,
      "sub": <subject: the producer identity recorded on appended entries>,
-     "role": "producer" | "auditor" | "developer" | "agent",
+     "role": "producer" | "auditor" | "developer" | "agent" | "custodian",
      "iat": <s>, "nbf": <s>, "exp": <s>, "jti": <random hex>}
 """
 
@@ -35,7 +35,7 @@ __all__ = ["ACCESS_TOKEN_TYP", "RECEIPT_TYP", "ROLES", "JwksSource", "JwtSigner"
 
 ACCESS_TOKEN_TYP = "at+jwt"
 RECEIPT_TYP = "ledger-receipt+jwt"
-ROLES = ("producer", "auditor", "developer", "agent")
+ROLES = ("producer", "auditor", "developer", "agent", "custodian")
 MAX_SUBJECT = 256  # the producer column's width
 MAX_TTL_S = 366 * 86_400
 MAX_JWKS_BYTES = 1024 * 1024

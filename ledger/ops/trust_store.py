@@ -9,8 +9,8 @@ import json
 
 from sqlalchemy import Engine
 
-from ledger.core.digest import digest_text
 from ledger.crypto.trust import ACTIONS, TrustStore
+from ledger.ops.redaction_map import documents
 from ledger.store import entries as repo
 from ledger.store.db import connect
 
@@ -19,21 +19,17 @@ def load_trust_store(engine: Engine, since: TrustStore | None = None) -> TrustSt
     """Fold every key_event entry (or only those after ``since.last_event_seq``)."""
     store = since or TrustStore()
     with connect(engine) as conn:
-        rows = repo.doc_refs(conn, "key_event", after=store.last_event_seq)
-        blobs = repo.get_payloads(conn, [r.doc_digest for r in rows])
-    for r in rows:
-        data = blobs.get(r.doc_digest)
         # only documents that match their digest are folded in; a missing, modified
         # or unreadable key event is the audit's finding, never trust
-        if data is None or digest_text(data) != r.doc_digest:
-            continue
+        rows = documents(conn, "key_event", after=store.last_event_seq)
+    for seq, data in rows:
         try:
             event = json.loads(data)
         except ValueError:
             continue
         if isinstance(event, dict) and event.get("action") in ACTIONS:
             try:
-                store.apply(r.seq, event)
+                store.apply(seq, event)
             except (KeyError, TypeError):
                 continue
     return store

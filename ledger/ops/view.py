@@ -11,7 +11,8 @@ output.
 * :func:`proof_entry`: the ``entry`` object of an inclusion-proof bundle.
 
 ``row`` is a stored entry (``ledger.store.entries.EntryRow`` or any object with its
-attributes); ``blobs`` maps payload digests to their stored bytes.
+attributes); ``blobs`` maps payload slots to their stored ``(salt, data)``
+(``ledger.store.entries.Payload``); the digests/commitments are the envelope's.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any
 
 from ledger.clock import format_us
 from ledger.core.bundle import entry_line, entry_record
-from ledger.core.entry import PAYLOAD_MAP, hash_hex
+from ledger.core.entry import FORMAT_V2, hash_hex, payload_map
+from ledger.core.erasure import RedactionMap
 from ledger.errors import UsageError
 
 LAYERS = ("agent", "developer", "auditor")
@@ -51,25 +53,59 @@ def _json(data: bytes | None) -> Any:
         return None
 
 
-def row_view(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
+def _envelope(row: Any) -> dict[str, Any]:
+    try:
+        env = json.loads(bytes(row.envelope))
+    except ValueError:
+        return {}
+    return env if isinstance(env, dict) else {}
+
+
+def named_payloads(row: Any, blobs: Any, env: dict[str, Any] | None = None,
+                   ) -> tuple[dict[str, str], dict[str, Any]]:
+    """(name -> digest or commitment the envelope holds, name -> stored (salt, data)) of
+    ``row``'s committed payloads."""
+    env = _envelope(row) if env is None else env
+    v = env.get("v", 1)
+    committed = env.get("payloads") if isinstance(env.get("payloads"), dict) else {}
+    try:
+        slots = payload_map(row.kind, FORMAT_V2 if v == FORMAT_V2 else 1)
+    except KeyError:
+        slots = {}
+    digests = {n: d for n, d in committed.items() if d is not None and n in slots}
+    return digests, {n: blobs[slots[n]] for n in digests if slots[n] in blobs}
+
+
+def _data(stored: dict[str, Any], name: str) -> bytes | None:
+    p = stored.get(name)
+    return None if p is None else p[1]
+
+
+def subject_of(row: Any, stored: dict[str, Any]) -> str | None:
+    """The subject: the v1 column, or the v2 subject payload's text."""
+    return row.subject if row.subject is not None else _text(_data(stored, "subject"))
+
+
+def row_view(row: Any, blobs: Any) -> dict[str, Any]:
     """Every field of a stored entry, JSON-ready (what the auditor layer may see)."""
-    cols = PAYLOAD_MAP.get(row.kind, {})
-    digests = {name: getattr(row, c) for name, c in cols.items() if getattr(row, c)}
-    data = {name: blobs.get(d) for name, d in digests.items()}
-    doc = _json(blobs.get(row.doc_digest)) if row.doc_digest else None
+    digests, stored = named_payloads(row, blobs)
+    doc_name = {"result": "result", "key_event": "event", "audit_run": "report",
+                "redaction": "request", "hold": "order"}.get(row.kind)
+    doc = _json(_data(stored, doc_name)) if doc_name else None
     result = doc if row.kind == "result" and isinstance(doc, dict) else None
     return {
         "seq": row.seq, "recorded_at": format_us(row.recorded_at), "kind": row.kind,
         "status": row.status,
         "agent_message": result.get("agent_message") if result else None,
-        "engine": row.engine, "constraint_id": row.constraint_id, "subject": row.subject,
-        "admission": row.admission,
+        "engine": row.engine, "constraint_id": row.constraint_id,
+        "subject": subject_of(row, stored), "admission": row.admission,
         "developer_fields": result.get("developer_fields") if result else None,
         "producer": row.producer, "idempotency_key": row.idempotency_key,
         "proof_ref": row.proof_ref, "att_verdict": row.att_verdict, "att_kid": row.att_kid,
-        "att_iss": row.att_iss, "preimage": _text(data.get("preimage")),
-        "attestation": _text(data.get("attestation")), "query": _text(data.get("query")),
-        "meta": _json(data.get("meta")), "document": doc if result is None else None,
+        "att_iss": row.att_iss, "preimage": _text(_data(stored, "preimage")),
+        "attestation": _text(_data(stored, "attestation")),
+        "query": _text(_data(stored, "query")),
+        "meta": _json(_data(stored, "meta")), "document": doc if result is None else None,
         "payloads": digests, "envelope": bytes(row.envelope).decode("utf-8", "replace"),
         "body_hash": hash_hex(bytes(row.body_hash)), "prev_hash": hash_hex(bytes(row.prev_hash)),
         "entry_hash": hash_hex(bytes(row.entry_hash)),
@@ -107,26 +143,25 @@ def auditor_view(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
 
 
 # -- one entry in full ----------------------------------------------------------------
-def entry_detail(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
+def entry_detail(row: Any, blobs: Any) -> dict[str, Any]:
     """One stored entry with its payloads (``Ledger.get``): every column, each payload's
     digest and text (``missing`` when its bytes are not stored), the parsed document
     and the hashes."""
-    cols = PAYLOAD_MAP[row.kind]
+    digests, stored = named_payloads(row, blobs)
     payloads: dict[str, Any] = {}
-    for name, column in cols.items():
-        digest = getattr(row, column)
-        if digest is None:
-            continue
-        data = blobs.get(digest)
+    for name, digest in digests.items():
+        data = _data(stored, name)
         payloads[name] = {"digest": digest,
                           "text": data.decode("utf-8") if data is not None else None,
                           "missing": data is None}
-    doc = payloads.get("result") or payloads.get("event") or payloads.get("report")
+    doc = payloads.get("result") or payloads.get("event") or payloads.get("report") \
+        or payloads.get("request") or payloads.get("order")
     parsed = json.loads(doc["text"]) if doc and doc["text"] else None
     return {
         "seq": row.seq, "kind": row.kind, "recorded_at": format_us(row.recorded_at),
         "engine": row.engine, "status": row.status, "constraint_id": row.constraint_id,
-        "proof_ref": row.proof_ref, "subject": row.subject, "producer": row.producer,
+        "proof_ref": row.proof_ref, "subject": subject_of(row, stored),
+        "producer": row.producer,
         "idempotency_key": row.idempotency_key, "admission": row.admission,
         "attestation_verdict": row.att_verdict, "attestation_kid": row.att_kid,
         "attestation_iss": row.att_iss,
@@ -139,35 +174,55 @@ def entry_detail(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
 
 
 # -- export and proof bundles ---------------------------------------------------------
-def _export_args(row: Any, blobs: dict[str, bytes]) -> tuple[Any, ...]:
-    digests = {name: getattr(row, col) for name, col in PAYLOAD_MAP[row.kind].items()}
+def _export_args(row: Any, blobs: Any, redactions: RedactionMap | None) -> tuple[Any, ...]:
+    env = _envelope(row)  # parsed once per record
+    digests, stored = named_payloads(row, blobs, env)
+    salted = row.kind == "result" and env.get("v") == FORMAT_V2
+    out: dict[str, tuple[str, bytes | None, dict[str, Any]]] = {}
+    for name, d in digests.items():
+        p = stored.get(name)
+        extra: dict[str, Any] = {}
+        if salted:
+            extra["salt_b64"] = None if p is None or p[0] is None else \
+                base64.b64encode(p[0]).decode("ascii")
+        by = (redactions or {}).get((row.seq, name))
+        if p is None and by is not None:
+            extra["redacted_by"] = by
+        out[name] = (d, None if p is None else p[1], extra)
     return (row.seq, row.kind, row.recorded_at, bytes(row.envelope),
             hash_hex(bytes(row.body_hash)), hash_hex(bytes(row.prev_hash)),
-            hash_hex(bytes(row.entry_hash)),
-            {name: (d, blobs.get(d)) for name, d in digests.items() if d is not None})
+            hash_hex(bytes(row.entry_hash)), out)
 
 
-def export_record(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
-    """The ``entries.jsonl`` record of ``row`` (docs/export.md)."""
-    return entry_record(*_export_args(row, blobs))
+def export_record(row: Any, blobs: Any, redactions: RedactionMap | None = None,
+                  ) -> dict[str, Any]:
+    """The ``entries.jsonl`` record of ``row`` (docs/export.md); a v2 result's payloads
+    carry ``salt_b64``, an erased one ``data_b64: null`` and ``redacted_by``."""
+    return entry_record(*_export_args(row, blobs, redactions))
 
 
-def export_line(row: Any, blobs: dict[str, bytes]) -> bytes:
+def export_line(row: Any, blobs: Any, redactions: RedactionMap | None = None) -> bytes:
     """``dump_line(export_record(row, blobs))``, byte for byte (the export's hot path)."""
-    return entry_line(*_export_args(row, blobs))
+    return entry_line(*_export_args(row, blobs, redactions))
 
 
 def committed_digests(row: Any) -> dict[str, str | None]:
     """The payload digests ``row``'s envelope commits to (by payload name)."""
-    return json.loads(bytes(row.envelope)).get("payloads") or {}
+    return _envelope(row).get("payloads") or {}
 
 
-def proof_entry(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
+def proof_entry(row: Any, blobs: Any) -> dict[str, Any]:
     """The ``entry`` object of an inclusion-proof bundle (docs/format-checkpoint.md): the
-    envelope, the committed payloads' bytes (null when not stored) and the hashes."""
-    payloads = {name: {"digest": d, "data_b64": (base64.b64encode(blobs[d]).decode("ascii")
-                                                 if d in blobs else None)}
-                for name, d in sorted(committed_digests(row).items()) if d is not None}
+    envelope, the committed payloads' bytes (null when not stored) and the hashes; a v2
+    result's payloads also carry ``salt_b64``."""
+    digests, stored = named_payloads(row, blobs)
+    payloads: dict[str, Any] = {}
+    for name, d in sorted(digests.items()):
+        p = stored.get(name)
+        payloads[name] = {"digest": d, "data_b64": None if p is None
+                          else base64.b64encode(p[1]).decode("ascii")}
+        if p is not None and p[0] is not None:
+            payloads[name]["salt_b64"] = base64.b64encode(p[0]).decode("ascii")
     return {
         "envelope": bytes(row.envelope).decode("utf-8"), "recorded_at_us": row.recorded_at,
         "prev_hash": hash_hex(bytes(row.prev_hash)), "body_hash": hash_hex(bytes(row.body_hash)),

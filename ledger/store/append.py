@@ -25,6 +25,7 @@ class Stored:
     envelope: bytes
     entry_hash: bytes
     recorded_at: int
+    salts: dict[int, bytes]  # slot -> salt of its stored v2 payloads
 
 
 class _HotSQL:
@@ -39,9 +40,12 @@ class _HotSQL:
                          f"last_recorded_at = {ph} WHERE id = 1")
         self.insert_entry = (f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}) "
                              f"VALUES ({', '.join([ph] * len(ENTRY_COLUMNS))})")
-        self.insert_payload = (
-            f"INSERT INTO payloads (digest, data) VALUES ({ph}, {ph}) ON CONFLICT (digest) "
-            "DO NOTHING")
+        self.insert_payload = f"INSERT INTO payloads (pid, salt, data) VALUES ({ph}, {ph}, {ph})"
+        self.guard = (f"INSERT INTO redacted_payloads (seq, slot, redaction_seq) VALUES "
+                      f"({ph}, {ph}, {ph}) ON CONFLICT (seq, slot) DO NOTHING")
+        self.salts = (f"SELECT pid, salt FROM payloads WHERE pid >= {ph} AND pid < {ph} "
+                      "AND salt IS NOT NULL")
+        self.erase = f"DELETE FROM payloads WHERE pid = {ph}"
 
 
 _HOT = {True: _HotSQL(True), False: _HotSQL(False)}
@@ -70,10 +74,15 @@ class AppendTxn:
     def set_head(self, new: Head) -> None:
         self.cur.execute(self.sql.set_head, (new.size, new.head_hash, new.last_recorded_at))
 
-    def insert_payloads(self, items: dict[str, bytes]) -> None:
-        """Content-addressed: existing digests are left as they are."""
-        if items:
-            self.cur.executemany(self.sql.insert_payload, list(items.items()))
+    def insert_payloads(self, rows: Sequence[tuple[int, bytes | None, bytes]]) -> None:
+        """Payload rows ``(pid, salt, data)``, ``pid = seq * 8 + slot``."""
+        if rows:
+            self.cur.executemany(self.sql.insert_payload, list(rows))
+
+    def erase_payloads(self, targets: Iterable[tuple[int, int]], redaction_seq: int,
+                       ) -> list[tuple[int, int]]:
+        """See :func:`erase_payloads`."""
+        return erase_payloads(self, targets, redaction_seq)
 
     def insert_entries(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
@@ -96,8 +105,46 @@ class AppendTxn:
                 f"WHERE {scope} AND idempotency_key IN ({', '.join([ph] * len(chunk))})",
                 (*(() if producer is None else (producer,)), *chunk))
             for key, seq, env, eh, t in self.cur.fetchall():
-                out[key] = Stored(seq, bytes(env), bytes(eh), t)
+                out[key] = Stored(seq, bytes(env), bytes(eh), t, {})
+        for stored in out.values():
+            self.cur.execute(self.sql.salts, (stored.seq * 8, stored.seq * 8 + 8))
+            stored.salts.update((pid % 8, bytes(salt)) for pid, salt in self.cur.fetchall())
         return out
+
+
+def erase_payloads(txn: AppendTxn, targets: Iterable[tuple[int, int]], redaction_seq: int,
+                   ) -> list[tuple[int, int]]:
+    """Erase the payload rows ``(seq, slot)`` that the redaction entry at ``redaction_seq``
+    names, inside the append transaction ``txn`` that inserts that entry.
+
+    First the guard rows ``(seq, slot, redaction_seq)`` go into ``redacted_payloads``
+    (insert-only; a pair already guarded keeps its first redaction), then the payload
+    rows are deleted -- the database's DELETE trigger refuses any payload row without a
+    guard row.  Returns the pairs whose bytes were stored and are now deleted, in order;
+    a pair already erased (or never stored) is skipped: a no-op, not an error.  The
+    caller checks that ``redaction_seq`` is the seq of the redaction entry of this
+    transaction and that every seq is earlier.  Raises StoreDataError /
+    StoreUnavailable through ``append_transaction``.
+    """
+    pairs = sorted(set(targets))
+    if not pairs:
+        return []
+    # which of the named rows are stored: looked up by primary key (the targets of a
+    # subject's request are spread over the whole ledger, so a range scan between the
+    # first and the last would read most of the table)
+    pids = [s * 8 + slot for s, slot in pairs]
+    present: set[int] = set()
+    ph = txn.sql.ph
+    for i in range(0, len(pids), IDEMPOTENCY_CHUNK):
+        chunk = pids[i:i + IDEMPOTENCY_CHUNK]
+        txn.cur.execute(f"SELECT pid FROM payloads WHERE pid IN ({', '.join([ph] * len(chunk))})",
+                        chunk)
+        present.update(int(r[0]) for r in txn.cur.fetchall())
+    txn.cur.executemany(txn.sql.guard, [(s, slot, redaction_seq) for s, slot in pairs])
+    erased = [(s, slot) for s, slot in pairs if s * 8 + slot in present]
+    if erased:
+        txn.cur.executemany(txn.sql.erase, [(s * 8 + slot,) for s, slot in erased])
+    return erased
 
 
 @contextmanager

@@ -7,13 +7,13 @@ Never hashes or signs.  Functions take a SQLAlchemy Connection (from
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, Row, and_, func, select, text, union_all
 
-from ledger.store.db import is_pg, placeholder
+from ledger.store.db import is_pg, placeholder, translate_errors
 from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
 
 
@@ -43,16 +43,31 @@ class Link:
 
 @dataclass(frozen=True)
 class DocRef:
-    """An entry's seq and its main document's digest (``doc_digest``)."""
+    """An entry's seq, its envelope and its main document's bytes (slot 0; None when
+    not stored).  The digest the document must match is in the envelope."""
 
     seq: int
-    doc_digest: str | None
+    envelope: bytes
+    data: bytes | None
 
 
+class Payload(NamedTuple):
+    """One stored payload: its salt (None for a plain-digest payload) and bytes."""
+
+    salt: bytes | None
+    data: bytes
+
+
+SLOT_COUNT = 8  # pid = seq * SLOT_COUNT + slot (ledger.core.entry.SLOTS)
+SUBJECT_SLOT = 5
 ENTRY_COLUMNS = [c.name for c in entries.columns]
 EntryRow = namedtuple("EntryRow", ENTRY_COLUMNS)  # type: ignore[misc]
-DIGEST_COLUMNS = ("doc_digest", "preimage_digest", "attestation_digest", "query_digest",
-                  "meta_digest")
+Slots = dict[int, Payload]  # slot -> payload of one entry
+
+
+def _bytes(data: Any) -> bytes:
+    # a tampered SQLite BLOB can come back as TEXT: hash what is stored
+    return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
 
 
 # -- set-up -----------------------------------------------------------------
@@ -115,12 +130,53 @@ def max_seq(conn: Connection, kind: str | None = None) -> int | None:
 
 def doc_refs(conn: Connection, kind: str, *, after: int = -1,
              status: str | None = None) -> list[DocRef]:
-    """(seq, doc_digest) of the entries of ``kind`` (and ``status``) with seq > ``after``."""
-    stmt = select(entries.c.seq, entries.c.doc_digest).where(
+    """(seq, envelope, document bytes) of the entries of ``kind`` (and ``status``) with
+    seq > ``after``, in seq order."""
+    doc = payloads.alias("doc")
+    stmt = select(entries.c.seq, entries.c.envelope, doc.c.data).select_from(
+        entries.outerjoin(doc, doc.c.pid == entries.c.seq * SLOT_COUNT)).where(
         entries.c.kind == kind, entries.c.seq > after)
     if status is not None:
         stmt = stmt.where(entries.c.status == status)
-    return [DocRef(r.seq, r.doc_digest) for r in conn.execute(stmt.order_by(entries.c.seq))]
+    return [DocRef(r.seq, _bytes(r.envelope), None if r.data is None else _bytes(r.data))
+            for r in conn.execute(stmt.order_by(entries.c.seq))]
+
+
+# The predicate of the partial index ix_payloads_subject, as literal SQL: a planner uses a
+# partial index only when the query states its predicate with the same constants.
+_IS_SUBJECT = text("payloads.pid % 8 = 5")
+
+
+def subject_seqs(conn: Connection, subject: str, *, after: int = -1,
+                 end: int | None = None) -> list[int]:
+    """The seqs of the entries of ``subject`` (seq > ``after``, < ``end``), in seq order:
+    v1 rows by their ``subject`` column, v2 rows by their subject payload (slot 5,
+    bytes = UTF-8 of the subject; the partial index ``ix_payloads_subject``).  An erased
+    subject payload no longer finds its entry."""
+    hi = end if end is not None else 2**59  # pid = seq * 8 stays a bigint
+    v1 = select(entries.c.seq).where(entries.c.subject == subject, entries.c.seq > after,
+                                     entries.c.seq < hi)
+    v2 = select((payloads.c.pid // SLOT_COUNT).label("seq")).where(
+        _IS_SUBJECT,
+        payloads.c.data == subject.encode("utf-8"),
+        payloads.c.pid > after * SLOT_COUNT + SUBJECT_SLOT,
+        payloads.c.pid < hi * SLOT_COUNT)
+    seqs = {int(r[0]) for r in conn.execute(v1)} | {int(r[0]) for r in conn.execute(v2)}
+    return sorted(seqs)
+
+
+def subject_condition(values: tuple[str, ...]) -> Any:
+    """A WHERE term on ``entries``: the entry's subject is one of ``values`` (v1 column or
+    v2 subject payload).  ``seq IN (v1 seqs UNION ALL v2 seqs)``: each side is one index
+    probe (``ix_entries_subject_seq``, the partial ``ix_payloads_subject``), and the page
+    then walks the primary key in seq order -- an ``OR`` of the two would make both
+    planners give up the index order."""
+    col = entries.c.subject == values[0] if len(values) == 1 else entries.c.subject.in_(values)
+    blobs = [v.encode("utf-8") for v in values]
+    v2 = select((payloads.c.pid // SLOT_COUNT).label("seq")).where(
+        _IS_SUBJECT,
+        payloads.c.data == blobs[0] if len(blobs) == 1 else payloads.c.data.in_(blobs))
+    return entries.c.seq.in_(union_all(select(entries.c.seq.label("seq")).where(col), v2))
 
 
 # -- reads --------------------------------------------------------------------
@@ -128,13 +184,32 @@ def get_entry(conn: Connection, seq: int) -> Row[Any] | None:
     return conn.execute(select(entries).where(entries.c.seq == seq)).first()
 
 
-def get_payloads(conn: Connection, digests: Iterable[str | None]) -> dict[str, bytes]:
-    wanted = [d for d in set(digests) if d]
-    if not wanted:
-        return {}
-    rows = conn.execute(select(payloads.c.digest, payloads.c.data).where(
-        payloads.c.digest.in_(wanted)))
-    return {r.digest: bytes(r.data) for r in rows}
+def get_payloads(conn: Connection, seq: int, slots: tuple[int, ...] | None = None) -> Slots:
+    """The stored payloads of the entry at ``seq`` (of ``slots``, default all)."""
+    stmt = select(payloads.c.pid, payloads.c.salt, payloads.c.data).where(
+        payloads.c.pid >= seq * SLOT_COUNT, payloads.c.pid < (seq + 1) * SLOT_COUNT)
+    out: Slots = {}
+    for r in conn.execute(stmt):
+        slot = r.pid % SLOT_COUNT
+        if slots is None or slot in slots:
+            out[slot] = Payload(None if r.salt is None else _bytes(r.salt), _bytes(r.data))
+    return out
+
+
+def payload_rows(conn: Connection, start: int, end: int,
+                 slots: tuple[int, ...] | None = None) -> dict[int, Slots]:
+    """seq -> {slot: payload} for ``start <= seq < end``: one ordered range read of the
+    primary key (``slots`` restricts which are returned, not what is read)."""
+    out: dict[int, Slots] = {}
+    rows = conn.execute(select(payloads.c.pid, payloads.c.salt, payloads.c.data).where(
+        and_(payloads.c.pid >= start * SLOT_COUNT, payloads.c.pid < end * SLOT_COUNT))
+        .order_by(payloads.c.pid))
+    for pid, salt, data in rows:
+        seq, slot = divmod(pid, SLOT_COUNT)
+        if slots is None or slot in slots:
+            out.setdefault(seq, {})[slot] = Payload(None if salt is None else _bytes(salt),
+                                                    _bytes(data))
+    return out
 
 
 def iter_entries(conn: Connection, start: int = 0, end: int | None = None,
@@ -152,42 +227,47 @@ def iter_entries(conn: Connection, start: int = 0, end: int | None = None,
         pos = rows[-1].seq + 1
 
 
-# The page is limited *before* the payload joins, so every planner does one index
-# range scan of at most ``limit`` entries and primary-key lookups for payloads.
-_PAGE_SQL = (
-    "SELECT " + ", ".join(f"e.{c}" for c in ENTRY_COLUMNS) + ", "
-    + ", ".join(f"p{i}.data" for i in range(len(DIGEST_COLUMNS)))
-    + " FROM (SELECT * FROM entries WHERE seq >= {ph} AND seq < {ph} ORDER BY seq"
-    " LIMIT {limit}) e "
-    + " ".join(f"LEFT JOIN payloads p{i} ON p{i}.digest = e.{c}"
-               for i, c in enumerate(DIGEST_COLUMNS))
-    + " ORDER BY e.seq")
+_ENTRY_PAGE = ("SELECT " + ", ".join(ENTRY_COLUMNS) + " FROM entries WHERE seq >= {ph} "
+               "AND seq < {ph} ORDER BY seq LIMIT {limit}")
+_PAYLOAD_PAGE = ("SELECT pid, salt, data FROM payloads WHERE pid >= {ph} AND pid < {ph} "
+                 "ORDER BY pid")
 
 
 def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
-                     ) -> Iterator[list[tuple[EntryRow, dict[str, bytes]]]]:
-    """Pages of (entry, {digest: payload bytes}) for ``start <= seq < end``, in seq order.
+                     ) -> Iterator[list[tuple[EntryRow, Slots]]]:
+    """Pages of (entry, {slot: payload}) for ``start <= seq < end``, in seq order.
 
-    One keyset query per page, payloads joined in (a missing payload is absent
-    from the dict).  This is the audit's streaming read: memory is one page.
+    Two ordered range reads per page -- the entries of the page, then the payload rows
+    ``[first seq * 8, (last seq + 1) * 8)`` of the payload table, which is laid out by
+    entry -- and no per-row round trip.  This is the audit's streaming read: memory is
+    one page.  A missing payload is absent from its entry's dict.
     """
-    sql = _PAGE_SQL.format(ph=placeholder(is_pg(conn)), limit=int(page))
-    n = len(ENTRY_COLUMNS)
+    ph = placeholder(is_pg(conn))
+    esql = _ENTRY_PAGE.format(ph=ph, limit=int(page))
+    psql = _PAYLOAD_PAGE.format(ph=ph)
+    # the DBAPI cursor of the connection's transaction: no result-row objects per row
+    with translate_errors("audit read"):
+        cur = conn.connection.cursor()
     pos = start
     while pos < end:
-        raw = conn.exec_driver_sql(sql, (pos, end)).fetchall()
+        with translate_errors("audit read"):
+            cur.execute(esql, (pos, end))
+            raw = cur.fetchall()
         if not raw:
             return
-        out = []
-        for t in raw:
-            row = EntryRow(*t[:n])
-            blobs = {}
-            for i, c in enumerate(DIGEST_COLUMNS):
-                d, data = getattr(row, c), t[n + i]
-                if d is not None and data is not None:
-                    # a tampered SQLite BLOB can come back as TEXT: hash what is stored
-                    blobs[d] = data.encode("utf-8", "surrogatepass") if isinstance(data, str) \
-                        else bytes(data)
-            out.append((row, blobs))
-        yield out
-        pos = out[-1][0].seq + 1
+        first, last = raw[0][0], raw[-1][0]
+        by_seq: dict[int, Slots] = {}
+        with translate_errors("audit read"):
+            cur.execute(psql, (first * SLOT_COUNT, (last + 1) * SLOT_COUNT))
+            prow = cur.fetchall()
+        for pid, salt, data in prow:
+            if type(data) is not bytes:
+                data = _bytes(data)
+            if salt is not None and type(salt) is not bytes:
+                salt = _bytes(salt)
+            slots = by_seq.get(pid >> 3)  # SLOT_COUNT == 8
+            if slots is None:
+                by_seq[pid >> 3] = slots = {}
+            slots[pid & 7] = (salt, data)  # a plain (salt, data) pair: the hot path
+        yield [(EntryRow(*t), by_seq.get(t[0]) or {}) for t in raw]
+        pos = last + 1

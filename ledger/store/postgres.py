@@ -51,8 +51,8 @@ u AS (UPDATE head SET size = e.seq + 1, head_hash = e.entry_hash,
       last_recorded_at = e.recorded_at FROM e WHERE head.id = 1)
 SELECT seq, recorded_at, prev_hash, entry_hash FROM e
 """
-_PAYLOADS = ("p AS (INSERT INTO payloads (digest, data) SELECT v.d, v.b FROM (VALUES {rows})"
-             " AS v(d, b) WHERE EXISTS (SELECT 1 FROM g) ON CONFLICT (digest) DO NOTHING),")
+_PAYLOADS = ("p AS (INSERT INTO payloads (pid, salt, data) SELECT g.size * 8 + v.s, v.salt, v.b"
+             " FROM g, (VALUES {rows}) AS v(s, salt, b)),")
 
 
 @dataclass(frozen=True)
@@ -65,13 +65,15 @@ class Linked:
     entry_hash: bytes
 
 
-def append_one(engine: Engine, row: dict[str, Any], items: dict[str, bytes], now_us: int,
+def append_one(engine: Engine, row: dict[str, Any],
+               items: list[tuple[int, bytes | None, bytes]], now_us: int,
                entry_tag: bytes, link: LinkFn, guard: tuple[int, int] | None = None,
                ) -> Linked | None:
     """Append one entry in one statement and commit it if ``link`` agrees.
 
     ``row`` holds every entries column but seq/recorded_at/prev_hash/entry_hash;
-    ``items`` the payloads (digest -> bytes).  ``guard`` = (recorded_at must stay
+    ``items`` the payloads ``(slot, salt, data)`` (their pid is ``seq * 8 + slot``).
+    ``guard`` = (recorded_at must stay
     below this µs, no key_event after this seq): when it does not hold nothing is
     written and None is returned.  Raises LedgerError ``link_mismatch`` (rolled back),
     StoreUnavailable, StoreDataError.
@@ -96,15 +98,17 @@ def append_one(engine: Engine, row: dict[str, Any], items: dict[str, bytes], now
     return linked
 
 
-def _statement(row: dict[str, Any], items: dict[str, bytes], now_us: int, entry_tag: bytes,
+def _statement(row: dict[str, Any], items: list[tuple[int, bytes | None, bytes]], now_us: int,
+               entry_tag: bytes,
                guard: tuple[int, int] | None) -> tuple[str, tuple[Any, ...]]:
     before, key_seq = guard if guard is not None else (MAX_BIGINT, MAX_BIGINT)
     params: list[Any] = [now_us, before, key_seq]
     payload_sql = ""
     if items:
-        payload_sql = _PAYLOADS.format(rows=", ".join(["(%s::varchar, %s::bytea)"] * len(items)))
-        for d, b in items.items():
-            params += [d, b]
+        payload_sql = _PAYLOADS.format(
+            rows=", ".join(["(%s::bigint, %s::bytea, %s::bytea)"] * len(items)))
+        for slot, salt, data in items:
+            params += [slot, salt, data]
     sql = _APPEND_ONE.format(payloads=payload_sql, cols=", ".join(LINKED_COLUMNS),
                              values=", ".join(["%s"] * len(LINKED_COLUMNS)))
     params += [entry_tag, row["body_hash"]]

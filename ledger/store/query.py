@@ -13,7 +13,14 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, select
 
-from ledger.store.entries import ENTRY_COLUMNS, EntryRow
+from ledger.store.entries import (
+    ENTRY_COLUMNS,
+    SLOT_COUNT,
+    EntryRow,
+    Payload,
+    Slots,
+    subject_condition,
+)
 from ledger.store.schema import entries, payloads
 
 Equal = Mapping[str, tuple[str, ...]]  # entries column -> accepted values (empty: any)
@@ -27,19 +34,22 @@ def first_seq_at(conn: Connection, t_us: int) -> int | None:
 
 
 def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | None,
-              digest_columns: Iterable[str] = ("doc_digest",)) -> Any:
-    """The SELECT of one page: entries columns plus the joined payload bytes
-    (labelled ``<digest column>_data``)."""
+              slots: Iterable[int] = (0,)) -> Any:
+    """The SELECT of one page: entries columns plus the joined payload salt and bytes of
+    ``slots`` (labelled ``s<slot>_salt`` / ``s<slot>_data``; ``pid = seq * 8 + slot``).
+    ``subject`` matches the v1 column or the v2 subject payload."""
     joined, cols = entries, [entries]
-    for name in digest_columns:
-        p = payloads.alias(f"p_{name}")
-        joined = joined.outerjoin(p, p.c.digest == entries.c[name])
-        cols.append(p.c.data.label(f"{name}_data"))
+    for slot in slots:
+        p = payloads.alias(f"p_{slot}")
+        joined = joined.outerjoin(p, p.c.pid == entries.c.seq * SLOT_COUNT + slot)
+        cols += [p.c.salt.label(f"s{slot}_salt"), p.c.data.label(f"s{slot}_data")]
     conds = [entries.c.seq >= lo, entries.c.seq > after]
     if hi is not None:
         conds.append(entries.c.seq < hi)
     for name, values in equal.items():
-        if len(values) == 1:
+        if name == "subject" and values:
+            conds.append(subject_condition(tuple(values)))
+        elif len(values) == 1:
             conds.append(entries.c[name] == values[0])
         elif values:
             conds.append(entries.c[name].in_(values))
@@ -48,26 +58,25 @@ def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | No
 
 
 def select_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: int,
-                limit: int | None, digest_columns: tuple[str, ...],
-                ) -> list[tuple[EntryRow, dict[str, bytes]]]:
-    """One page of (entry as a namedtuple — cheap attribute access —, {digest: payload
-    bytes}) in seq order; payloads of ``digest_columns`` only, missing ones absent."""
-    positions = [ENTRY_COLUMNS.index(c) for c in digest_columns]
+                limit: int | None, slots: tuple[int, ...],
+                ) -> list[tuple[EntryRow, Slots]]:
+    """One page of (entry as a namedtuple — cheap attribute access —, {slot: payload})
+    in seq order; payloads of ``slots`` only, missing ones absent."""
     out = []
-    for t in conn.execute(statement(equal, lo, hi, after, limit, digest_columns)):
-        blobs = {}
-        for i, pos in enumerate(positions):
-            d, data = t[pos], t[_N + i]
-            if d is not None and data is not None:
-                blobs[d] = bytes(data)
+    for t in conn.execute(statement(equal, lo, hi, after, limit, slots)):
+        blobs: Slots = {}
+        for i, slot in enumerate(slots):
+            salt, data = t[_N + 2 * i], t[_N + 2 * i + 1]
+            if data is not None:
+                blobs[slot] = Payload(None if salt is None else bytes(salt), bytes(data))
         out.append((EntryRow(*t[:_N]), blobs))
     return out
 
 
 def explain_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: int,
-                 limit: int | None, digest_columns: tuple[str, ...]) -> list[str]:
+                 limit: int | None, slots: tuple[int, ...]) -> list[str]:
     """The database's plan for one page (EXPLAIN QUERY PLAN / EXPLAIN), one line each."""
-    stmt = statement(equal, lo, hi, after, limit, digest_columns)
+    stmt = statement(equal, lo, hi, after, limit, slots)
     compiled = stmt.compile(conn, compile_kwargs={"literal_binds": True})
     sqlite = conn.dialect.name == "sqlite"
     prefix = "EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN "

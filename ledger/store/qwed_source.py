@@ -20,6 +20,8 @@ from ledger.errors import StoreUnavailable, UsageError
 from ledger.store.db import connect, normalize_url
 from ledger.store.schema import entries, payloads
 
+META_SLOT = 4  # ledger.core.entry.SLOTS['meta'] (the store does not import core)
+
 TABLE = "verificationlog"
 COLUMNS = ("id", "organization_id", "user_id", "query", "result", "is_verified", "domain",
            "timestamp", "entry_hash", "hmac_signature", "previous_hash", "raw_llm_output",
@@ -79,9 +81,10 @@ def imported_meta(engine: Engine, keys: list[str]) -> dict[str, bytes | None]:
     with connect(engine) as conn:
         for start in range(0, len(keys), 500):
             chunk = keys[start:start + 500]
+            # the meta payload of an entry is its slot 4: pid = seq * 8 + 4
             stmt = select(entries.c.idempotency_key, payloads.c.data).select_from(
-                entries.outerjoin(payloads, payloads.c.digest == entries.c.meta_digest)).where(
-                entries.c.idempotency_key.in_(chunk))
+                entries.outerjoin(payloads, payloads.c.pid == entries.c.seq * 8 + META_SLOT)
+            ).where(entries.c.idempotency_key.in_(chunk))
             for key, data in conn.execute(stmt):
                 out[key] = bytes(data) if data is not None else None
     return out

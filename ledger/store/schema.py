@@ -3,7 +3,9 @@
 The tables are created *only* by Alembic (``migrations/``); this module is the
 metadata that ``alembic check`` compares the migrations against, and the
 column objects the store modules build statements from.  Every hash column
-holds raw 32-byte digests; payload digests are ``sha256:<hex>`` text.
+holds raw 32-byte digests.  Payload digests and commitments are stored only in the
+envelope (``sha256:<hex>`` text there); the payload bytes are laid out by entry
+(``pid = seq * 8 + slot``), see docs/storage.md.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 
 NAMING_CONVENTION = {
@@ -66,11 +69,6 @@ entries = Table(
     Column("att_verdict", String(16)),
     Column("att_kid", String(512)),
     Column("att_iss", String(512)),
-    Column("doc_digest", DIGEST),  # the main document: result, key event, audit report
-    Column("preimage_digest", DIGEST),
-    Column("attestation_digest", DIGEST),
-    Column("query_digest", DIGEST),
-    Column("meta_digest", DIGEST),
     Column("envelope", LargeBinary, nullable=False),
     Column("body_hash", LargeBinary, nullable=False),
     Column("prev_hash", LargeBinary, nullable=False),
@@ -90,11 +88,29 @@ Index("ix_entries_producer_idempotency_key", entries.c.producer, entries.c.idemp
 Index("ix_entries_idempotency_key_no_producer", entries.c.idempotency_key, unique=True,
       sqlite_where=entries.c.producer.is_(None), postgresql_where=entries.c.producer.is_(None))
 
-# Content-addressed payload bytes: digest = SHA-256(data).
+# Payload bytes by entry: pid = seq * 8 + slot (ledger.core.entry.SLOTS), so the payloads
+# of a seq range are one ordered range of the primary key (a rowid table on SQLite).
+# ``salt`` is the 32-byte salt of a v2 result payload's commitment (NULL: a plain digest).
+# Insert-only; a row may be deleted only when ``redacted_payloads`` names it (trigger).
 payloads = Table(
     "payloads", metadata,
-    Column("digest", DIGEST, primary_key=True),
+    Column("pid", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=False),
+    Column("salt", LargeBinary),
     Column("data", LargeBinary, nullable=False),
+    # v2 subjects (slot 5) by value: ledger.store.entries.subject_seqs
+    Index("ix_payloads_subject", "data", sqlite_where=text("pid % 8 = 5"),
+          postgresql_where=text("pid % 8 = 5")),
+)
+
+# The guard of erasure: (seq, slot) erased by the redaction entry at redaction_seq.
+# Insert-only; not hashed (the chain's redaction entries are the authority).
+redacted_payloads = Table(
+    "redacted_payloads", metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("slot", Integer, primary_key=True, autoincrement=False),
+    Column("redaction_seq", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 # Rejected submissions, kept raw for auditors; never part of the chain.

@@ -4,6 +4,7 @@ An inclusion bundle (``ledger-inclusion-proof/1``) is checked link by link, each
 failure a ProofError with its own ``code``:
 
     payload bytes  --SHA-256-->  payload digests  ==  the envelope's "payloads"
+                   (format v2 results: SHA-256(PAYLOAD_TAG || salt || bytes), salt_b64 sent)
     envelope       --body hash-->  body_hash
     prev_hash, seq, recorded_at_us, body_hash  --entry hash-->  entry_hash
     entry_hash  --leaf hash + inclusion_path-->  root  ==  checkpoint root
@@ -25,7 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ledger.core.entry import body_hash, entry_hash, parse_hash_hex
+from ledger.core.entry import (
+    FORMAT_V2,
+    SALT_SIZE,
+    body_hash,
+    commitment,
+    entry_hash,
+    parse_hash_hex,
+)
 from ledger.core.merkle import HASH_SIZE, leaf_hash, verify_consistency, verify_inclusion
 from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.core.strict import StrictError, b64decode, closed, loads
@@ -41,7 +49,7 @@ INCLUSION_KEYS = frozenset({"format", "origin", "ledger_id", "seq", "tree_size",
                             "entry", "inclusion_path", "checkpoint", "timestamps"})
 ENTRY_KEYS = frozenset({"envelope", "recorded_at_us", "prev_hash", "body_hash", "entry_hash",
                         "payloads"})
-PAYLOAD_KEYS = frozenset({"digest", "data_b64"})
+PAYLOAD_KEYS = frozenset({"digest", "data_b64", "salt_b64"})  # salt_b64: v2 results only
 CONSISTENCY_KEYS = frozenset({"format", "origin", "old", "new", "path", "timestamps"})
 _T = TypeVar("_T")
 
@@ -165,10 +173,27 @@ def _verify_payloads(entry: dict[str, Any], envelope: dict[str, Any]) -> list[st
         except StrictError as exc:
             raise _fail("proof_malformed", f"payload {name}: {exc.message}",
                         f"entry.payloads.{name}") from exc
-        if "sha256:" + hashlib.sha256(raw).hexdigest() != digests[name]:
+        if _payload_digest(envelope, name, p, raw) != digests[name]:
             raise _fail("payload_digest_mismatch", f"payload {name} bytes do not hash to its"
                         " digest", f"entry.payloads.{name}")
     return withheld
+
+
+def _payload_digest(envelope: dict[str, Any], name: str, p: dict[str, Any], raw: bytes,
+                    ) -> str | None:
+    """What ``raw`` hashes to under the envelope's format: the salted commitment of a v2
+    result payload (its ``salt_b64``), else the plain ``sha256:`` digest."""
+    if envelope.get("v") == FORMAT_V2 and envelope.get("kind") == "result":
+        text = p.get("salt_b64")
+        if not isinstance(text, str):
+            return None
+        try:
+            salt = b64decode(text, f"entry.payloads.{name}.salt_b64")
+        except StrictError as exc:
+            raise _fail("proof_malformed", f"payload {name}: {exc.message}",
+                        f"entry.payloads.{name}") from exc
+        return commitment(salt, raw) if len(salt) == SALT_SIZE else None
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def verify_inclusion_bundle(data: str | bytes | dict[str, Any],

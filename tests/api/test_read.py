@@ -192,6 +192,8 @@ def test_export_streams_json_lines(api: Server) -> None:  # noqa: F811
     for rec in recs:
         for p in rec["payloads"].values():
             data = base64.b64decode(p["data_b64"])
+            if "salt_b64" in p:  # format v2: the salted commitment (docs/format.md)
+                data = b"ledger.payload.v2\x00" + base64.b64decode(p["salt_b64"]) + data
             assert "sha256:" + hashlib.sha256(data).hexdigest() == p["digest"]
 
 

@@ -22,6 +22,11 @@ def test_demo_narrates_every_capability(tmp_path):
     assert "seq 3: payload_modified column_mismatch" in out
     assert "without the checkpoint: audit complete: 64 rows, 64 verified, 0 failed" in out
     assert "truncated checkpoint_truncated" in out
+    assert "(queries and evidence) of 4 entries in redaction entry" in out
+    assert "0 failed, 4 unverified, 8 redacted" in out.split(
+        "the checkpoint signed before the erasure still verifies")[0].rsplit("\n", 1)[-1]
+    assert "without a redaction: refused by the database" in out
+    assert "seq 2: deleted payload_missing" in out
     # a second run starts fresh
     again = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "d")])
     assert again.exit_code == 0, again.output

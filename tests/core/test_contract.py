@@ -91,7 +91,9 @@ def _stored_row(doc: dict[str, Any]) -> tuple[Any, dict[str, bytes]]:
                           doc_digest=digests["result"], preimage_digest=None,
                           attestation_digest=digests["attestation"], query_digest=None,
                           meta_digest=None, **fields)
-    return row, {d: b for d, b in zip(digests.values(), payloads.values()) if d is not None}
+    # the stored payloads by slot, (salt, bytes): a v1 entry has no salts (revision 0005)
+    return row, {slot: (None, payloads[n]) for n, slot in (("result", 0), ("attestation", 2))
+                 if payloads[n] is not None}
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

@@ -47,8 +47,7 @@ def test_domain_tags_are_fixed():
     assert GENESIS_TAG.hex() == "6c65646765722e67656e657369732e763100"
     assert len({ENVELOPE_TAG, ENTRY_TAG, GENESIS_TAG}) == 3
     assert HASH_SIZE == 32
-    # "import" was added with `ledger import qwed` (docs/format.md §10); the others are v1
-    assert KINDS == ("result", "key_event", "audit_run", "redaction", "import")
+    assert KINDS == ("result", "key_event", "audit_run", "redaction", "hold", "import")
 
 
 # -- genesis ------------------------------------------------------------------

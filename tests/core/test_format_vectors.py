@@ -600,22 +600,22 @@ def _load_vectors(url: str, vectors: dict[str, Any], origin: str) -> None:
             lid = vectors["ledger_id"]
             first = vectors["entries"][0]["recorded_at_us"]
             repo.create_meta(conn, repo.LedgerMeta(lid, origin, 1, first - 1), genesis_hash(lid))
-            blobs: dict[str, bytes] = {}
+            blobs: dict[int, bytes] = {}
             for e in vectors["entries"]:
                 env = json.loads(e["envelope"])
                 row = {col: env[name] for name, col in COLUMN_MAP[e["kind"]].items()}
-                row.update({col: env["payloads"][name]
-                            for name, col in PAYLOAD_MAP[e["kind"]].items()})
                 row.update(seq=e["seq"], kind=e["kind"], recorded_at=e["recorded_at_us"],
                            envelope=bytes.fromhex(e["envelope_hex"]),
                            body_hash=bytes.fromhex(e["body_hash"]),
                            prev_hash=bytes.fromhex(e["prev_hash"]),
                            entry_hash=bytes.fromhex(e["entry_hash"]))
                 conn.execute(insert(entries).values(**row))
-                for p in e["payloads"].values():
+                for name, p in e["payloads"].items():  # revision 0005: by (seq, slot)
                     if p is not None:
-                        blobs[p["digest"]] = bytes.fromhex(p["hex"])
-            conn.execute(insert(payloads), [{"digest": d, "data": b} for d, b in blobs.items()])
+                        pid = e["seq"] * 8 + PAYLOAD_MAP[e["kind"]][name]
+                        blobs[pid] = bytes.fromhex(p["hex"])
+            conn.execute(insert(payloads), [{"pid": d, "salt": None, "data": b}
+                                            for d, b in blobs.items()])
             last = vectors["entries"][-1]
             conn.execute(update(head).where(head.c.id == 1).values(
                 size=vectors["head"]["size"], head_hash=bytes.fromhex(vectors["head"]["head_hash"]),

@@ -27,6 +27,7 @@ from ledger import Ledger
 from ledger.cli.main import cli
 from ledger.clock import FixedClock
 from ledger.core.bundle import CSV_HEADER, LISTED_FILES, MANIFEST, MANIFEST_JWT
+from ledger.core.entry import PAYLOAD_MAP_V2
 from ledger.core.merkle import leaf_hash, verify_inclusion
 from ledger.crypto.keys import Keyring, KeyringError
 from ledger.errors import UsageError
@@ -117,9 +118,7 @@ def test_every_field_of_a_full_bundle_is_the_ledger_s(source):
         with led.engine.connect() as conn:
             from ledger.store.entries import get_payloads
 
-            blobs = get_payloads(conn, [getattr(r, c) for r in rows for c in (
-                "doc_digest", "preimage_digest", "attestation_digest", "query_digest",
-                "meta_digest")])
+            stored = {r.seq: get_payloads(conn, r.seq) for r in rows}  # by (seq, slot)
     got = lines(bundle / "entries.jsonl")
     assert [g["seq"] for g in got] == [r.seq for r in rows]
     for g, r in zip(got, rows):
@@ -130,8 +129,11 @@ def test_every_field_of_a_full_bundle_is_the_ledger_s(source):
         env = json.loads(r.envelope)
         assert {n: p["digest"] for n, p in g["payloads"].items()} == {
             n: d for n, d in env["payloads"].items() if d}
-        for p in g["payloads"].values():
-            assert base64.b64decode(p["data_b64"]) == blobs[p["digest"]]
+        for name, p in g["payloads"].items():
+            slot = PAYLOAD_MAP_V2[r.kind][name]
+            assert base64.b64decode(p["data_b64"]) == stored[r.seq][slot].data
+            if "salt_b64" in p:  # format v2: the salt of the commitment travels with it
+                assert base64.b64decode(p["salt_b64"]) == stored[r.seq][slot].salt
     events = lines(bundle / "key_events.jsonl")
     assert [e["seq"] for e in events] == [r.seq for r in rows if r.kind == "key_event"]
     assert (bundle / "checkpoint.txt").read_text() == cp.note
@@ -372,8 +374,9 @@ def test_export_memory_does_not_grow_with_the_export(tmp_path):
 def test_the_fast_line_writer_is_the_canonical_line(text):
     from ledger.core.bundle import dump_line, entry_line, entry_record
 
-    payloads = {"result": ("sha256:" + "a" * 64, text.encode()), "meta": ("sha256:" + "b" * 64,
-                                                                          None)}
+    payloads = {"result": ("sha256:" + "a" * 64, text.encode(), {"salt_b64": "c2FsdA=="}),
+                "meta": ("sha256:" + "b" * 64, None, {"salt_b64": None, "redacted_by": 9}),
+                "query": ("sha256:" + "c" * 64, text.encode(), {})}
     args = (7, "result", 1767225600123456, text.encode(), "sha256:" + "1" * 64,
             "sha256:" + "2" * 64, "sha256:" + "3" * 64, payloads)
     assert entry_line(*args) == dump_line(entry_record(*args))

@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import io
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -87,7 +88,13 @@ def led(db_url):
 
 
 def all_rows(led: Ledger) -> list[Any]:
-    return list(led.iter_entries())
+    """The stored rows; ``subject`` is the entry's subject (a v2 row's is its subject
+    payload, revision 0005)."""
+    out = []
+    for r in led.iter_entries():
+        subject = r.subject if r.subject is not None else led.get(r.seq)["subject"]
+        out.append(SimpleNamespace(**{**r._asdict(), "subject": subject}))
+    return out
 
 
 def seqs(page_or_rows: Any) -> list[int]:

@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from ledger import DiagnosticResult, Ledger
 from ledger.clock import FixedClock
-from ledger.errors import NotFound
+from ledger.errors import NotFound, StoreDataError
 from ledger.ops.samples import realistic, rejected_examples
 from ledger.store import db
 from ledger.store import entries as repo
@@ -23,7 +23,7 @@ def _row(seq: int, prev: bytes, key: str | None = None) -> dict:
     row = {c: None for c in ENTRY_COLUMNS}
     row.update(seq=seq, kind="result", recorded_at=1000 + seq, envelope=b"{}" + bytes([seq]),
                body_hash=b"b" * 32, prev_hash=prev, entry_hash=bytes([seq]) * 32,
-               idempotency_key=key, doc_digest=f"sha256:{seq:064x}")
+               idempotency_key=key)
     return row
 
 
@@ -31,14 +31,13 @@ def test_insert_and_move_the_head_then_read_back(ledger):
     with append_transaction(ledger.engine) as txn:
         h = txn.lock_head()
         assert h.size == 0
-        txn.insert_payloads({"sha256:" + "0" * 64: b"doc0", "sha256:" + "0" * 63 + "1": b"d1"})
+        txn.insert_payloads([(0, None, b"doc0"), (8, None, b"d1")])  # pid = seq * 8 + slot
         txn.insert_entries([_row(0, h.head_hash, "k0"), _row(1, b"\x00" * 32)])
         txn.set_head(Head(2, b"\x01" * 32, 1001))
     with db.connect(ledger.engine) as conn:
         assert repo.read_head(conn) == Head(2, b"\x01" * 32, 1001)
         assert [r.seq for r in repo.iter_entries(conn)] == [0, 1]
-        assert repo.get_payloads(conn, ["sha256:" + "0" * 64, None]) == {
-            "sha256:" + "0" * 64: b"doc0"}
+        assert repo.get_payloads(conn, 0) == {0: repo.Payload(None, b"doc0")}
 
 
 
@@ -67,24 +66,26 @@ def test_a_schema_without_a_ledger_has_no_head(db_url):
 def test_an_error_inside_rolls_back_everything(ledger):
     with pytest.raises(RuntimeError), append_transaction(ledger.engine) as txn:
         h = txn.lock_head()
-        txn.insert_payloads({"sha256:" + "a" * 64: b"x"})
+        txn.insert_payloads([(0, None, b"x")])
         txn.insert_entries([_row(0, h.head_hash)])
         txn.set_head(Head(1, b"\x00" * 32, 1000))
         raise RuntimeError("caller failed")
     with db.connect(ledger.engine) as conn:
         assert repo.read_head(conn).size == 0  # type: ignore[union-attr]
         assert repo.max_seq(conn) is None
-        assert repo.get_payloads(conn, ["sha256:" + "a" * 64]) == {}
+        assert repo.get_payloads(conn, 0) == {}
 
 
-def test_payloads_are_content_addressed_and_never_replaced(ledger):
-    d = "sha256:" + "b" * 64
-    for data in (b"first", b"second"):
-        with append_transaction(ledger.engine) as txn:
-            txn.lock_head()
-            txn.insert_payloads({d: data})
+def test_payload_rows_are_keyed_by_entry_and_never_replaced(ledger):
+    """(Revision 0005: payloads are laid out by entry, pid = seq * 8 + slot.)"""
+    with append_transaction(ledger.engine) as txn:
+        txn.lock_head()
+        txn.insert_payloads([(3, b"s" * 32, b"first")])
+    with pytest.raises(StoreDataError), append_transaction(ledger.engine) as txn:
+        txn.lock_head()
+        txn.insert_payloads([(3, None, b"second")])
     with db.connect(ledger.engine) as conn:
-        assert repo.get_payloads(conn, [d]) == {d: b"first"}
+        assert repo.get_payloads(conn, 0) == {3: repo.Payload(b"s" * 32, b"first")}
 
 
 def test_idempotency_lookup_finds_stored_keys_only(ledger):

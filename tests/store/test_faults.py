@@ -101,10 +101,12 @@ def test_a_value_the_database_refuses_rejects_its_item_and_not_its_batch_mates(p
     from ledger.ops.append import commit_batch, commit_one_pg, default_judge, prepare_result
 
     with Ledger.init(pg_url) as L:
-        def prepared(i, subject=None):
+        def prepared(i, constraint_id=None):
+            # constraint_id is a text column of its own (in format v2 the subject is a
+            # committed payload: bytes the database never refuses)
             p = prepare_result(parse_submission(realistic(3)[i]), None, default_judge)
-            if subject is not None:
-                p.fields["subject"] = subject
+            if constraint_id is not None:
+                p.fields["constraint_id"] = constraint_id
             p.index = i
             return p.seal(L.meta.ledger_id)
 

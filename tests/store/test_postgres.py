@@ -16,16 +16,19 @@ from ledger.store import entries as repo
 VECTORS = json.loads((Path(__file__).parent.parent / "vectors" / "entries.json").read_text())
 
 
-def _row(v: dict) -> tuple[dict, dict[str, bytes]]:
+def _row(v: dict) -> tuple[dict, list[tuple[int, None, bytes]]]:
     envelope = bytes.fromhex(v["envelope_hex"])
     doc = json.loads(envelope)
     kind = v["kind"]
     row = {column: doc.get(name) for name, column in COLUMN_MAP[kind].items()}
-    row.update({column: (doc.get("payloads") or {}).get(name)
-                for name, column in PAYLOAD_MAP[kind].items()})
     row.update(kind=kind, envelope=envelope, body_hash=body_hash(envelope))
-    blobs = {p["digest"]: bytes.fromhex(p["hex"]) for p in v["payloads"].values() if p}
+    slots = PAYLOAD_MAP[kind]  # (revision 0005: payloads by (seq, slot); v1: no salt)
+    blobs = [(slots[n], None, bytes.fromhex(p["hex"])) for n, p in v["payloads"].items() if p]
     return row, blobs
+
+
+def _stored(conn, seq: int) -> list[tuple[int, None, bytes]]:
+    return sorted((slot, p.salt, p.data) for slot, p in repo.get_payloads(conn, seq).items())
 
 
 def _init(url: str, ledger_id: str, created_at: int):
@@ -52,8 +55,8 @@ def test_the_sql_link_reproduces_every_entry_vector(pg_url):
         with db.connect(engine) as conn:
             head = repo.read_head(conn)
             assert head is not None and head.head_hash.hex() == VECTORS["head"]["head_hash"]
-            assert repo.get_payloads(conn, [d for v in entries for d in _row(v)[1]]) == {
-                d: b for v in entries for d, b in _row(v)[1].items()}
+            for v in entries:
+                assert _stored(conn, int(v["seq"])) == sorted(_row(v)[1])
     finally:
         engine.dispose()
 
@@ -72,7 +75,7 @@ def test_a_wrong_link_is_rolled_back_and_nothing_is_stored(pg_url):
             assert head is not None and head.size == 0
             assert head.head_hash.hex() == VECTORS["genesis_hash"]
             assert repo.max_seq(conn) is None
-            assert repo.get_payloads(conn, blobs) == {}
+            assert repo.get_payloads(conn, 0) == {}
     finally:
         engine.dispose()
 
@@ -87,6 +90,6 @@ def test_a_guard_that_does_not_hold_writes_nothing(pg_url):
                                    lambda *a: b"", guard=(t, postgres.MAX_BIGINT)) is None
         with db.connect(engine) as conn:
             assert repo.read_head(conn).size == 0  # type: ignore[union-attr]
-            assert repo.get_payloads(conn, blobs) == {}
+            assert repo.get_payloads(conn, 0) == {}
     finally:
         engine.dispose()

@@ -121,9 +121,10 @@ def test_one_byte_of_an_evidence_preimage(db_url):
         data = bytearray(T.payload(conn, digest))
         data[10] ^= 0x01
         T.set_payload(conn, digest, bytes(data))
+        want = T.digest_for(conn, seq, "preimage", bytes(data))  # v2: the salted commitment
     report = detected(db_url, "payload_digest_mismatch", seq, "payload_modified")
     (f,) = report["findings"]
-    assert f["expected"] == digest and f["actual"] == T.sha(bytes(data).decode())
+    assert f["expected"] == digest and f["actual"] == want
     assert report["summary"] == {"rows": N, "verified": N - 1, "failed": 1, "unverified": 0}
 
 
@@ -154,9 +155,10 @@ def test_an_envelope_byte(db_url):
     build(db_url).close()
     with T.unlocked(db_url) as conn:
         env = bytes(T.row(conn, 9).envelope)
-        assert b'"subject":"req-000009"' in env
-        T.update_entry(conn, 9, envelope=env.replace(b'"subject":"req-000009"',
-                                                     b'"subject":"req-000099"'))
+        # v2: the subject is a committed payload; one byte of its commitment is changed
+        at = env.index(b'"subject":"sha256:') + len(b'"subject":"sha256:')
+        flipped = b"1" if env[at:at + 1] != b"1" else b"2"
+        T.update_entry(conn, 9, envelope=env[:at] + flipped + env[at + 1:])
     detected(db_url, "envelope_hash_mismatch", 9, "payload_modified")
 
 
@@ -189,6 +191,7 @@ def _swap(url: str, i: int, j: int) -> None:
         cols = [c for c in a._mapping if c != "seq"]
         T.update_entry(conn, i, **{c: b._mapping[c] for c in cols})
         T.update_entry(conn, j, **{c: a._mapping[c] for c in cols})
+        T.move_payloads(conn, i, j)  # payloads are laid out by seq: they move too
 
 
 def test_two_rows_swapped_within_one_batch(db_url):
@@ -278,25 +281,22 @@ def test_head_row_deleted(db_url):
 # Attestations
 # =============================================================================
 
-def test_attestation_digest_columns_swapped(db_url):
+def test_attestation_payload_rows_swapped(db_url):
+    """(Revision 0005: no digest columns any more; the swap is of the payload rows.)"""
     build_attested(db_url).close()
     with T.unlocked(db_url) as conn:
-        a, b = T.row(conn, 2), T.row(conn, 4)
-        T.update_entry(conn, 2, attestation_digest=b.attestation_digest)
-        T.update_entry(conn, 4, attestation_digest=a.attestation_digest)
-    report = detected(db_url, "column_mismatch", 2, "payload_modified")
+        T.swap_payloads(conn, 2, 4, "attestation")
+    report = detected(db_url, "payload_digest_mismatch", 2, "payload_modified")
     assert {(c, s) for c, s, k in codes(report) if k == "payload_modified"} == {
-        ("column_mismatch", 2), ("column_mismatch", 4)}
+        ("payload_digest_mismatch", 2), ("payload_digest_mismatch", 4)}
     assert report["summary"]["failed"] == 2
 
 
-def test_attestation_digest_columns_swapped_reports_no_false_deletion(db_url):
+def test_attestation_payload_rows_swapped_reports_no_false_deletion(db_url):
     build_attested(db_url).close()
     with T.unlocked(db_url) as conn:
-        a, b = T.row(conn, 2), T.row(conn, 4)
-        T.update_entry(conn, 2, attestation_digest=b.attestation_digest)
-        T.update_entry(conn, 4, attestation_digest=a.attestation_digest)
-    assert {c for c, _, _ in codes(audit(db_url))} == {"column_mismatch"}
+        T.swap_payloads(conn, 2, 4, "attestation")
+    assert {c for c, _, _ in codes(audit(db_url))} == {"payload_digest_mismatch"}
 
 
 def test_attestations_swapped_in_the_envelopes_and_rechained(db_url):
@@ -308,8 +308,8 @@ def test_attestations_swapped_in_the_envelopes_and_rechained(db_url):
         for r, other in ((a, b), (b, a)):
             env = json.loads(bytes(r.envelope))
             env["payloads"]["attestation"] = other.attestation_digest
-            T.update_entry(conn, r.seq, attestation_digest=other.attestation_digest,
-                           envelope=canonical_json(env))
+            T.update_entry(conn, r.seq, envelope=canonical_json(env))
+        T.swap_payloads(conn, 2, 4, "attestation")  # v2: the salt goes with its bytes
         T.rechain(conn, 2)
     report = detected(db_url, "attestation_proof_mismatch", 2, "signature_invalid")
     assert codes(report) == [("attestation_proof_mismatch", 2, "signature_invalid"),
@@ -383,8 +383,7 @@ def test_a_modified_key_event_document_is_found_and_never_trusted(db_url):
         seq = L.head()["size"] - 1
         digest = L.get(seq)["payloads"]["event"]["digest"]
         with T.unlocked(db_url) as conn:
-            conn.execute(text("UPDATE payloads SET data = :d WHERE digest = :g"),
-                         {"d": b'{"action":"trust"}', "g": digest})
+            T.set_payload(conn, digest, b'{"action":"trust"}')
         report = run_audit(L, AuditOptions())
         fresh = Ledger.open(db_url)
         try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from ledger.cli.main import cli
+from ledger.ops.samples import realistic
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "export.md"
 
@@ -34,9 +35,11 @@ def test_the_by_hand_check_handles_rotation_and_two_signature_lines(tmp_path, mo
         assert r.exit_code == 0, r.output
 
     sub = {"engine": "logic", "result": {"status": "BLOCKED", "agent_message": "m"}}
+    verified = next(x for x in realistic(20) if x["result"]["status"] == "VERIFIED")
     ok("init", "--origin", "example.test/log")
     ok("keys", "generate")
     ok("append", "-", stdin=json.dumps(sub))
+    ok("append", "-", stdin=json.dumps(verified))  # its proof_ref is checked by hand too
     ok("checkpoint")
     ok("keys", "generate")  # rotation: the new key signs the manifest
     ok("export", "--out", "b1")
@@ -47,7 +50,7 @@ def test_the_by_hand_check_handles_rotation_and_two_signature_lines(tmp_path, mo
     (tmp_path / "keys" / "jwks.json").write_bytes(
         (tmp_path / "ledger-keys" / "jwks.json").read_bytes())
     code = snippet()
-    for bundle, n in (("b1", 1), ("b2", 2)):
+    for bundle, n in (("b1", 2), ("b2", 3)):
         r = subprocess.run([sys.executable, "-c", code.replace('d = "b/"', f'd = "{bundle}/"')],
                            check=False, cwd=tmp_path, capture_output=True, text=True,
                            timeout=60)

@@ -31,7 +31,7 @@ from ledger.verify.bundle.files import BundleFiles, check_digests
 from ledger.verify.bundle.header import read_header
 from ledger.verify.bundle.proofs import ProofCursor
 from ledger.verify.bundle.report import REPORT_FORMAT, build_report, check_counts, check_csv
-from ledger.verify.bundle.rows import Entries, KeyEvents, judge_with, walk
+from ledger.verify.bundle.rows import Entries, KeyEvents, bundle_redactions, judge_with, walk
 from ledger.verify.bundle.sink import FindingSink
 
 __all__ = ["REPORT_FORMAT", "BundleContext", "FindingSink", "RowCounts", "verify_bundle_dir"]
@@ -54,7 +54,7 @@ def verify_bundle_dir(directory: str | Path, trusted: list[PublicKeyRef] | None,
     event_counts = walk(ctx, sink, key_events, cursor, None)
     entries = Entries(ctx, sink, key_events.hashes)
     judge = judge_with(store) if check_attestations else None
-    entry_counts = walk(ctx, sink, entries, cursor, judge)
+    entry_counts = walk(ctx, sink, entries, cursor, judge, bundle_redactions(ctx))
     cursor.drain()
     check_csv(ctx, sink, entries)
     check_digests(ctx.files, ctx.manifest, sink)

@@ -28,11 +28,46 @@ from ledger.core.bundle import (
     matches,
     read_entry,
 )
+from ledger.core.erasure import RedactionMap, fold_redactions
 from ledger.core.finding import FindingClass, row_disposition
 from ledger.crypto.trust import TrustStore, row_judge
 from ledger.verify.bundle.context import BundleContext, RowCounts
 from ledger.verify.bundle.proofs import ProofCursor, ProofTracker
 from ledger.verify.bundle.sink import FindingSink
+
+Slots = dict[int, tuple[bytes | None, bytes]]
+
+
+def committed(row: BundleRow, name: str) -> str | None:
+    """The digest ``row``'s envelope commits to for payload ``name``."""
+    try:
+        env = json.loads(row.envelope)
+        return (env.get("payloads") or {}).get(name)
+    except (ValueError, AttributeError):
+        return None
+
+
+def bundle_redactions(ctx: BundleContext) -> RedactionMap:
+    """The redaction map of the bundle: the fold of the redaction entries in
+    ``entries.jsonl`` whose request document matches its envelope's digest (a pre-pass
+    over the file; the walk reports every problem of those lines)."""
+    path = ctx.files.dir / ENTRIES
+    docs: list[tuple[int, str, bytes]] = []
+    if not path.is_file():
+        return {}
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if b'"kind":"redaction"' not in raw:
+                continue
+            try:
+                row, blobs, _ = read_entry(json.loads(raw))
+            except (ValueError, TypeError, AttributeError):
+                continue
+            data = blobs[0][1] if 0 in blobs else None
+            if row.kind == "redaction" and data is not None and \
+                    "sha256:" + hashlib.sha256(data).hexdigest() == committed(row, "request"):
+                docs.append((row.seq, "redaction", data))
+    return fold_redactions(sorted(docs, key=lambda d: d[0]))
 
 
 class RowVisitor:
@@ -40,7 +75,7 @@ class RowVisitor:
 
     file = ""
 
-    def visit(self, row: BundleRow, blobs: dict[str, bytes]) -> None:
+    def visit(self, row: BundleRow, blobs: Slots) -> None:
         raise NotImplementedError
 
 
@@ -53,14 +88,15 @@ class KeyEvents(RowVisitor):
         self.sink, self.store = sink, store
         self.hashes: dict[int, bytes] = {}  # seq -> entry_hash of every key event listed
 
-    def visit(self, row: BundleRow, blobs: dict[str, bytes]) -> None:
+    def visit(self, row: BundleRow, blobs: Slots) -> None:
         if row.kind != "key_event":
             self.sink.fail("not_a_key_event", FindingClass.PAYLOAD_MODIFIED,
                            f"kind is {row.kind!r}", KEY_EVENTS, row.seq)
             return
         self.hashes[row.seq] = row.entry_hash
-        data = blobs.get(row.doc_digest) if row.doc_digest else None
-        if data is not None and "sha256:" + hashlib.sha256(data).hexdigest() == row.doc_digest:
+        want = committed(row, "event")
+        data = blobs[0][1] if 0 in blobs else None
+        if data is not None and "sha256:" + hashlib.sha256(data).hexdigest() == want:
             try:
                 self.store.apply(row.seq, json.loads(data))
             except (ValueError, KeyError, TypeError):
@@ -82,7 +118,7 @@ class Entries(RowVisitor):
         self._csv = hashlib.sha256(csv_bytes([CSV_HEADER]))
         self._csv_rows: list[list[str]] = []
 
-    def visit(self, row: BundleRow, blobs: dict[str, bytes]) -> None:
+    def visit(self, row: BundleRow, blobs: Slots) -> None:
         sink, seq = self.sink, row.seq
         rng = self.ctx.manifest.get("range") or {}
         end = rng.get("end")
@@ -105,7 +141,7 @@ class Entries(RowVisitor):
                       "in key_events.jsonl", ENTRIES, seq)
         self.by_status[str(row.status)] += 1
         self.by_kind[row.kind] += 1
-        msg = agent_message(row.kind, blobs.get(row.doc_digest) if row.doc_digest else None)
+        msg = agent_message(row.kind, blobs[0][1] if 0 in blobs else None)
         self._csv_rows.append(csv_row(seq, row.kind, row.recorded_at, row, msg,
                                       "sha256:" + row.entry_hash.hex()))
         if len(self._csv_rows) >= 1000:
@@ -127,8 +163,9 @@ def judge_with(store: TrustStore) -> AttestationJudge:
 
 
 def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: ProofCursor,
-         judge: AttestationJudge | None) -> RowCounts:
-    """Check every line of ``visitor.file`` and return its row counts."""
+         judge: AttestationJudge | None, redactions: RedactionMap | None = None) -> RowCounts:
+    """Check every line of ``visitor.file`` and return its row counts; ``redactions``:
+    the bundle's redaction map (:func:`bundle_redactions`)."""
     file = visitor.file
     tracker = ProofTracker(ctx, sink, file, cursor)
     ledger_id = ctx.manifest.get("ledger_id")
@@ -158,8 +195,14 @@ def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: Pro
             continue
         if auditor is None or row.seq != last_seq + 1:
             auditor = ChainAuditor(ledger_id, row.seq, row.prev_hash, last_time, ctx.policy,
-                                   judge)
+                                   judge, redactions)
         out = auditor.check_row(row, blobs)
+        for name, by in row.redacted_by.items():
+            if (redactions or {}).get((row.seq, name)) != by:
+                sink.fail("redaction_marker_invalid", FindingClass.PAYLOAD_MODIFIED,
+                          f"payload {name} is marked erased by {by}, which no redaction entry "
+                          "of the bundle confirms", file, row.seq, by,
+                          (redactions or {}).get((row.seq, name)))
         last_seq, last_time = row.seq, max(last_time, row.recorded_at)
         before = sink.count()
         sink.add(out.findings, file)

@@ -1,0 +1,134 @@
+"""The audit's checks of redaction and hold entries themselves (docs/audit.md).
+
+A walk over the redaction and hold entries in seq order: each document must parse
+(``ledger-redaction/1``, ``ledger-hold/1``), be asked for by an allowed role, name only
+result entries earlier than itself, and a redaction must not name an entry under a legal
+hold in force at its seq.  Whether the erased bytes are really gone (or still there) is
+the per-row payload check's business (``redacted`` / ``redaction_not_applied``).  Pure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.core.finding import Finding, FindingClass
+from ledger.core.redaction import ROLES, Holds, parse_hold, parse_request
+from ledger.errors import UsageError
+
+CODES = {
+    "redaction_invalid": FindingClass.CONTRACT_VIOLATION,
+    "redaction_role_invalid": FindingClass.POLICY_VIOLATION,
+    "redaction_target_invalid": FindingClass.CONTRACT_VIOLATION,
+    "redaction_of_held_entry": FindingClass.POLICY_VIOLATION,
+    "hold_invalid": FindingClass.CONTRACT_VIOLATION,
+    "hold_role_invalid": FindingClass.POLICY_VIOLATION,
+    "hold_target_invalid": FindingClass.CONTRACT_VIOLATION,
+}
+
+
+@dataclass(frozen=True)
+class CustodyEntry:
+    """One redaction or hold entry as the walk needs it: its seq, kind, envelope
+    (parsed) and its document's bytes (None: not stored or not read)."""
+
+    seq: int
+    kind: str
+    envelope: dict[str, Any]
+    document: bytes | None
+
+
+def _f(code: str, seq: int, message: str, expected: Any = None, actual: Any = None) -> Finding:
+    return Finding(code, seq, CODES[code], message, expected, actual)
+
+
+def check_custody(entries: Iterable[CustodyEntry], kind_of: Callable[[int], str | None],
+                  ) -> list[Finding]:
+    """Findings about the redaction and hold entries of ``entries`` (seq order).
+    ``kind_of(seq)`` is the stored kind of an entry (None: no such entry).  A document
+    that is not stored is the payload check's finding, not one of these."""
+    holds = Holds()
+    out: list[Finding] = []
+    for e in entries:
+        if e.kind == "hold":
+            out += _check_hold(e, holds, kind_of)
+        elif e.kind == "redaction":
+            out += _check_redaction(e, holds, kind_of)
+    return out
+
+
+def _role(e: CustodyEntry, code: str) -> list[Finding]:
+    role = e.envelope.get("role")
+    if role not in ROLES:
+        return [_f(code, e.seq, f"asked for by role {role!r}, not one of {', '.join(ROLES)}",
+                   list(ROLES), role)]
+    return []
+
+
+def _target(e: CustodyEntry, seq: int, kind_of: Callable[[int], str | None],
+            code: str) -> Finding | None:
+    if seq >= e.seq:
+        return _f(code, e.seq, f"target {seq} is not earlier than the entry itself",
+                  f"< {e.seq}", seq)
+    kind = kind_of(seq)
+    if kind != "result":
+        what = "does not exist" if kind is None else f"is a {kind} entry, not a result"
+        return _f(code, e.seq, f"target {seq} {what}", "result", kind)
+    return None
+
+
+def _check_redaction(e: CustodyEntry, holds: Holds, kind_of: Callable[[int], str | None],
+                     ) -> list[Finding]:
+    out = _role(e, "redaction_role_invalid")
+    if e.document is None:
+        return out
+    try:
+        req = parse_request(e.document)
+    except UsageError as exc:
+        return out + [_f("redaction_invalid", e.seq, f"the request document: {exc.message}")]
+    for seq, _names in req.targets:
+        bad = _target(e, seq, kind_of, "redaction_target_invalid")
+        if bad is not None:
+            out.append(bad)
+            continue
+        held = holds.holding(seq)
+        if held:
+            out.append(_f("redaction_of_held_entry", e.seq,
+                          f"target {seq} is under legal hold {held[0]}", None, held))
+    return out
+
+
+def _check_hold(e: CustodyEntry, holds: Holds, kind_of: Callable[[int], str | None],
+                ) -> list[Finding]:
+    out = _role(e, "hold_role_invalid")
+    if e.document is None:
+        return out
+    try:
+        order = parse_hold(e.document)
+    except UsageError as exc:
+        return out + [_f("hold_invalid", e.seq, f"the order document: {exc.message}")]
+    if order.action != e.envelope.get("action"):
+        out.append(_f("hold_invalid", e.seq, "order.action differs from the envelope",
+                      e.envelope.get("action"), order.action))
+    if order.action == "add":
+        for seq in order.targets:
+            bad = _target(e, seq, kind_of, "hold_target_invalid")
+            if bad is not None:
+                out.append(bad)
+    problem = holds.apply(e.seq, order)
+    if problem is not None:
+        out.append(_f("hold_target_invalid", e.seq, problem))
+    return out
+
+
+def custody_entry(seq: int, kind: str, envelope: bytes, document: bytes | None,
+                  ) -> CustodyEntry:
+    """A :class:`CustodyEntry` from stored bytes (an unreadable envelope: ``{}``; the
+    per-row checks report it)."""
+    try:
+        env = json.loads(envelope)
+    except ValueError:
+        env = {}
+    return CustodyEntry(seq, kind, env if isinstance(env, dict) else {}, document)

@@ -1,0 +1,281 @@
+"""Redaction and legal holds: data-subject requests as entries of the chain.
+
+``redact`` resolves the entries (by subject and/or seqs), decides per entry which
+payloads are erased (``all``: every payload present; a query takes its attestation
+along unless it is kept on purpose), refuses what must not be erased (an entry under a
+legal hold, a payload still under its minimum retention without an override), and then
+appends the ``redaction`` entries and deletes the payload bytes in ONE transaction
+(``ledger.ops.append.commit_redaction``).  ``hold_add`` / ``hold_release`` append
+``hold`` entries.  docs/redaction.md has the model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.core.entry import SLOTS
+from ledger.core.redaction import (
+    MAX_TARGETS,
+    ROLES,
+    Holds,
+    RedactionRequest,
+    build_hold,
+    build_request,
+    check_text,
+    payload_names,
+)
+from ledger.core.retention import RetentionPolicy
+from ledger.errors import NotFound, RedactionRefused, UsageError
+from ledger.ops.append import (
+    Prepared,
+    check_producer,
+    commit_batch,
+    commit_redaction,
+    prepare_event,
+)
+from ledger.ops.context import LedgerContext
+from ledger.store import custody, entries
+from ledger.store.db import connect
+
+
+@dataclass(frozen=True)
+class Target:
+    """One entry of a redaction: the payloads erased now, and those already gone."""
+
+    seq: int
+    erase: tuple[str, ...]
+    already: tuple[str, ...] = ()
+
+
+@dataclass
+class RedactionOutcome:
+    """What a redaction did (or, ``dry_run``, would do)."""
+
+    dry_run: bool
+    targets: list[Target]
+    requests: list[RedactionRequest] = field(default_factory=list)
+    redaction_seqs: list[int] = field(default_factory=list)
+    erased_at_us: int | None = None
+
+    def lines(self) -> list[dict[str, Any]]:
+        """One JSON object per entry (the CLI prints one line each)."""
+        by_seq = {}
+        seqs = self.redaction_seqs or [None] * len(self.requests)
+        for req, rseq in zip(self.requests, seqs, strict=False):
+            for seq, _ in req.targets:
+                by_seq[seq] = rseq
+        return [{"seq": t.seq, "payloads": list(t.erase), "already_erased": list(t.already),
+                 "redaction_seq": by_seq.get(t.seq), "dry_run": self.dry_run}
+                for t in self.targets]
+
+
+@dataclass(frozen=True)
+class Ask:
+    """Who asks, and why (recorded in every redaction or hold entry)."""
+
+    reason: str
+    reference: str | None = None
+    requested_by: str | None = None
+    role: str = "operator"
+    producer: str | None = None
+
+
+def _check_ask(ask: Ask, code: str = "bad_redaction") -> None:
+    check_text(ask.reason, "reason", required=True, code=code)
+    check_text(ask.reference, "reference", required=False, code=code)
+    check_text(ask.requested_by, "requested_by", required=False, code=code)
+    check_producer(ask.producer)
+    if ask.role not in ROLES:
+        raise UsageError(f"role must be one of {', '.join(ROLES)}", code="bad_role",
+                         field="role")
+
+
+def load_holds(conn: Any) -> Holds:
+    """The legal holds in force now (the fold of every hold entry)."""
+    from ledger.core.redaction import fold_holds, parse_hold
+
+    orders = []
+    for seq, doc in custody.documents(conn, "hold"):
+        if doc is None:
+            continue
+        try:
+            orders.append((seq, parse_hold(doc)))
+        except UsageError:
+            continue  # an unreadable order holds nothing (the audit reports it)
+    return fold_holds(orders)
+
+
+def resolve_seqs(conn: Any, subject: str | None, seqs: Iterable[int]) -> list[int]:
+    """The target seqs: every result entry of ``subject`` and the given ``seqs``."""
+    out = set(seqs)
+    if subject is not None:
+        check_text(subject, "subject", required=True)
+        size = entries.read_head(conn).size  # type: ignore[union-attr]
+        out.update(entries.subject_seqs(conn, subject, end=size))
+    return sorted(out)
+
+
+def plan(ctx: LedgerContext, conn: Any, seqs: Sequence[int], names: tuple[str, ...] | None,
+         *, keep_attestation: bool = False, retention: RetentionPolicy | None = None,
+         override_minimum: str | None = None, holds: Holds | None = None) -> list[Target]:
+    """The erasures a redaction of ``seqs`` (``names``: None = all) performs.  Raises
+    NotFound (no such entry), UsageError (not a result entry), RedactionRefused (a legal
+    hold; a minimum retention without override)."""
+    heads = custody.entry_heads(conn, seqs)
+    present = custody.present_slots(conn, seqs)
+    holds = holds if holds is not None else load_holds(conn)
+    now = ctx.clock.now_us()
+    slot_name = {s: n for n, s in SLOTS.items()}
+    out = []
+    for seq in seqs:
+        h = heads.get(seq)
+        if h is None:
+            raise NotFound(f"no entry with seq {seq}", code="no_such_entry", field="seq")
+        if h.kind != "result":
+            raise UsageError(f"entry {seq} is a {h.kind} entry; only result entries are "
+                             "redacted", code="not_redactable", field="seq")
+        held = holds.holding(seq)
+        if held:
+            raise RedactionRefused(f"entry {seq} is under legal hold {held[0]} (release it "
+                                   f"with `ledger hold release {held[0]}`)",
+                                   code="entry_on_hold", field="seq",
+                                   detail={"seq": seq, "hold_seq": held[0]})
+        committed = committed_names(h.envelope)
+        wanted = committed if names is None else committed & set(names)
+        if "query" in wanted and not keep_attestation and "attestation" in committed:
+            wanted.add("attestation")  # the token binds the query's unsalted hash
+        stored = {slot_name[s] for s in present.get(seq, ()) if s in slot_name}
+        erase = sorted(wanted & stored)
+        if retention is not None and override_minimum is None:
+            _check_minimum(retention, seq, h, erase, now)
+        if erase or wanted:
+            out.append(Target(seq, tuple(erase), tuple(sorted(wanted - stored))))
+    return out
+
+
+def committed_names(envelope: bytes) -> set[str]:
+    """The payload names an envelope commits to (non-null)."""
+    try:
+        payloads = json.loads(envelope).get("payloads") or {}
+    except (ValueError, AttributeError):
+        return set()
+    return {n for n, c in payloads.items() if c is not None and n in SLOTS}
+
+
+def _check_minimum(policy: RetentionPolicy, seq: int, h: Any, names: list[str],
+                   now: int) -> None:
+    for name in names:
+        days = policy.under_minimum(h.engine, name, h.recorded_at, now)
+        if days is not None:
+            raise RedactionRefused(
+                f"payload {name} of entry {seq} is under its minimum retention of {days} "
+                "days; give --override-minimum REASON to erase it anyway",
+                code="minimum_retention", field="seq",
+                detail={"seq": seq, "payload": name, "minimum_days": days})
+
+
+def requests_for(targets: Sequence[Target], ask: Ask, *, keep_attestation: bool,
+                 override_minimum: str | None) -> list[RedactionRequest]:
+    """The ``ledger-redaction/1`` documents of ``targets`` (at most MAX_TARGETS each)."""
+    todo = [t for t in targets if t.erase]
+    return [build_request({t.seq: t.erase for t in todo[i:i + MAX_TARGETS]}, ask.reason,
+                          reference=ask.reference, requested_by=ask.requested_by,
+                          keep_attestation=keep_attestation,
+                          override_minimum=override_minimum)
+            for i in range(0, len(todo), MAX_TARGETS)]
+
+
+def prepare_redaction(req: RedactionRequest, ask: Ask) -> tuple[Prepared, list[tuple[int, str]]]:
+    """The redaction entry of ``req`` and its erasures ((seq, payload name) pairs)."""
+    p = prepare_event("redaction", {"producer": ask.producer, "role": ask.role}, "request",
+                      req.to_doc())
+    return p, req.pairs()
+
+
+def commit_requests(ctx: LedgerContext, reqs: Sequence[RedactionRequest], ask: Ask,
+                    ) -> list[int]:
+    """Append the redaction entries of ``reqs`` and erase their payloads in one
+    transaction; their seqs."""
+    pairs = [prepare_redaction(r, ask) for r in reqs]
+    commits = commit_redaction(ctx, [p for p, _ in pairs], [e for _, e in pairs])
+    return [c.result.seq for c in commits]  # type: ignore[misc]
+
+
+def redact(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
+           seqs: Iterable[int] = (), payloads: Iterable[str] = ("all",),
+           keep_attestation: bool = False, override_minimum: str | None = None,
+           retention: RetentionPolicy | None = None, dry_run: bool = False,
+           ) -> RedactionOutcome:
+    """Erase payloads of the entries of ``subject`` and/or ``seqs`` (see the module
+    docstring).  Nothing is written when ``dry_run`` or when any target is refused."""
+    _check_ask(ask)
+    check_text(override_minimum, "override_minimum", required=False)
+    names = payload_names(payloads)
+    with connect(ctx.engine) as conn:
+        seqs = resolve_seqs(conn, subject, seqs)
+        targets = plan(ctx, conn, seqs, names, keep_attestation=keep_attestation,
+                       retention=retention, override_minimum=override_minimum)
+    reqs = requests_for(targets, ask, keep_attestation=keep_attestation,
+                        override_minimum=override_minimum)
+    out = RedactionOutcome(dry_run, targets, reqs)
+    if dry_run or not reqs:
+        return out
+    out.redaction_seqs = commit_requests(ctx, reqs, ask)
+    out.erased_at_us = ctx.clock.now_us()
+    return out
+
+
+# -- legal holds -------------------------------------------------------------------------
+def hold_add(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
+             seqs: Iterable[int] = ()) -> int:
+    """Put the result entries of ``subject`` and/or ``seqs`` under a legal hold; returns
+    the hold entry's seq.  The subject is resolved to the seqs existing now (its text is
+    not stored).  Raises UsageError / NotFound."""
+    _check_ask(ask, "bad_hold")
+    with connect(ctx.engine) as conn:
+        targets = resolve_seqs(conn, subject, seqs)
+        if not targets:
+            raise UsageError("no entries to hold (give --subject or --seq)",
+                             code="bad_hold", field="targets")
+        heads = custody.entry_heads(conn, targets)
+    for seq in targets:
+        if seq not in heads:
+            raise NotFound(f"no entry with seq {seq}", code="no_such_entry", field="seq")
+        if heads[seq].kind != "result":
+            raise UsageError(f"entry {seq} is a {heads[seq].kind} entry; holds apply to "
+                             "result entries", code="bad_hold", field="seq")
+    order = build_hold("add", ask.reason, reference=ask.reference, targets=targets)
+    return _append_hold(ctx, order, ask)
+
+
+def hold_release(ctx: LedgerContext, ask: Ask, hold_seq: int) -> int:
+    """Release the hold entry ``hold_seq``; returns the release entry's seq.  Raises
+    NotFound when ``hold_seq`` is not a hold in force."""
+    _check_ask(ask, "bad_hold")
+    with connect(ctx.engine) as conn:
+        holds = load_holds(conn)
+    if hold_seq not in holds.active:
+        why = f"already released by {holds.released[hold_seq]}" \
+            if hold_seq in holds.released else "not a hold entry"
+        raise NotFound(f"entry {hold_seq} is {why}", code="no_such_hold", field="hold_seq")
+    order = build_hold("release", ask.reason, reference=ask.reference, hold_seq=hold_seq)
+    return _append_hold(ctx, order, ask)
+
+
+def _append_hold(ctx: LedgerContext, order: Any, ask: Ask) -> int:
+    p = prepare_event("hold", {"action": order.action, "producer": ask.producer,
+                               "role": ask.role}, "order", order.to_doc())
+    res = commit_batch(ctx.engine, ctx.ledger_id, ctx.clock, [p])[0]
+    if not res.ok:
+        raise UsageError(str((res.error or {}).get("message")), code="hold_refused")
+    return res.seq  # type: ignore[return-value]
+
+
+def holds_in_force(ctx: LedgerContext) -> dict[int, list[int]]:
+    """hold seq -> the entries it holds, for every hold in force."""
+    with connect(ctx.engine) as conn:
+        holds = load_holds(conn)
+    return {h: list(t) for h, t in sorted(holds.active.items())}

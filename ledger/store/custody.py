@@ -1,0 +1,121 @@
+"""Reads of the redaction, hold and retention use cases (payload bytes by entry).
+
+``pid = seq * 8 + slot`` (docs/storage.md): the payloads of one entry are the eight
+primary keys from ``seq * 8``.  Never hashes; never parses an envelope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from ledger.store.db import is_pg, placeholder
+
+SLOT_COUNT = 8
+CHUNK = 900  # seqs per IN list (x 8 pids stays below every engine's parameter limit)
+
+
+@dataclass(frozen=True)
+class StoredHead:
+    """The parts of a stored entry a redaction plan reads."""
+
+    seq: int
+    kind: str
+    recorded_at: int
+    engine: str | None
+    envelope: bytes
+
+
+def _chunks(seqs: Sequence[int]) -> Iterable[list[int]]:
+    seqs = sorted(set(seqs))
+    for i in range(0, len(seqs), CHUNK):
+        yield seqs[i:i + CHUNK]
+
+
+def _ph(conn: Connection, n: int) -> str:
+    return ", ".join([placeholder(is_pg(conn))] * n)
+
+
+def entry_heads(conn: Connection, seqs: Sequence[int]) -> dict[int, StoredHead]:
+    """seq -> its stored head, for the seqs of ``seqs`` that exist."""
+    out: dict[int, StoredHead] = {}
+    for chunk in _chunks(seqs):
+        rows = conn.exec_driver_sql(
+            "SELECT seq, kind, recorded_at, engine, envelope FROM entries "
+            f"WHERE seq IN ({_ph(conn, len(chunk))})", tuple(chunk)).fetchall()
+        for seq, kind, t, engine, env in rows:
+            out[seq] = StoredHead(seq, kind, t, engine, bytes(env))
+    return out
+
+
+def kinds_of(conn: Connection, seqs: Sequence[int]) -> dict[int, str]:
+    """seq -> kind, for the seqs of ``seqs`` that exist."""
+    out: dict[int, str] = {}
+    for chunk in _chunks(seqs):
+        rows = conn.exec_driver_sql(
+            f"SELECT seq, kind FROM entries WHERE seq IN ({_ph(conn, len(chunk))})",
+            tuple(chunk)).fetchall()
+        out.update({seq: kind for seq, kind in rows})
+    return out
+
+
+def present_slots(conn: Connection, seqs: Sequence[int]) -> dict[int, set[int]]:
+    """seq -> the slots whose payload bytes are stored (absent seqs: nothing stored)."""
+    out: dict[int, set[int]] = {}
+    for chunk in _chunks(seqs):
+        pids = [s * SLOT_COUNT + k for s in chunk for k in range(SLOT_COUNT)]
+        rows = conn.exec_driver_sql(
+            f"SELECT pid FROM payloads WHERE pid IN ({_ph(conn, len(pids))})",
+            tuple(pids)).fetchall()
+        for (pid,) in rows:
+            out.setdefault(pid // SLOT_COUNT, set()).add(pid % SLOT_COUNT)
+    return out
+
+
+def documents(conn: Connection, kind: str, before: int | None = None,
+              ) -> list[tuple[int, bytes | None]]:
+    """(seq, document bytes or None when not stored) of every ``kind`` entry (seq order),
+    with seq < ``before`` when given."""
+    ph = placeholder(is_pg(conn))
+    sql = ("SELECT e.seq, p.data FROM entries e LEFT JOIN payloads p ON p.pid = e.seq * 8 "
+           f"WHERE e.kind = {ph}")
+    args: tuple[object, ...] = (kind,)
+    if before is not None:
+        sql += f" AND e.seq < {ph}"
+        args += (before,)
+    rows = conn.exec_driver_sql(sql + " ORDER BY e.seq", args).fetchall()
+    return [(seq, None if d is None else bytes(d)) for seq, d in rows]
+
+
+def custody_rows(conn: Connection, start: int, end: int,
+                 ) -> list[tuple[int, str, bytes, bytes | None]]:
+    """(seq, kind, envelope, document bytes | None) of the redaction and hold entries with
+    ``start <= seq < end``, in seq order (the audit's check of them)."""
+    ph = placeholder(is_pg(conn))
+    rows = conn.exec_driver_sql(
+        "SELECT e.seq, e.kind, e.envelope, p.data FROM entries e "
+        "LEFT JOIN payloads p ON p.pid = e.seq * 8 "
+        f"WHERE e.kind IN ('redaction', 'hold') AND e.seq >= {ph} AND e.seq < {ph} "
+        "ORDER BY e.seq", (start, end)).fetchall()
+    return [(s, k, bytes(env), None if d is None else bytes(d)) for s, k, env, d in rows]
+
+
+def result_heads_before(conn: Connection, cutoff_us: int, after: int, limit: int,
+                        ) -> list[StoredHead]:
+    """One keyset page of result entries recorded before ``cutoff_us`` with seq > ``after``."""
+    ph = placeholder(is_pg(conn))
+    rows = conn.exec_driver_sql(
+        "SELECT seq, kind, recorded_at, engine, envelope FROM entries "
+        f"WHERE kind = 'result' AND seq > {ph} AND recorded_at < {ph} ORDER BY seq "
+        f"LIMIT {int(limit)}", (after, cutoff_us)).fetchall()
+    return [StoredHead(s, k, t, e, bytes(env)) for s, k, t, e, env in rows]
+
+
+def count_results_before(conn: Connection, cutoff_us: int) -> int:
+    """How many result entries were recorded before ``cutoff_us``."""
+    ph = placeholder(is_pg(conn))
+    return int(conn.exec_driver_sql(
+        f"SELECT count(*) FROM entries WHERE kind = 'result' AND recorded_at < {ph}",
+        (cutoff_us,)).scalar_one())

@@ -1,0 +1,98 @@
+"""``ledger redact``, ``ledger hold``, ``ledger retention apply`` end to end (CliRunner), on
+SQLite and PostgreSQL: output lines, the signed report, refusals and exit codes."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from click.testing import CliRunner
+
+from ledger.cli.main import cli
+from ledger.clock import SystemClock
+from ledger.crypto.keys import Keyring
+from ledger.facade import Ledger
+from ledger.ops.erasure_report import verify_report
+from ledger.ops.samples import math_verified
+
+
+def _ledger(db_url: str, n: int = 3) -> list[int]:
+    with Ledger.init(db_url, origin="test.example/cli-redact") as lg:
+        subs = []
+        for i in range(n):
+            s = math_verified(i, random.Random(i))
+            s["subject"] = "dana" if i < 2 else "erin"
+            subs.append(s)
+        return [r.seq for r in lg.append_many(subs)]
+
+
+def _run(db_url: str, *args: str):
+    return CliRunner().invoke(cli, ["--db", db_url, *args], catch_exceptions=False)
+
+
+def _lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_redact_dry_run_then_for_real_with_report(db_url, tmp_path):
+    seqs = _ledger(db_url)
+    keys = tmp_path / "keys"
+    with Ledger.open(db_url) as lg:
+        Keyring.load(keys).generate(lg.meta.origin, SystemClock().now_us())
+    dry = _run(db_url, "redact", "--subject", "dana", "--payload", "evidence", "--payload",
+               "query", "--reason", "DSR", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    lines = _lines(dry.stdout)
+    assert [x["seq"] for x in lines] == seqs[:2]
+    assert all(x["dry_run"] and x["redaction_seq"] is None for x in lines)
+    assert "would erase 4 payload(s)" in dry.stderr
+    report = tmp_path / "erasure.json"
+    real = _run(db_url, "redact", "--subject", "dana", "--payload", "evidence", "--payload",
+                "query", "--reason", "DSR", "--reference", "DSR-7", "--report", str(report),
+                "--keys", str(keys))
+    assert real.exit_code == 0, real.output
+    got = _lines(real.stdout)
+    assert [x["payloads"] for x in got] == [["preimage", "query"]] * 2
+    doc = json.loads(report.read_text())
+    assert doc["reference"] == "DSR-7" and doc["redaction_seqs"] == [got[0]["redaction_seq"]]
+    assert verify_report(doc, json.loads((keys / "jwks.json").read_text()))
+    audit = _run(db_url, "audit")
+    assert audit.exit_code == 3, audit.output  # only redactions are not verified
+    assert "0 failed, 2 unverified, 4 redacted" in audit.stderr
+
+
+def test_refusals_exit_2(db_url):
+    seqs = _ledger(db_url)
+    assert _run(db_url, "redact", "--seq", "99", "--reason", "x").exit_code == 2
+    assert _run(db_url, "redact", "--seq", "0").exit_code == 2  # --reason is required
+    assert _run(db_url, "redact", "--reason", "x").exit_code == 2  # no target
+    held = _run(db_url, "hold", "add", "--seq", str(seqs[2]), "--reason", "case 1")
+    assert held.exit_code == 0, held.output
+    hold_seq = json.loads(held.stdout)["hold_seq"]
+    refused = _run(db_url, "redact", "--subject", "erin", "--reason", "x")
+    assert refused.exit_code == 2 and f"legal hold {hold_seq}" in refused.stderr
+    listed = _run(db_url, "hold", "list", "--format", "json")
+    assert json.loads(listed.stdout) == {str(hold_seq): [seqs[2]]}
+    rel = _run(db_url, "hold", "release", str(hold_seq), "--reason", "closed")
+    assert rel.exit_code == 0 and json.loads(rel.stdout)["release_seq"] > hold_seq
+    assert _run(db_url, "redact", "--subject", "erin", "--reason", "x").exit_code == 0
+
+
+def test_minimum_retention_and_retention_apply(db_url, tmp_path):
+    _ledger(db_url)
+    policy = tmp_path / "retention.json"
+    policy.write_text(json.dumps({"format": "ledger-retention/1", "rules": [
+        {"id": "min", "payloads": ["query"], "minimum_days": 30},
+        {"id": "meta-now", "payloads": ["meta"], "erase_after_days": 0}]}))
+    refused = _run(db_url, "redact", "--seq", "0", "--reason", "x", "--retention", str(policy))
+    assert refused.exit_code == 2 and "minimum retention" in refused.stderr
+    ok = _run(db_url, "redact", "--seq", "0", "--reason", "x", "--retention", str(policy),
+              "--override-minimum", "court order")
+    assert ok.exit_code == 0, ok.output
+    dry = _run(db_url, "retention", "apply", "--policy", str(policy), "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert [x["payloads"] for x in _lines(dry.stdout)] == [["meta"], ["meta"]]
+    run = _run(db_url, "retention", "apply", "--policy", str(policy))
+    assert json.loads(run.stderr.split("retention apply: ", 1)[1])["entries"] == 2
+    again = _run(db_url, "retention", "apply", "--policy", str(policy))
+    assert _lines(again.stdout) == []

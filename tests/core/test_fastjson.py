@@ -1,0 +1,76 @@
+"""ledger.core.fastjson.loads gives exactly what json.loads gives: the same value, or a
+ValueError where json.loads raises one."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.core.fastjson import loads
+
+
+def _same(text: bytes | str) -> None:
+    try:
+        want = json.loads(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            loads(text)
+        return
+    got = loads(text)
+    assert _key(got) == _key(want)
+
+
+def _key(v: object) -> object:
+    """A comparable form that tells 1 from 1.0 and True from 1, and NaN from anything."""
+    if isinstance(v, float):
+        return ("f", "nan" if math.isnan(v) else v.hex())
+    if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
+        return (type(v).__name__, v)
+    if isinstance(v, list):
+        return ("l", [_key(x) for x in v])
+    assert isinstance(v, dict)
+    return ("d", [(k, _key(x)) for k, x in v.items()])
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
+                                                                  max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_values, st.booleans())
+def test_it_agrees_with_json_loads_on_json_values(value, ascii_only):
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    _same(text)
+    _same(text.encode("utf-8"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=40))
+def test_it_agrees_with_json_loads_on_arbitrary_bytes(data):
+    _same(data)
+
+
+@pytest.mark.parametrize("text", [
+    b'{"a": 1, "a": 2}',                      # duplicate key: the last one, in both
+    b'[NaN, Infinity, -Infinity]',            # json.loads takes them, orjson does not
+    b'123456789012345678901234567890',        # beyond 64 bits
+    b'-9223372036854775809', b'18446744073709551616',
+    b'1e400', b'-0.0', b'-0', b'1.7976931348623157e308', b'9223372036854775807', b'0.1', b'1E5', b'5e-324',
+    b'"\\ud800"', b'"\\udc00\\ud800"',        # lone surrogate escapes
+    '"\ud83d\ude00"'.encode("utf-8", "surrogatepass"),
+    b'\xef\xbb\xbf{}',                         # a byte-order mark
+    '{"x": 1}'.encode("utf-16"), '[1]'.encode("utf-32"),
+    b'"\xff"', b'{"a":}', b'', b' ', b'[1,]', b'{"a":1,}', b'01', b'"\t"', b'"\x00"',
+    b'{"a": [1, {"b": null}]} ', b'\n[true]\n', b'[1] [2]', b'"\\u0000"',
+    "\"caf\u00e9\"", "[\"\u2028\"]",
+])
+def test_it_agrees_with_json_loads_on_edge_inputs(text):
+    _same(text)

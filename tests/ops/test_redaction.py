@@ -1,0 +1,246 @@
+"""Redaction, legal holds and retention as use cases, on SQLite and PostgreSQL (``db_url``):
+what is erased, what is refused, what the audit then says."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from ledger.clock import FixedClock, SystemClock
+from ledger.core.retention import DAY_US, parse_retention
+from ledger.crypto.keys import Keyring
+from ledger.crypto.tokens import new_es256_key
+from ledger.errors import NotFound, RedactionRefused, UsageError
+from ledger.facade import Ledger
+from ledger.ops.append import commit_batch, prepare_event
+from ledger.ops.audit import AuditOptions
+from ledger.ops.erasure_report import verify_report
+from ledger.ops.redaction import Ask
+from ledger.ops.samples import attested, math_verified
+
+ISSUER = "did:test:issuer"
+ASK = Ask("GDPR Art. 17 request", "DSR-1", "dpo@example.org")
+
+
+def _subs(n: int, subject: str, start: int = 0) -> list[dict]:
+    out = []
+    for i in range(start, start + n):
+        s = math_verified(i, random.Random(i))
+        s["subject"] = subject
+        out.append(s)
+    return out
+
+
+@pytest.fixture
+def ledger(db_url):
+    lg = Ledger.init(db_url, origin="test.example/redaction")
+    yield lg
+    lg.close()
+
+
+def _seed(lg: Ledger) -> dict[str, list[int]]:
+    alice = [r.seq for r in lg.append_many(_subs(3, "alice"), producer="p")]
+    bob = [r.seq for r in lg.append_many(_subs(2, "bob", 10), producer="p")]
+    return {"alice": alice, "bob": bob}
+
+
+def _raw(url: str):
+    return create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+
+
+def _abstained(report: dict) -> list[tuple[int, str]]:
+    return sorted((a["seq"], a["reason"]) for a in report["abstentions"])
+
+
+def test_redact_by_subject_erases_and_the_audit_abstains(ledger):
+    seqs = _seed(ledger)
+    out = ledger.redact(ASK, subject="alice", payloads=["query", "evidence"])
+    assert [t.seq for t in out.targets] == seqs["alice"]
+    assert all(t.erase == ("preimage", "query") for t in out.targets)
+    assert len(out.redaction_seqs) == 1 and out.redaction_seqs[0] > max(seqs["bob"])
+    for seq in seqs["alice"]:
+        payloads = ledger.get(seq)["payloads"]
+        assert payloads["query"]["text"] is None and payloads["preimage"]["text"] is None
+        assert payloads["result"]["text"] is not None
+    for seq in seqs["bob"]:
+        assert ledger.get(seq)["payloads"]["query"]["text"] is not None
+    report = ledger.audit(AuditOptions())
+    assert report["summary"]["failed"] == 0 and report["findings"] == []
+    assert report["outcome"] == "unverified"
+    redacted = [a for a in report["abstentions"] if a["reason"] == "redacted"]
+    assert len(redacted) == 6
+    assert {a["redaction_seq"] for a in redacted} == set(out.redaction_seqs)
+
+
+def test_dry_run_changes_nothing(ledger):
+    seqs = _seed(ledger)
+    size = ledger.head()["size"]
+    out = ledger.redact(ASK, seqs=[seqs["bob"][0]], dry_run=True)
+    assert out.dry_run and out.redaction_seqs == []
+    assert out.targets[0].erase == ("meta", "preimage", "query", "result", "subject")
+    assert ledger.head()["size"] == size
+    assert ledger.get(seqs["bob"][0])["payloads"]["query"]["text"] is not None
+
+
+def test_refusals_write_nothing(ledger):
+    seqs = _seed(ledger)
+    size = ledger.head()["size"]
+    with pytest.raises(NotFound) as e:
+        ledger.redact(ASK, seqs=[999])
+    assert e.value.code == "no_such_entry"
+    with pytest.raises(UsageError):
+        ledger.redact(Ask("  "), seqs=[0])
+    with pytest.raises(UsageError):
+        ledger.redact(ASK, seqs=[0], payloads=["passwords"])
+    first = ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["meta"])
+    with pytest.raises(UsageError) as e:
+        ledger.redact(ASK, seqs=[first.redaction_seqs[0]])  # a redaction is not redactable
+    assert e.value.code == "not_redactable"
+    assert ledger.head()["size"] == size + 1
+
+
+def test_already_erased_is_a_reported_no_op(ledger):
+    seqs = _seed(ledger)
+    ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["query"])
+    again = ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["query", "meta"])
+    assert again.targets[0].erase == ("meta",) and again.targets[0].already == ("query",)
+    size = ledger.head()["size"]
+    none = ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["query"])
+    assert none.redaction_seqs == [] and none.targets[0].already == ("query",)
+    assert ledger.head()["size"] == size  # nothing to erase: no entry
+    assert ledger.redact(ASK, subject="nobody").targets == []
+
+
+def test_query_takes_its_attestation_unless_kept(ledger):
+    key, jwk = new_es256_key()
+    jwk["kid"] = f"{ISSUER}#k1"
+    ledger.trust_issuer(ISSUER, {"keys": [jwk]})
+    iat = SystemClock().now_us() // 1_000_000 - 60
+    a, b = [r.seq for r in ledger.append_many(
+        [attested(i, key, ISSUER, jwk["kid"], iat) for i in range(2)])]
+    took = ledger.redact(ASK, seqs=[a], payloads=["query"])
+    assert took.targets[0].erase == ("attestation", "query")
+    kept = ledger.redact(ASK, seqs=[b], payloads=["query"], keep_attestation=True)
+    assert kept.targets[0].erase == ("query",)
+    assert ledger.get(b)["payloads"]["attestation"]["text"] is not None
+    doc = json.loads(ledger.get(kept.redaction_seqs[0])["payloads"]["request"]["text"])
+    assert doc["keep_attestation"] is True
+    report = ledger.audit(AuditOptions())
+    assert report["summary"]["failed"] == 0, report["findings"]
+
+
+def test_legal_hold_blocks_redaction_until_released(ledger):
+    seqs = _seed(ledger)
+    hold = ledger.hold_add(Ask("litigation", "case 42"), subject="alice")
+    assert ledger.holds() == {hold: seqs["alice"]}
+    with pytest.raises(RedactionRefused) as e:
+        ledger.redact(ASK, subject="alice")
+    assert e.value.code == "entry_on_hold" and e.value.detail["hold_seq"] == hold
+    assert str(hold) in e.value.message
+    ledger.redact(ASK, subject="bob")  # other entries are not held
+    release = ledger.hold_release(Ask("case closed"), hold)
+    assert release > hold and ledger.holds() == {}
+    with pytest.raises(NotFound):
+        ledger.hold_release(Ask("twice"), hold)
+    ledger.redact(ASK, subject="alice")
+    assert ledger.audit(AuditOptions())["summary"]["failed"] == 0
+
+
+def test_minimum_retention_refuses_without_override(ledger):
+    seqs = _seed(ledger)
+    policy = parse_retention(json.dumps({"format": "ledger-retention/1", "rules": [
+        {"engine": "*", "payloads": ["query"], "minimum_days": 183}]}))
+    with pytest.raises(RedactionRefused) as e:
+        ledger.redact(ASK, seqs=[seqs["alice"][0]], retention=policy)
+    assert e.value.code == "minimum_retention"
+    ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["meta"], retention=policy)
+    out = ledger.redact(ASK, seqs=[seqs["alice"][0]], retention=policy,
+                        override_minimum="court order 7")
+    doc = json.loads(ledger.get(out.redaction_seqs[0])["payloads"]["request"]["text"])
+    assert doc["override_minimum"] == "court order 7"
+
+
+def test_retention_apply_is_resumable_and_skips_holds(db_url):
+    clock = FixedClock(1_800_000_000_000_000, step_us=1)
+    Ledger.init(db_url, origin="test.example/retention", clock=clock).close()
+    with Ledger.open(db_url, clock=clock) as lg:
+        seqs = [r.seq for r in lg.append_many(_subs(5, "carol"))]
+        hold = lg.hold_add(Ask("keep one"), seqs=[seqs[0]])
+        policy = parse_retention(json.dumps({"format": "ledger-retention/1", "rules": [
+            {"payloads": ["query", "evidence"], "erase_after_days": 30}]}))
+        assert lg.apply_retention(policy).entries == 0  # not old enough yet
+        clock.advance(31 * DAY_US)
+        dry = lg.apply_retention(policy, dry_run=True)
+        assert dry.entries == 4 and dry.held == 1 and dry.redaction_seqs == []
+        run = lg.apply_retention(policy)
+        assert run.entries == 4 and run.payloads == 8 and len(run.redaction_seqs) == 1
+        assert lg.apply_retention(policy).entries == 0  # a rerun: nothing left
+        assert lg.get(seqs[0])["payloads"]["query"]["text"] is not None
+        assert lg.holds() == {hold: [seqs[0]]}
+        assert lg.audit(AuditOptions())["summary"]["failed"] == 0
+
+
+def test_erasure_report_is_signed(ledger, tmp_path):
+    _seed(ledger)
+    ring = Keyring.load(tmp_path / "keys")
+    ring.generate(ledger.meta.origin, SystemClock().now_us())
+    out = ledger.redact(ASK, subject="bob")
+    report = ledger.erasure_report(out, ASK, ring)
+    jwks = json.loads((ring.path / "jwks.json").read_text())
+    assert verify_report(report, jwks)["iss"] == ledger.meta.origin
+    assert report["redaction_seqs"] == out.redaction_seqs
+    assert report["checkpoint"]["size"] == out.redaction_seqs[0] + 1
+    assert "bob" not in json.dumps(report)
+    forged = {**report, "reason": "something else"}
+    with pytest.raises(Exception) as e:
+        verify_report(forged, jwks)
+    assert getattr(e.value, "code", None) == "erasure_report_invalid"
+
+
+def test_a_raw_delete_without_redaction_is_refused(ledger, db_url):
+    _seed(ledger)
+    eng = _raw(db_url)
+    try:
+        with pytest.raises(Exception) as e, eng.begin() as c:
+            c.execute(text("DELETE FROM payloads WHERE pid = 3"))  # seq 0, query
+        assert "not allowed" in str(e.value)
+    finally:
+        eng.dispose()
+    assert ledger.get(0)["payloads"]["query"]["text"] is not None
+
+
+def test_a_delete_with_the_trigger_off_is_still_caught(ledger, db_url):
+    _seed(ledger)
+    eng = _raw(db_url)
+    pg = db_url.startswith("postgresql")
+    try:
+        with eng.begin() as c:  # what a database superuser can do
+            if pg:
+                c.execute(text("ALTER TABLE payloads DISABLE TRIGGER USER"))
+            else:
+                c.execute(text("DROP TRIGGER payloads_no_delete"))
+            c.execute(text("DELETE FROM payloads WHERE pid = 3"))
+    finally:
+        eng.dispose()
+    report = ledger.audit(AuditOptions())
+    assert [(f["seq"], f["code"]) for f in report["findings"]] == [(0, "payload_missing")]
+    assert report["outcome"] == "failed"
+
+
+def test_audit_checks_the_redaction_entries_themselves(ledger):
+    seqs = _seed(ledger)
+    doc = {"format": "ledger-redaction/1", "targets": [{"seq": seqs["bob"][0],
+                                                        "payloads": ["meta"]}],
+           "reason": "r", "reference": None, "requested_by": None,
+           "keep_attestation": False, "override_minimum": None}
+    p = prepare_event("redaction", {"producer": "x", "role": "agent"}, "request", doc)
+    bad = commit_batch(ledger.engine, ledger.meta.ledger_id, ledger.clock, [p])[0]
+    report = ledger.audit(AuditOptions())
+    codes = {(f["seq"], f["code"]) for f in report["findings"]}
+    assert (bad.seq, "redaction_role_invalid") in codes
+    # the payload the bad redaction names is still stored: not applied
+    assert (seqs["bob"][0], "redaction_not_applied") in codes
+    assert report["summary"]["failed"] >= 2
