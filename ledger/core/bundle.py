@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from ledger.core.entry import COLUMN_MAP, FORMAT_V2, column_map, parse_hash_hex, payload_map
+from ledger.core.fastjson import is_canonical_line, loads_text
 from ledger.core.timestamp import format_us, parse_rfc3339
 
 EXPORT_FORMAT = "ledger-export/1"
@@ -201,7 +202,7 @@ class BundleLine:
         self.seq: int | None = None
         try:
             # no duplicate-key hook: a duplicate key fails the canonical comparison below
-            obj = json.loads(raw.decode("utf-8"))
+            obj = loads_text(raw)
         except (ValueError, RecursionError):
             self.problem = ("line_unreadable", f"line {lineno} is not a JSON object")
             self._guess_seq()
@@ -212,7 +213,7 @@ class BundleLine:
         self.obj = obj
         seq = obj.get("seq")
         self.seq = seq if type(seq) is int and seq >= 0 else None
-        if dump_line(obj) != raw:
+        if is_canonical_line(obj, raw) is None and dump_line(obj) != raw:
             self.problem = ("line_not_canonical", f"line {lineno} is not byte-identical "
                             + "to its canonical form (edited, re-encoded or truncated)")
 
@@ -240,7 +241,7 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | 
     envelope = obj["envelope"].encode("utf-8")
     hashes = {k: parse_hash_hex(obj[k]) for k in ("body_hash", "prev_hash", "entry_hash")}
     try:
-        env = json.loads(obj["envelope"])
+        env = loads_text(envelope)
     except ValueError:
         env = None
     env = env if isinstance(env, dict) else {}
@@ -275,10 +276,13 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | 
         if data is None:
             continue
         try:
-            raw = base64.b64decode(data, validate=True) if isinstance(data, str) else None
+            # strict decoding (only the alphabet, padding only at the end), then the
+            # canonical check: re-encoding gives back the very text
+            raw = binascii.a2b_base64(data, strict_mode=True) if isinstance(data, str) \
+                else None
         except (binascii.Error, ValueError):
             raw = None
-        if raw is None or base64.b64encode(raw).decode("ascii") != data:
+        if raw is None or binascii.b2a_base64(raw, newline=False).decode("ascii") != data:
             problems.append(("payload_encoding_invalid",
                              f"payload {name} is not canonical base64"))
             continue
@@ -298,7 +302,7 @@ def _b64(text: Any) -> bytes | None:
     if text is None:
         return None
     try:
-        return base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+        return binascii.a2b_base64(text, strict_mode=True) if isinstance(text, str) else b""
     except (binascii.Error, ValueError):
         return b""
 

@@ -47,3 +47,58 @@ def loads(data: bytes | str) -> Any:
         return _orjson_loads(data)
     except _JSONDecodeError:
         return _json_loads(data)
+
+
+def loads_text(raw: bytes) -> Any:
+    """The value ``json.loads(raw.decode("utf-8"))`` returns (raising ``ValueError`` --
+    ``UnicodeDecodeError`` included -- where it does).
+
+    orjson reads exactly UTF-8 (it refuses a byte-order mark and invalid UTF-8, which
+    ``raw.decode("utf-8")`` either refuses too or keeps as a character that
+    ``json.loads`` refuses), so wherever it fails the standard path decides.
+    """
+    if _RUN not in raw.translate(_DIGITS):
+        try:
+            return _orjson_loads(raw)
+        except _JSONDecodeError:
+            pass
+    return _json_loads(raw.decode("utf-8"))
+
+
+_SORTED_LINE = orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
+
+
+def _float_free(v: Any) -> bool:
+    """No float (or any type but str, int, bool, None, dict and list) anywhere in ``v``."""
+    stack = [v]
+    pop, push_all = stack.pop, stack.extend
+    while stack:
+        x = pop()
+        t = type(x)
+        if t is dict:
+            push_all(x.values())
+        elif t is list:
+            push_all(x)
+        elif not (t is str or t is int or t is bool or x is None):
+            return False  # a float (or anything else): the standard encoder decides
+    return True
+
+
+def is_canonical_line(obj: Any, raw: bytes) -> bool | None:
+    """True when ``raw`` is the canonical JSON Lines form of ``obj``
+    (``ledger.core.bundle.dump_line``: sorted keys, no spaces, raw UTF-8, a final LF),
+    decided by orjson; None when it cannot decide (a float in ``obj``, an integer
+    beyond 64 bits, or orjson's bytes differ) -- then the caller compares with the
+    standard encoder.
+
+    For values without floats orjson's sorted compact output is byte-identical to
+    ``json.dumps(..., ensure_ascii=False, separators=(",", ":"), sort_keys=True)``
+    (the same escapes for every code point, keys in code-point order);
+    ``tests/core/test_fastjson.py`` checks that property-wise.
+    """
+    try:
+        if orjson.dumps(obj, option=_SORTED_LINE) != raw:
+            return None
+    except orjson.JSONEncodeError:
+        return None
+    return True if _float_free(obj) else None

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.core.fastjson import loads
+from ledger.core.fastjson import is_canonical_line, loads, loads_text
 
 
 def _same(text: bytes | str) -> None:
@@ -74,3 +74,69 @@ def test_it_agrees_with_json_loads_on_arbitrary_bytes(data):
 ])
 def test_it_agrees_with_json_loads_on_edge_inputs(text):
     _same(text)
+
+
+# -- loads_text: exactly json.loads(raw.decode("utf-8")) ------------------------------
+def _same_text(raw: bytes) -> None:
+    try:
+        want = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        with pytest.raises(ValueError):
+            loads_text(raw)
+        return
+    assert _key(loads_text(raw)) == _key(want)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_loads_text_agrees_on_json_values(value):
+    _same_text(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40))
+def test_loads_text_agrees_on_arbitrary_bytes(data):
+    _same_text(data)
+
+
+@pytest.mark.parametrize("raw", [
+    b'\xef\xbb\xbf{}', b'\x00{\x00}', '{"x": 1}'.encode("utf-16"), b'{"a":1,"a":2}',
+    b'[NaN]', b'99999999999999999999', b'"\\ud800"', b'"\xed\xa0\x80"', b'{"a":"\xff"}',
+])
+def test_loads_text_agrees_on_edge_inputs(raw):
+    _same_text(raw)
+
+
+# -- is_canonical_line: True only where dump_line gives the very bytes -----------------
+def _dump_line(obj: object) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+            + "\n").encode("utf-8")
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_values)
+def test_is_canonical_line_never_disagrees_with_the_standard_encoder(value):
+    obj = {"v": value}
+    try:
+        raw = _dump_line(obj)
+    except UnicodeEncodeError:
+        return
+    assert is_canonical_line(obj, raw) in (True, None)  # canonical by construction
+    assert is_canonical_line(obj, raw + b" ") is None
+    assert is_canonical_line(obj, b" " + raw) is None
+
+
+@pytest.mark.parametrize("value", [1.0, 1e16, 1e-5, 1e22, 0.1, -0.0, float("nan"),
+                                   float("inf"), 2**64, -(2**63) - 1, [1.5], {"x": 2.0}])
+def test_is_canonical_line_leaves_floats_and_big_integers_to_the_standard_encoder(value):
+    obj = {"v": value}
+    raw = _dump_line(obj)
+    assert is_canonical_line(obj, raw) is None
+
+
+def test_every_code_point_is_escaped_as_the_standard_encoder_does():
+    for cp in [*range(0, 0x800), *range(0x2000, 0x2100), 0xFEFF, 0xFFFF, 0x10000, 0x10FFFF]:
+        if 0xD800 <= cp < 0xE000:
+            continue
+        obj = {chr(cp): chr(cp), "k": [chr(cp)]}
+        assert is_canonical_line(obj, _dump_line(obj)) is True, hex(cp)
