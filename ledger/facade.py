@@ -24,6 +24,7 @@ from ledger.ops import (
     trust,
 )
 from ledger.ops import export as export_ops
+from ledger.ops import history
 from ledger.ops import quarantine as quarantine_ops
 from ledger.ops import query as query_ops
 from ledger.ops.append import AppendResult
@@ -159,6 +160,18 @@ class Ledger:
 
     def checkpoint_at(self, size: int) -> checkpoint_ops.CheckpointRow | None:
         return checkpoint_ops.checkpoint_at(self.ctx, size)
+
+    def checkpoints(self, after: int = -1, limit: int = 100) -> dict[str, Any]:
+        """Stored checkpoints with ``size > after`` (cosigners, timestamps), smallest first."""
+        return history.checkpoints(self.ctx, after, limit)
+
+    def audit_runs(self, before: int | None = None, limit: int = 100) -> dict[str, Any]:
+        """Recorded audit runs, newest first."""
+        return history.audit_runs(self.ctx, before, limit)
+
+    def audit_run(self, run_id: int) -> dict[str, Any]:
+        """One recorded audit run with its saved findings and abstentions."""
+        return history.audit_run(self.ctx, run_id)
 
     def prove(self, seq: int, checkpoint: str | None = None,
               keyring: Keyring | None = None) -> dict[str, Any]:
