@@ -25,6 +25,7 @@ from ledger.ops import (
 )
 from ledger.ops import export as export_ops
 from ledger.ops import history
+from ledger.ops import report as report_ops
 from ledger.ops import quarantine as quarantine_ops
 from ledger.ops import query as query_ops
 from ledger.ops.append import AppendResult
@@ -185,6 +186,15 @@ class Ledger:
     def audit(self, opts: audit_ops.AuditOptions | None = None, **kw: Any) -> dict[str, Any]:
         """Run an audit and return its report (``progress=`` callback in ``kw``)."""
         return audit_ops.run_audit(self.ctx, opts or audit_ops.AuditOptions(), **kw)
+
+    def report_data(self, audit: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        """The figures of an HTML report over the range of the audit report ``audit``."""
+        return report_ops.report_data(self.ctx, audit, **kw)
+
+    def period_report(self, since: str | None, until: str | None, **kw: Any,
+                      ) -> dict[str, Any]:
+        """Audit the entries recorded in ``[since, until)`` and gather the report figures."""
+        return report_ops.period_report(self.ctx, since, until, **kw)
 
     def export(self, out_dir: Any, **kw: Any) -> dict[str, Any]:
         """Write a verifiable export bundle to ``out_dir`` and return its manifest.  ``kw``:
