@@ -15,6 +15,7 @@ from ledger.ops import audit as audit_ops
 from ledger.ops import checkpoint as checkpoint_ops
 from ledger.ops import (
     erasure_report,
+    history,
     lifecycle,
     prove,
     qwed_import,
@@ -24,10 +25,9 @@ from ledger.ops import (
     trust,
 )
 from ledger.ops import export as export_ops
-from ledger.ops import history
-from ledger.ops import report as report_ops
 from ledger.ops import quarantine as quarantine_ops
 from ledger.ops import query as query_ops
+from ledger.ops import report as report_ops
 from ledger.ops.append import AppendResult
 from ledger.ops.context import (
     Engine,
