@@ -48,7 +48,7 @@ def list_audits(
 
 @router.get("/v1/audits/{run_id:int}", summary="One recorded audit run with its findings",
             responses=READ_ERRORS)
-def get_audit(request: Request, run_id: int = Path(ge=1, le=MAX_SEQ),
+def get_audit(request: Request, run_id: int = Path(ge=1, le=MAX_SEQ, examples=[1]),
               principal: Principal = require("audits")) -> dict[str, Any]:
     """The run with ``finding_list`` and ``abstention_list`` (its saved row-level
     findings and abstentions); 404 ``not_found``."""
