@@ -11,6 +11,7 @@ to the test's tmp dir (and to ``$LEDGER_CONSOLE_SCREENSHOTS`` when set: docs/img
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -26,8 +27,10 @@ import httpx
 import pytest
 
 from ledger.crypto.keys import Keyring
+from ledger.crypto.tokens import new_es256_key
 from ledger.facade import Ledger
-from ledger.ops.samples import realistic
+from ledger.ops.samples import attested, realistic
+from ledger.store.anchors import COSIGNATURE, AnchorRow, add_anchor
 from tests import tamper
 from tests.api.server import Server, prepare_ledger, start_server
 from tests.api.test_console_routes import CONSOLE_PATHS
@@ -44,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HEX64 = re.compile(r"[0-9a-f]{64}")
 B64_HASH = re.compile(r"[A-Za-z0-9+/]{43}=")
 B64URL_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{10,}")
+ISSUER = "did:qwed:node:browser-test"
 
 
 @dataclass
@@ -72,8 +76,10 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(scope="module", params=ENGINES)
 def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Site:
     """A ledger of 40 realistic results and a sentinel (every layer-2/3 value holds
-    SECRET), two checkpoints, a clean audit run, then entry 3's status column changed
-    behind the ledger's back and a second audit run that finds it."""
+    SECRET) at seq 40, a trusted issuer (41) and two attested results (42, 43); two
+    checkpoints (30, 44), the second with a stored witness cosignature; a clean audit run,
+    then entry 3's status column changed behind the ledger's back and a second audit run
+    that finds it."""
     tmp = tmp_path_factory.mktemp(f"console-{request.param}")
     db_url = engine_url(request.param, request, tmp)
     origin = f"test.example/browser-{request.param}"
@@ -86,7 +92,16 @@ def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         ledger.checkpoint(ring)
         ledger.append_many(subs[30:], producer="seed")
         seq = ledger.append(sentinel("browser"), producer=f"{SECRET}-producer").seq
+        key, jwk = new_es256_key()
+        jwk["kid"] = f"{ISSUER}#k1"
+        ledger.trust_issuer(ISSUER, {"keys": [jwk]}, reason="browser test", producer="seed")
+        iat = ledger.clock.now_us() // 1_000_000 - 60
+        ledger.append_many([attested(i, key, ISSUER, jwk["kid"], iat) for i in range(2)],
+                           producer="seed")
         ledger.checkpoint(ring)
+        line = "\u2014 witness.example/w1 " + base64.b64encode(bytes(range(76))).decode() + "\n"
+        add_anchor(ledger.engine, AnchorRow(44, COSIGNATURE, "witness.example/w1", line, None,
+                                            ledger.clock.now_us()))
         ledger.audit()
         status3 = ledger.get(3)["status"]
     with tamper.unlocked(db_url) as conn:
@@ -205,12 +220,20 @@ def test_auditor_sees_every_view(tab: Console) -> None:
     assert f"{SECRET}-evidence-browser" in payloads and f"{SECRET} query browser" in payloads
     assert page.locator("section.layer", has_text="Not disclosed").count() == 0
     tab.shot("entry")
+    # an attested entry: the token decoded; its proof (a cosigned checkpoint) still valid
+    tab.go("#/entry/42")
+    payloads = page.inner_text("#payloads")
+    assert "qwed-attestation+jwt" in payloads and ISSUER in payloads
+    assert "Verdict recorded: valid" in payloads
+    assert page.inner_text("#proof-verdict").startswith("Valid")
     # checkpoints
     tab.go("#/checkpoints")
     items = page.locator("#checkpoint-list > li")
     assert items.count() == 2
-    assert "size 41" in items.nth(0).inner_text() and "size 30" in items.nth(1).inner_text()
+    assert "size 44" in items.nth(0).inner_text() and "size 30" in items.nth(1).inner_text()
     assert site.server.origin in items.nth(0).inner_text()
+    assert "witness.example/w1" in items.nth(0).inner_text()  # the stored cosigner
+    assert "cosigners\nnone" in items.nth(1).inner_text().replace("\t", "\n")
     tab.shot("checkpoints")
     # audits: two runs, the second one's finding
     tab.go("#/audits")
@@ -226,6 +249,7 @@ def test_auditor_sees_every_view(tab: Console) -> None:
         assert page.locator(f"#{chart} table.data").count() == 1, chart
     legend = page.inner_text("#chart-status")
     assert "BLOCKED · sql" in legend and "VERIFIED · math" in legend
+    assert "valid" in page.inner_text("#chart-attestations")
     page.locator("#chart-status details summary").click()
     tab.shot("charts")
     # sign out: the token is gone from the tab
@@ -249,9 +273,13 @@ def _tamper(kind: str) -> Any:
             proof["entry"]["envelope"] = proof["entry"]["envelope"].replace(
                 '"status":"VERIFIED"', '"status":"VERIFIEE"')
         elif kind == "signature":
+            # the ledger's own signature line (the witness cosignature after it is ignored)
             body, _, sigs = proof["checkpoint"].rpartition("\n\n")
-            name, _, b64 = sigs.rstrip("\n").rpartition(" ")
-            proof["checkpoint"] = f"{body}\n\n{name} {_flip(b64, 20)}\n"
+            lines = sigs.rstrip("\n").split("\n")
+            mine = next(i for i, x in enumerate(lines) if x.split(" ")[1] == proof["origin"])
+            name, _, b64 = lines[mine].rpartition(" ")
+            lines[mine] = f"{name} {_flip(b64, 20)}"
+            proof["checkpoint"] = body + "\n\n" + "\n".join(lines) + "\n"
         elif kind == "size":
             proof["tree_size"] += 1
     return change
@@ -449,9 +477,9 @@ def test_the_reports_render_offline_with_no_console_errors(browser: Any, site: S
         assert "column_mismatch" in page.inner_text("#findings-table")
         assert page.locator("#charts svg").count() == 3
         assert site.server.origin in page.inner_text("#identity")
-        assert "size 41" in page.inner_text("#checkpoint") or \
-            "41" in page.inner_text("#checkpoint")
-        assert "ledger audit --from 0 --to 41 --checkpoint checkpoint-41.txt" in \
+        cp = page.inner_text("#checkpoint")
+        assert "44" in cp and "witness.example/w1" in cp and "covers the whole scope" in cp
+        assert "ledger audit --from 0 --to 44 --checkpoint checkpoint-44.txt" in \
             page.inner_text("#commands")
         page.screenshot(path=str(tmp_path / f"{site.server.kind}-{path.stem}.png"),
                         full_page=True)
