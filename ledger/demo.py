@@ -17,6 +17,7 @@ from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, summary_line
 from ledger.ops.erasure_report import write_report
 from ledger.ops.redaction import Ask
+from ledger.ops.report import write_html
 from ledger.ops.samples import attested, realistic, rejected_examples
 from ledger.ops.verify_export import summary_line as export_line
 from ledger.ops.verify_export import verify_export
@@ -69,6 +70,7 @@ def run_demo(directory: Path) -> Iterator[str]:
         yield from _truncated_copy(directory, ring)
         yield from anchored_demo(ledger, ring, directory)
         yield from _data_subject_request(ledger, ring, directory)
+        yield from _html_report_and_console(ledger, ring, directory, url)
     finally:
         ledger.close()
 
@@ -197,3 +199,25 @@ def _data_subject_request(ledger: Ledger, ring: Keyring, directory: Path) -> Ite
     yield f"  {summary_line(report)}"
     for f in report["findings"]:
         yield f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}"
+
+
+def _html_report_and_console(ledger: Ledger, ring: Keyring, directory: Path, url: str,
+                             ) -> Iterator[str]:
+    """A checkpoint of the final ledger, an audit of it written as a self-contained HTML
+    report, and how to look at the ledger in the web console."""
+    note = directory / "checkpoint-final.txt"
+    note.write_text(ledger.checkpoint(ring), encoding="utf-8")
+    audit = ledger.audit(AuditOptions(checkpoints=(str(note),),
+                                      keys=(str(ring.path / "jwks.json"),)))
+    out = directory / "report.html"
+    write_html(out, ledger.report_data(audit, title="Demo ledger: audit report",
+                                       command="ledger audit"))
+    yield f"HTML audit report -> {out} (one self-contained file: open it in a browser, or " \
+          "print it to PDF)"
+    keys = ring.path
+    yield "look at this ledger in the web console:"
+    yield f"  ledger --db {url} serve --keys {keys} --port 8080 &"
+    yield (f"  TOKEN=$(ledger --db {url} token issue --role auditor --subject you "
+           f"--keys {keys})")
+    yield '  open "http://127.0.0.1:8080/console/#token=$TOKEN"   (roles: auditor, ' \
+          "developer, agent)"

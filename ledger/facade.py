@@ -15,6 +15,7 @@ from ledger.ops import audit as audit_ops
 from ledger.ops import checkpoint as checkpoint_ops
 from ledger.ops import (
     erasure_report,
+    history,
     lifecycle,
     prove,
     qwed_import,
@@ -26,6 +27,7 @@ from ledger.ops import (
 from ledger.ops import export as export_ops
 from ledger.ops import quarantine as quarantine_ops
 from ledger.ops import query as query_ops
+from ledger.ops import report as report_ops
 from ledger.ops.append import AppendResult
 from ledger.ops.context import (
     Engine,
@@ -160,6 +162,18 @@ class Ledger:
     def checkpoint_at(self, size: int) -> checkpoint_ops.CheckpointRow | None:
         return checkpoint_ops.checkpoint_at(self.ctx, size)
 
+    def checkpoints(self, after: int = -1, limit: int = 100) -> dict[str, Any]:
+        """Stored checkpoints with ``size > after`` (cosigners, timestamps), smallest first."""
+        return history.checkpoints(self.ctx, after, limit)
+
+    def audit_runs(self, before: int | None = None, limit: int = 100) -> dict[str, Any]:
+        """Recorded audit runs, newest first."""
+        return history.audit_runs(self.ctx, before, limit)
+
+    def audit_run(self, run_id: int) -> dict[str, Any]:
+        """One recorded audit run with its saved findings and abstentions."""
+        return history.audit_run(self.ctx, run_id)
+
     def prove(self, seq: int, checkpoint: str | None = None,
               keyring: Keyring | None = None) -> dict[str, Any]:
         """The inclusion-proof bundle of the entry at ``seq``."""
@@ -172,6 +186,15 @@ class Ledger:
     def audit(self, opts: audit_ops.AuditOptions | None = None, **kw: Any) -> dict[str, Any]:
         """Run an audit and return its report (``progress=`` callback in ``kw``)."""
         return audit_ops.run_audit(self.ctx, opts or audit_ops.AuditOptions(), **kw)
+
+    def report_data(self, audit: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        """The figures of an HTML report over the range of the audit report ``audit``."""
+        return report_ops.report_data(self.ctx, audit, **kw)
+
+    def period_report(self, since: str | None, until: str | None, **kw: Any,
+                      ) -> dict[str, Any]:
+        """Audit the entries recorded in ``[since, until)`` and gather the report figures."""
+        return report_ops.period_report(self.ctx, since, until, **kw)
 
     def export(self, out_dir: Any, **kw: Any) -> dict[str, Any]:
         """Write a verifiable export bundle to ``out_dir`` and return its manifest.  ``kw``:

@@ -114,7 +114,15 @@ def limit_for(settings: Settings) -> Any:
 def create_app(settings: Settings) -> FastAPI:
     """The application for ``settings``.  Opens the ledger and loads the keys now (so a
     misconfiguration fails before serving); the group committer starts with the app."""
-    from ledger.api import routes_append, routes_custody, routes_export, routes_meta, routes_read
+    from ledger.api import (
+        routes_append,
+        routes_console,
+        routes_custody,
+        routes_export,
+        routes_history,
+        routes_meta,
+        routes_read,
+    )
 
     service = Service(settings)
 
@@ -151,7 +159,8 @@ def create_app(settings: Settings) -> FastAPI:
         errors.log.warning("database error: %s", exc)
         return unavailable_response(StoreUnavailable("the database is unreachable"))
 
-    for module in (routes_append, routes_read, routes_export, routes_meta, routes_custody):
+    for module in (routes_append, routes_read, routes_export, routes_meta, routes_custody,
+                   routes_history, routes_console):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit_for=limit_for(settings))
     return app

@@ -46,6 +46,7 @@ POLICY: dict[str, frozenset[str]] = {
     "redact": frozenset({"custodian"}),
     "hold": frozenset({"custodian"}),
     "holds": frozenset({"custodian", "auditor"}),
+    "audits": frozenset({"auditor"}),  # recorded audit runs and their findings
 }
 
 

@@ -15,6 +15,7 @@ from ledger.cli.witness import anchor_policy_options
 from ledger.errors import IntegrityError
 from ledger.facade import Ledger
 from ledger.ops.audit import EXIT_CODES, AuditOptions, summary_line
+from ledger.ops.report import write_html
 
 
 @click.command()
@@ -41,12 +42,15 @@ from ledger.ops.audit import EXIT_CODES, AuditOptions, summary_line
 @click.option("--json-report", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Write the full JSON report here ('-' = stdout).")
 @click.option("--producer", default=None, help="Identity recorded with --record.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML report (summary, findings, charts, "
+              "the checkpoint it stands on, commands to re-verify).")
 @anchor_policy_options
 @click.pass_obj
 def audit(obj: dict, start: int, end: int | None, workers: int, policy_path: str | None,
           since_last: bool, resume: bool, record: bool, no_attestations: bool,
           checkpoints: tuple[str, ...], keys: tuple[str, ...], json_report: str | None,
-          producer: str | None, anchor_policy: object) -> None:
+          producer: str | None, html_file: str | None, anchor_policy: object) -> None:
     """Recompute every hash, proof and attestation; report every finding."""
     opts = AuditOptions(start=start, end=end, workers=workers, policy_path=policy_path,
                         check_attestations=not no_attestations, since_last=since_last,
@@ -58,6 +62,9 @@ def audit(obj: dict, start: int, end: int | None, workers: int, policy_path: str
         with click.progressbar(length=total, label="auditing", file=sys.stderr,
                                hidden=not show) as bar:
             report = ledger.audit(opts, progress=bar.update)
+        if html_file:
+            write_html(html_file, ledger.report_data(report, title="Audit report",
+                                                     command="ledger audit"))
     if json_report == "-":
         click.echo(json.dumps(report, indent=2))
     elif json_report:
@@ -68,6 +75,8 @@ def audit(obj: dict, start: int, end: int | None, workers: int, policy_path: str
         click.echo(f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}", err=True)
     if len(report["findings"]) > 20:
         click.echo(f"  … {len(report['findings']) - 20} more in the JSON report", err=True)
+    if html_file:
+        click.echo(f"HTML report -> {html_file}", err=True)
     sys.exit(EXIT_CODES[report["outcome"]])
 
 

@@ -53,6 +53,7 @@ def _register() -> None:
         proofs,
         quarantine,
         query,
+        report,
         serve,
         spool,
         token,
@@ -60,7 +61,7 @@ def _register() -> None:
     )
 
     for module in (db, entries, keys, audit, demo, proofs, checkpoint_verify, query, export,
-                   serve, token, spool, importer, quarantine, witness, custody):
+                   serve, token, spool, importer, quarantine, witness, custody, report):
         for command in module.COMMANDS:
             cli.add_command(command)
 

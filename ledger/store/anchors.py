@@ -75,3 +75,36 @@ def last_recorded_at(engine: Engine, size: int) -> int | None:
         value = conn.execute(select(entries.c.recorded_at)
                              .where(entries.c.seq == size - 1)).scalar()
     return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """One row of ``checkpoints`` with its anchors (for listings)."""
+
+    size: int
+    note: str
+    created_at: int
+    anchors: tuple[AnchorRow, ...]
+
+
+def checkpoint_page(engine: Engine, after_size: int, limit: int,
+                    ) -> list[StoredCheckpoint]:
+    """Stored checkpoints with ``size > after_size``, smallest first, at most ``limit``,
+    each with its anchors (two statements)."""
+    from ledger.store.schema import checkpoints as cp
+
+    with connect(engine) as conn:
+        rows = conn.execute(select(cp.c.size, cp.c.note, cp.c.created_at)
+                            .where(cp.c.size > after_size).order_by(cp.c.size)
+                            .limit(limit)).all()
+        if not rows:
+            return []
+        sizes = [int(r[0]) for r in rows]
+        by_size: dict[int, list[AnchorRow]] = {s: [] for s in sizes}
+        result = conn.execute(select(t.c.checkpoint_size, t.c.kind, t.c.name, t.c.data,
+                                     t.c.nonce, t.c.created_at)
+                              .where(t.c.checkpoint_size.in_(sizes)).order_by(t.c.id))
+        for r in result:
+            by_size[int(r[0])].append(AnchorRow(int(r[0]), r[1], r[2], r[3], r[4], int(r[5])))
+    return [StoredCheckpoint(int(r[0]), r[1], int(r[2]), tuple(by_size[int(r[0])]))
+            for r in rows]

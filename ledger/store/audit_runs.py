@@ -74,3 +74,49 @@ def run_findings(conn: Connection, run_id: int) -> list[tuple[str, str]]:
     return [(k, b) for k, b in conn.execute(
         select(audit_findings.c.kind, audit_findings.c.body)
         .where(audit_findings.c.run_id == run_id).order_by(audit_findings.c.id))]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One ``audit_runs`` row as listed (times in µs)."""
+
+    id: int
+    started_at: int
+    updated_at: int
+    range_start: int
+    range_end: int
+    next_seq: int
+    state: str
+    options: str  # JSON
+    counts: str  # JSON
+
+
+def _run_row(r: Any) -> RunRow:
+    return RunRow(int(r.id), int(r.started_at), int(r.updated_at), int(r.range_start),
+                  int(r.range_end), int(r.next_seq), r.state, r.options, r.counts)
+
+
+def run_page(conn: Connection, before_id: int | None, limit: int) -> list[RunRow]:
+    """Runs with ``id < before_id`` (all when None), newest first, at most ``limit``."""
+    q = select(audit_runs)
+    if before_id is not None:
+        q = q.where(audit_runs.c.id < before_id)
+    return [_run_row(r) for r in conn.execute(q.order_by(audit_runs.c.id.desc()).limit(limit))]
+
+
+def run_by_id(conn: Connection, run_id: int) -> RunRow | None:
+    r = conn.execute(select(audit_runs).where(audit_runs.c.id == run_id)).first()
+    return None if r is None else _run_row(r)
+
+
+def finding_counts(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+    """run id -> {"finding": n, "abstention": m} for ``run_ids``."""
+    out: dict[int, dict[str, int]] = {i: {"finding": 0, "abstention": 0} for i in run_ids}
+    if not run_ids:
+        return out
+    q = (select(audit_findings.c.run_id, audit_findings.c.kind, func.count())
+         .where(audit_findings.c.run_id.in_(list(run_ids)))
+         .group_by(audit_findings.c.run_id, audit_findings.c.kind))
+    for run_id, kind, n in conn.execute(q):
+        out[int(run_id)][kind] = int(n)
+    return out

@@ -82,3 +82,22 @@ def explain_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after:
     prefix = "EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN "
     return [" ".join(str(c) for c in r) if sqlite else str(r[0])
             for r in conn.exec_driver_sql(prefix + str(compiled)).all()]
+
+
+def summary_rows(conn: Connection, lo: int, hi: int | None, page: int = 5000,
+                 ) -> Iterable[tuple[int, int, str, str | None, str | None, str | None]]:
+    """``(seq, recorded_at, kind, status, engine, att_verdict)`` of every entry with
+    ``lo <= seq < hi``, in seq order, read in keyset pages (no payloads: for reports)."""
+    c = entries.c
+    after = lo - 1
+    while True:
+        q = select(c.seq, c.recorded_at, c.kind, c.status, c.engine, c.att_verdict).where(
+            c.seq > after)
+        if hi is not None:
+            q = q.where(c.seq < hi)
+        rows = conn.execute(q.order_by(c.seq).limit(page)).all()
+        for r in rows:
+            yield int(r[0]), int(r[1]), r[2], r[3], r[4], r[5]
+        if len(rows) < page:
+            return
+        after = int(rows[-1][0])

@@ -28,7 +28,9 @@ from tests.api.server import (
     stop_process,
 )
 
-PUBLIC = {("GET", "/v1/health"), ("GET", "/.well-known/jwks.json")}
+PUBLIC = {("GET", "/v1/health"), ("GET", "/.well-known/jwks.json"),
+          # the console's static files: no data, no token (they fetch with the user's token)
+          ("GET", "/console"), ("GET", "/console/"), ("GET", "/console/{name}")}
 
 
 def submission(tag: str) -> dict[str, Any]:
@@ -45,10 +47,14 @@ ENDPOINTS: list[tuple[str, str, str | None]] = [
     ("GET", "/v1/entries?limit=2", "read"),
     ("GET", "/v1/entries/0?proof=true", "read"),
     ("GET", "/v1/checkpoint", "checkpoint"),
+    ("GET", "/v1/checkpoints?limit=2", "checkpoint"),
+    ("GET", "/v1/audits?limit=2", "audits"),
     ("GET", "/v1/export?limit=2", "export"),
     ("GET", "/openapi.json", "schema"),
     ("GET", "/v1/health", None),
     ("GET", "/.well-known/jwks.json", None),
+    ("GET", "/console/", None),
+    ("GET", "/console/app.js", None),
 ]
 
 
@@ -98,14 +104,24 @@ def test_policy_table_is_what_the_issue_says() -> None:
     for action in ("read", "checkpoint", "export"):
         assert POLICY[action] == {"auditor", "developer", "agent"}
     assert POLICY["schema"] == set(ROLES)
+    assert POLICY["audits"] == {"auditor"}  # findings carry layer-3 values (hashes, seqs)
 
 
 def test_every_route_is_guarded() -> None:
     """Structural: every route of every router but health and JWKS depends on require()."""
-    from ledger.api import routes_append, routes_export, routes_meta, routes_read
+    from ledger.api import (
+        routes_append,
+        routes_console,
+        routes_custody,
+        routes_export,
+        routes_history,
+        routes_meta,
+        routes_read,
+    )
 
     seen = set()
-    for module in (routes_append, routes_read, routes_export, routes_meta):
+    for module in (routes_append, routes_read, routes_export, routes_meta, routes_custody,
+                   routes_history, routes_console):
         for route in module.router.routes:
             for method in route.methods - {"HEAD", "OPTIONS"}:  # type: ignore[attr-defined]
                 key = (method, route.path)  # type: ignore[attr-defined]
@@ -116,7 +132,8 @@ def test_every_route_is_guarded() -> None:
                     assert not any(actions), key
                 else:
                     assert any(a in POLICY for a in actions), f"{key} has no role check"
-    assert {(m, p.split("?")[0]) for m, p, _ in ENDPOINTS} <= seen | {("GET", "/v1/entries/0")}
+    assert {(m, p.split("?")[0]) for m, p, _ in ENDPOINTS} <= seen | {
+        ("GET", "/v1/entries/0"), ("GET", "/console/app.js")}
     assert ("GET", "/openapi.json") in seen
 
 

@@ -91,6 +91,16 @@ def agent_requests(seq: int, tag: str) -> list[tuple[str, dict[str, Any]]]:
         ("/v1/checkpoint", {}),
         ("/v1/entries/999999999", {}),
         ("/v1/entries", {"until": "not a time"}),
+        # every request the web console makes (tests/api/test_console_routes.py pins the
+        # list against ledger/console/app.js; the browser tests record them live)
+        ("/v1/entries", {"limit": 1}),
+        ("/v1/entries", {"status": "VERIFIED", "limit": 25, "after": -1}),
+        ("/v1/entries", {"kind": "result", "limit": 1000, "after": -1}),
+        (f"/v1/entries/{seq}", {"proof": "true"}),
+        ("/v1/checkpoints", {"after": -1, "limit": 1000}),
+        ("/v1/audits", {"limit": 1000}),
+        ("/v1/audits/1", {}),
+        ("/.well-known/jwks.json", {}),
     ]
 
 
@@ -103,7 +113,8 @@ def test_agent_never_receives_a_developer_field(planted: tuple[Server, int, str]
             r = c.get(path, params=params)
             assert r.status_code < 500, (path, params, r.text)
             assert SECRET not in r.text, (path, params, r.text[:300])
-            if r.status_code != 200 or path == "/v1/checkpoint":
+            if r.status_code != 200 or path in ("/v1/checkpoint", "/v1/checkpoints",
+                                                 "/.well-known/jwks.json"):
                 continue
             rows = [json.loads(x) for x in r.text.splitlines()] if path == "/v1/export" \
                 else (r.json().get("entries") or [r.json()["entry"]])

@@ -27,6 +27,12 @@ def test_demo_narrates_every_capability(tmp_path):
         "the checkpoint signed before the erasure still verifies")[0].rsplit("\n", 1)[-1]
     assert "without a redaction: refused by the database" in out
     assert "seq 2: deleted payload_missing" in out
+    report = tmp_path / "d" / "report.html"
+    assert f"HTML audit report -> {report}" in out
+    page = report.read_text(encoding="utf-8")
+    assert "Demo ledger: audit report" in page and "covers the whole scope" in page
+    assert "<script" not in page and "src=" not in page
+    assert "token issue --role auditor" in out and "/console/#token=$TOKEN" in out
     # a second run starts fresh
     again = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "d")])
     assert again.exit_code == 0, again.output

@@ -22,3 +22,17 @@ def test_default_policy_ships_as_package_data():
     from ledger.ops.audit import load_policy
 
     assert load_policy().rules, "the default policy must load from the installed package"
+
+
+def test_the_console_files_ship_as_package_data():
+    """Every file of ledger/console/ (served by ``ledger serve`` at /console/) matches a
+    package-data pattern, so a wheel carries the console."""
+    from fnmatch import fnmatch
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["ledger"]
+    files = [p for p in (ROOT / "ledger" / "console").iterdir() if p.is_file()]
+    assert {p.name for p in files} >= {"index.html", "app.js", "verify.js", "charts.js",
+                                       "console.css"}
+    for p in files:
+        assert any(fnmatch(f"console/{p.name}", pat) for pat in patterns), p.name

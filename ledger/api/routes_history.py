@@ -1,0 +1,56 @@
+"""GET /v1/checkpoints and GET /v1/audits: read-only listings of the ledger's own history.
+
+``/v1/checkpoints`` lists what ``/v1/checkpoint`` already shows one at a time (signed
+notes, their cosigners and timestamp tokens' times) to the same roles.  ``/v1/audits``
+lists the recorded audit runs with their findings (codes, seqs, expected and actual
+hashes): auditors only, like every other layer-3 value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Path, Query, Request
+
+from ledger.api.auth import Principal, require
+from ledger.api.routes_read import MAX_SEQ, check_params
+from ledger.api.schemas import READ_ERRORS
+
+router = APIRouter(tags=["history"])
+
+
+@router.get("/v1/checkpoints", summary="Stored checkpoints, smallest tree first",
+            responses=READ_ERRORS)
+def list_checkpoints(
+        request: Request,
+        after: int = Query(-1, ge=-1, le=MAX_SEQ, description="keyset: sizes > after"),
+        limit: int = Query(100, ge=1, le=1000),
+        principal: Principal = require("checkpoint")) -> dict[str, Any]:
+    """``{"checkpoints": [{size, created_at, origin, root_b64, signers, cosigners,
+    timestamps, note}], "next_after"}``: pass ``next_after`` as ``after`` for the next page."""
+    check_params(request, {"after", "limit"})
+    return request.app.state.service.ledger.checkpoints(after, limit)  # type: ignore[no-any-return]
+
+
+@router.get("/v1/audits", summary="Recorded audit runs, newest first (auditors)",
+            responses=READ_ERRORS)
+def list_audits(
+        request: Request,
+        before: int | None = Query(None, ge=1, le=MAX_SEQ,
+                                   description="keyset: run ids < before"),
+        limit: int = Query(100, ge=1, le=1000),
+        principal: Principal = require("audits")) -> dict[str, Any]:
+    """``{"runs": [{run_id, state, started_at, updated_at, range, next_seq, summary,
+    findings, abstentions, ...}], "next_before"}``."""
+    check_params(request, {"before", "limit"})
+    return request.app.state.service.ledger.audit_runs(before, limit)  # type: ignore[no-any-return]
+
+
+@router.get("/v1/audits/{run_id:int}", summary="One recorded audit run with its findings",
+            responses=READ_ERRORS)
+def get_audit(request: Request, run_id: int = Path(ge=1, le=MAX_SEQ, examples=[1]),
+              principal: Principal = require("audits")) -> dict[str, Any]:
+    """The run with ``finding_list`` and ``abstention_list`` (its saved row-level
+    findings and abstentions); 404 ``not_found``."""
+    check_params(request, set())
+    return request.app.state.service.ledger.audit_run(run_id)  # type: ignore[no-any-return]

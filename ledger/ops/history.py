@@ -1,0 +1,101 @@
+"""Read-only listings of the ledger's own history: stored checkpoints (with their
+cosigners and timestamps) and the audit runs recorded in ``audit_runs``.
+
+Used by ``GET /v1/checkpoints`` and ``GET /v1/audits`` (the web console) and by the
+HTML reports.  Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ledger.clock import format_us
+from ledger.core.note import parse_checkpoint_body, parse_note
+from ledger.errors import NoteError, NotFound
+from ledger.ops.context import LedgerContext
+from ledger.store import audit_runs as runs
+from ledger.store.anchors import COSIGNATURE, TIMESTAMP, checkpoint_page
+from ledger.store.db import connect
+
+MAX_PAGE = 1000
+
+
+def checkpoints(ctx: LedgerContext, after: int = -1, limit: int = 100) -> dict[str, Any]:
+    """Stored checkpoints with ``size > after``, smallest first: ``{"checkpoints": [{size,
+    created_at, root_b64, signers, cosigners, timestamps, note}], "next_after"}``.
+    ``signers`` are the key names of the note's own signature lines; ``cosigners`` the
+    witnesses whose cosignature lines are stored for it; ``timestamps`` the TSAs with the
+    time each token was stored.  ``note`` is the signed note with the cosignature lines."""
+    limit = max(1, min(limit, MAX_PAGE))
+    page = checkpoint_page(ctx.engine, after, limit + 1)
+    more = len(page) > limit
+    out = []
+    for cp in page[:limit]:
+        try:
+            note = parse_note(cp.note)
+            body = parse_checkpoint_body(note.text)
+            signers = sorted({s.name for s in note.signatures})
+            root_b64 = note.text.split("\n")[2]
+            origin = body.origin
+        except NoteError:  # stored bytes the parser refuses: shown as they are
+            signers, root_b64, origin = [], None, None
+        cosigs = [a for a in cp.anchors if a.kind == COSIGNATURE]
+        lines = "".join(a.data for a in cosigs if a.data not in cp.note)
+        out.append({
+            "size": cp.size, "created_at": format_us(cp.created_at), "origin": origin,
+            "root_b64": root_b64, "signers": signers,
+            "cosigners": [{"name": a.name, "created_at": format_us(a.created_at)}
+                          for a in cosigs],
+            "timestamps": [{"tsa": a.name, "created_at": format_us(a.created_at)}
+                           for a in cp.anchors if a.kind == TIMESTAMP],
+            "note": cp.note + lines,
+        })
+    return {"checkpoints": out, "next_after": out[-1]["size"] if more else None}
+
+
+def _run_doc(r: runs.RunRow, counts: dict[str, int]) -> dict[str, Any]:
+    try:
+        summary = json.loads(r.counts)
+        options = json.loads(r.options)
+    except ValueError:
+        summary, options = {}, {}
+    return {
+        "run_id": r.id, "state": r.state, "started_at": format_us(r.started_at),
+        "updated_at": format_us(r.updated_at),
+        "range": {"start": r.range_start, "end": r.range_end}, "next_seq": r.next_seq,
+        "summary": {k: summary.get(k) for k in ("rows", "verified", "failed", "unverified")},
+        "attestations_checked": bool(options.get("attestations", True)),
+        "policy": options.get("policy") or "default policy",
+        "findings": counts.get("finding", 0), "abstentions": counts.get("abstention", 0),
+    }
+
+
+def audit_runs(ctx: LedgerContext, before: int | None = None, limit: int = 100,
+               ) -> dict[str, Any]:
+    """Recorded audit runs, newest first (``run_id < before``): ``{"runs": [...],
+    "next_before"}``; each with its range, state, row counts and number of saved findings
+    and abstentions."""
+    limit = max(1, min(limit, MAX_PAGE))
+    with connect(ctx.engine) as conn:
+        page = runs.run_page(conn, before, limit + 1)
+        more = len(page) > limit
+        page = page[:limit]
+        counts = runs.finding_counts(conn, [r.id for r in page])
+    docs = [_run_doc(r, counts[r.id]) for r in page]
+    return {"runs": docs, "next_before": docs[-1]["run_id"] if more else None}
+
+
+def audit_run(ctx: LedgerContext, run_id: int) -> dict[str, Any]:
+    """One recorded run with its saved findings and abstentions (row-level ones: the
+    ledger-level findings of a run are in its JSON report only).  Raises NotFound."""
+    with connect(ctx.engine) as conn:
+        r = runs.run_by_id(conn, run_id)
+        if r is None:
+            raise NotFound(f"no audit run {run_id}", field="run_id")
+        saved = runs.run_findings(conn, run_id)
+        counts = runs.finding_counts(conn, [run_id])[run_id]
+    doc = _run_doc(r, counts)
+    doc["finding_list"] = [json.loads(b) for k, b in saved if k == "finding"]
+    doc["abstention_list"] = [json.loads(b) for k, b in saved if k == "abstention"]
+    return doc

@@ -1,0 +1,493 @@
+"""The web console and the HTML reports in a real browser: Debian's headless Chromium
+driven by Playwright, against a real ``ledger serve`` on SQLite and on PostgreSQL.
+
+Each role signs in; the agent's page is searched for anything beyond layer 1 (developer
+fields, constraint ids, evidence, hashes) in the DOM and in every response it received;
+filters and keyset paging; an entry's inclusion proof verifies in the browser, and fails
+with the right code when the served proof is altered in flight; checkpoints, audit runs
+and charts; the reports render with no console error and fetch nothing.  Screenshots go
+to the test's tmp dir (and to ``$LEDGER_CONSOLE_SCREENSHOTS`` when set: docs/img/).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ledger.crypto.keys import Keyring
+from ledger.crypto.tokens import new_es256_key
+from ledger.facade import Ledger
+from ledger.ops.samples import attested, realistic
+from ledger.store.anchors import COSIGNATURE, AnchorRow, add_anchor
+from tests import tamper
+from tests.api.server import Server, prepare_ledger, start_server
+from tests.api.test_console_routes import CONSOLE_PATHS
+from tests.api.test_read import SECRET, sentinel
+from tests.conftest import ENGINES, engine_url
+
+pytestmark = pytest.mark.slow
+sync_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ROOT = Path(__file__).resolve().parents[2]
+HEX64 = re.compile(r"[0-9a-f]{64}")
+B64_HASH = re.compile(r"[A-Za-z0-9+/]{43}=")
+B64URL_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{10,}")
+ISSUER = "did:qwed:node:browser-test"
+
+
+@dataclass
+class Site:
+    server: Server
+    sentinel_seq: int
+    counts: dict[str, int]
+    tmp: Path
+    db_url: str = ""
+    tokens: dict[str, str] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (scripts/ensure-tools installs it)")
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, args=ARGS, headless=True,
+            viewport={"width": 1100, "height": 760})
+        yield ctx
+        ctx.close()
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Site:
+    """A ledger of 40 realistic results and a sentinel (every layer-2/3 value holds
+    SECRET) at seq 40, a trusted issuer (41) and two attested results (42, 43); two
+    checkpoints (30, 44), the second with a stored witness cosignature; a clean audit run,
+    then entry 3's status column changed behind the ledger's back and a second audit run
+    that finds it."""
+    tmp = tmp_path_factory.mktemp(f"console-{request.param}")
+    db_url = engine_url(request.param, request, tmp)
+    origin = f"test.example/browser-{request.param}"
+    keys = tmp / "keys"
+    prepare_ledger(db_url, keys, origin)
+    ring = Keyring.load(keys)
+    subs = realistic(40)
+    with Ledger.open(db_url) as ledger:
+        ledger.append_many(subs[:30], producer="seed")
+        ledger.checkpoint(ring)
+        ledger.append_many(subs[30:], producer="seed")
+        seq = ledger.append(sentinel("browser"), producer=f"{SECRET}-producer").seq
+        key, jwk = new_es256_key()
+        jwk["kid"] = f"{ISSUER}#k1"
+        ledger.trust_issuer(ISSUER, {"keys": [jwk]}, reason="browser test", producer="seed")
+        iat = ledger.clock.now_us() // 1_000_000 - 60
+        ledger.append_many([attested(i, key, ISSUER, jwk["kid"], iat) for i in range(2)],
+                           producer="seed")
+        ledger.checkpoint(ring)
+        line = "\u2014 witness.example/w1 " + base64.b64encode(bytes(range(76))).decode() + "\n"
+        add_anchor(ledger.engine, AnchorRow(44, COSIGNATURE, "witness.example/w1", line, None,
+                                            ledger.clock.now_us()))
+        ledger.audit()
+        status3 = ledger.get(3)["status"]
+    with tamper.unlocked(db_url) as conn:
+        tamper.update_entry(conn, 3, status="BLOCKED" if status3 != "BLOCKED" else "VERIFIED")
+    with Ledger.open(db_url) as ledger:
+        assert ledger.audit()["outcome"] == "failed"
+    counts: dict[str, int] = {}
+    for s in subs:
+        counts[s["result"]["status"]] = counts.get(s["result"]["status"], 0) + 1
+    log = tmp / "serve.log"
+    proc, url = start_server(db_url, keys, log)
+    srv = Server(request.param, db_url, keys, origin, proc, url, log)
+    request.addfinalizer(srv.stop)
+    tokens = {r: srv.token(r, f"browser-{r}") for r in
+              ("auditor", "developer", "agent", "producer", "custodian")}
+    srv.tokens = tokens
+    return Site(srv, seq, counts, tmp, db_url, tokens)
+
+
+class Console:
+    """One tab of the console; collects console messages, page errors and responses."""
+
+    def __init__(self, ctx: Any, site: Site, shots: Path) -> None:
+        self.page = ctx.new_page()
+        self.site = site
+        self.shots = shots
+        self.errors: list[str] = []
+        self.responses: list[Any] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type in (
+            "error", "warning") else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("response", lambda r: self.responses.append(r))
+
+    def open(self, role: str) -> None:
+        self.page.goto(f"{self.site.server.base_url}/console/#token={self.site.tokens[role]}")
+        self.ready()
+
+    def ready(self) -> None:
+        self.page.wait_for_selector('#view[data-ready="true"]', timeout=20_000)
+
+    def go(self, hash_: str) -> None:
+        self.page.evaluate("h => { document.getElementById('view').dataset.ready = 'no';"
+                           " location.hash = h; }", hash_)
+        self.ready()
+
+    def click(self, selector: str) -> None:
+        self.page.evaluate("() => { document.getElementById('view').dataset.ready = 'no'; }")
+        self.page.click(selector)
+        self.ready()
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(self.shots / f"{self.site.server.kind}-{name}.png"),
+                             full_page=True)
+        docs = os.environ.get("LEDGER_CONSOLE_SCREENSHOTS")
+        if docs and self.site.server.kind == "sqlite":
+            self.page.screenshot(path=str(Path(docs) / f"console-{name}.png"))
+
+    def column(self, n: int) -> list[str]:
+        return [t.strip() for t in self.page.locator(
+            f"#entries-table tbody tr td:nth-child({n})").all_inner_texts()]
+
+    def close(self) -> None:
+        self.page.close()
+
+
+@pytest.fixture
+def tab(browser: Any, site: Site, tmp_path: Path) -> Iterator[Console]:
+    c = Console(browser, site, tmp_path)
+    yield c
+    c.close()
+    assert c.errors == [], c.errors  # no CSP violation, no script error, no failed fetch
+
+
+def test_auditor_sees_every_view(tab: Console) -> None:
+    site, page = tab.site, tab.page
+    tab.open("auditor")
+    assert page.evaluate("location.hash") == "#/entries"  # the token left the URL
+    assert page.evaluate("sessionStorage.getItem('ledger-console-token')") == \
+        site.tokens["auditor"]
+    assert "role auditor, layer auditor" in page.inner_text("#identity")
+    assert page.evaluate("[...document.querySelectorAll('input,select,textarea')]"
+                         ".filter(e => !e.labels.length).length") == 0
+    assert len(tab.column(1)) == 25
+    assert page.locator("#entries-table th", has_text="constraint id").count() == 1
+    tab.shot("entries")
+    # filters: the server's answer, row for row
+    page.select_option("#f-status", "BLOCKED")
+    tab.click("#filters button[type=submit]")
+    statuses = tab.column(4)
+    assert statuses and set(statuses) == {"BLOCKED"}
+    with site.server.client("auditor") as c:
+        want = [e["seq"] for e in c.get("/v1/entries", params={"status": "BLOCKED",
+                                                               "limit": 25}).json()["entries"]]
+    assert [int(s) for s in tab.column(1)] == want
+    page.fill("#f-engine", "sql")
+    tab.click("#filters button[type=submit]")
+    assert set(tab.column(5)) == {"sql"} and set(tab.column(4)) == {"BLOCKED"}
+    # keyset paging, forward and back
+    tab.go("#/entries?limit=10")
+    first = [int(s) for s in tab.column(1)]
+    assert first == list(range(10))
+    tab.click("#next-page")
+    second = [int(s) for s in tab.column(1)]
+    assert second == list(range(10, 20))
+    tab.click("#next-page")
+    assert [int(s) for s in tab.column(1)] == list(range(20, 30))
+    tab.click("#prev-page")
+    assert [int(s) for s in tab.column(1)] == second
+    tab.click("#prev-page")
+    assert [int(s) for s in tab.column(1)] == first
+    assert page.locator("#prev-page").count() == 0
+    # one entry: three layers, payloads, the proof checked here
+    tab.go(f"#/entry/{site.sentinel_seq}")
+    assert page.inner_text("#proof-verdict").startswith("Valid")
+    payloads = page.inner_text("#payloads")
+    assert f"{SECRET}-evidence-browser" in payloads and f"{SECRET} query browser" in payloads
+    assert page.locator("section.layer", has_text="Not disclosed").count() == 0
+    tab.shot("entry")
+    # an attested entry: the token decoded; its proof (a cosigned checkpoint) still valid
+    tab.go("#/entry/42")
+    payloads = page.inner_text("#payloads")
+    assert "qwed-attestation+jwt" in payloads and ISSUER in payloads
+    assert "Verdict recorded: valid" in payloads
+    assert page.inner_text("#proof-verdict").startswith("Valid")
+    # checkpoints
+    tab.go("#/checkpoints")
+    items = page.locator("#checkpoint-list > li")
+    assert items.count() == 2
+    assert "size 44" in items.nth(0).inner_text() and "size 30" in items.nth(1).inner_text()
+    assert site.server.origin in items.nth(0).inner_text()
+    assert "witness.example/w1" in items.nth(0).inner_text()  # the stored cosigner
+    assert "cosigners\nnone" in items.nth(1).inner_text().replace("\t", "\n")
+    tab.shot("checkpoints")
+    # audits: two runs, the second one's finding
+    tab.go("#/audits")
+    assert page.locator("#runs-table tbody tr").count() == 2
+    findings = page.inner_text("#findings-table")
+    assert "column_mismatch" in findings and "payload_modified" in findings
+    assert page.locator("#findings-table tbody tr td:first-child a", has_text="3").count() >= 1
+    tab.shot("audits")
+    # charts: status x engine, attestation verdicts, findings over time; with their tables
+    tab.go("#/charts")
+    for chart in ("chart-status", "chart-attestations", "chart-findings"):
+        assert page.locator(f"#{chart} svg").count() == 1, chart
+        assert page.locator(f"#{chart} table.data").count() == 1, chart
+    legend = page.inner_text("#chart-status")
+    assert "BLOCKED · sql" in legend and "VERIFIED · math" in legend
+    assert "valid" in page.inner_text("#chart-attestations")
+    page.locator("#chart-status details summary").click()
+    tab.shot("charts")
+    # sign out: the token is gone from the tab
+    page.click("#signout")
+    assert page.evaluate("sessionStorage.getItem('ledger-console-token')") is None
+    assert page.is_visible("#signin")
+
+
+def _flip(text: str, at: int) -> str:
+    c = text[at]
+    return text[:at] + ("B" if c == "A" else "A" if c.isalpha() else
+                        "1" if c == "0" else "0") + text[at + 1:]
+
+
+def _tamper(kind: str) -> Any:
+    def change(proof: dict[str, Any]) -> None:
+        if kind == "path":
+            h = proof["inclusion_path"][0]
+            proof["inclusion_path"][0] = ("0" if h[0] != "0" else "1") + h[1:]
+        elif kind == "envelope":
+            proof["entry"]["envelope"] = proof["entry"]["envelope"].replace(
+                '"status":"VERIFIED"', '"status":"VERIFIEE"')
+        elif kind == "signature":
+            # the ledger's own signature line (the witness cosignature after it is ignored)
+            body, _, sigs = proof["checkpoint"].rpartition("\n\n")
+            lines = sigs.rstrip("\n").split("\n")
+            mine = next(i for i, x in enumerate(lines) if x.split(" ")[1] == proof["origin"])
+            name, _, b64 = lines[mine].rpartition(" ")
+            lines[mine] = f"{name} {_flip(b64, 20)}"
+            proof["checkpoint"] = body + "\n\n" + "\n".join(lines) + "\n"
+        elif kind == "size":
+            proof["tree_size"] += 1
+    return change
+
+
+@pytest.mark.parametrize("role,kind,code", [
+    ("auditor", "path", "inclusion_invalid"),
+    ("auditor", "envelope", "body_hash_mismatch"),
+    ("auditor", "signature", "checkpoint_signature_invalid"),
+    ("developer", "path", "inclusion_invalid"),
+    ("agent", "size", "tree_size_mismatch"),
+])
+def test_a_proof_altered_in_flight_is_invalid(tab: Console, role: str, kind: str,
+                                              code: str) -> None:
+    site, page = tab.site, tab.page
+    tab.open(role)
+    tab.go(f"#/entry/{site.sentinel_seq}")
+    assert page.inner_text("#proof-verdict").startswith("Valid"), page.inner_text("#proof")
+    change = _tamper(kind)
+
+    def handle(route: Any) -> None:
+        response = route.fetch()
+        body = response.json()
+        before = json.dumps(body["proof"])
+        change(body["proof"])
+        after = json.dumps(body["proof"])
+        assert sum(a != b for a, b in zip(before, after, strict=False)) == 1 or kind == "size"
+        route.fulfill(response=response, body=json.dumps(body))
+
+    page.route(re.compile(r"/v1/entries/\d+\?proof=true$"), handle)
+    page.click("#verify-again")
+    page.wait_for_selector("#proof-verdict.invalid", timeout=20_000)
+    verdict = page.inner_text("#proof-verdict")
+    assert verdict.startswith(f"Invalid: {code}"), verdict
+    assert page.locator("ol.steps li.bad").count() == 1
+    if role == "auditor" and kind == "path":
+        tab.shot("proof-invalid")
+    page.unroute(re.compile(r"/v1/entries/\d+\?proof=true$"))
+
+
+def _dom_holds_only_layer_1(page: Any, where: str) -> None:
+    html = page.content()
+    text = page.inner_text("body")
+    # layer-2/3 names and values of the seeded entries (messages may say "constraints")
+    for needle in (SECRET, "constraint_id", "constraint id", "developer_fields", "sha256:",
+                   "proof_ref", "math_verifier", "logic_verifier", "precision.float",
+                   "cashflows", "sympy", "calculated_value", "z3", "att_verdict"):
+        assert needle not in html, (where, needle)
+    assert page.locator("th", has_text="engine").count() == 0, where
+    assert not HEX64.search(html), (where, HEX64.search(html))
+    assert not B64_HASH.search(html), (where, B64_HASH.search(html))
+    assert not B64URL_JWT.search(html), where  # the token is not in the DOM either
+    assert "Not disclosed" in text or where != "entry"
+
+
+def test_the_agent_page_holds_layer_1_only(tab: Console) -> None:
+    site, page = tab.site, tab.page
+    page.goto(f"{site.server.base_url}/console/")
+    page.focus("#token")  # signing in from the keyboard
+    page.keyboard.insert_text(site.tokens["agent"])
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")
+    tab.ready()
+    page.wait_for_selector("#entries-table")
+    assert "layer agent" in page.inner_text("#identity")
+    controls = page.evaluate("[...document.querySelectorAll('#filters [name]')]"
+                             ".map(e => e.name)")
+    assert controls == ["status", "since", "until", "limit"]
+    _dom_holds_only_layer_1(page, "entries")
+    tab.shot("agent-entries")
+    page.select_option("#f-status", "VERIFIED")
+    tab.click("#filters button[type=submit]")
+    assert set(tab.column(3)) == {"VERIFIED"}
+    _dom_holds_only_layer_1(page, "filtered")
+    tab.go(f"#/entry/{site.sentinel_seq}")
+    assert page.inner_text("#proof-verdict").startswith("Valid")
+    assert page.locator("section.layer", has_text="Not disclosed").count() == 2
+    _dom_holds_only_layer_1(page, "entry")
+    tab.shot("agent-entry")
+    tab.go("#/checkpoints")
+    assert page.locator("#checkpoint-list > li").count() == 2
+    _dom_holds_only_layer_1(page, "checkpoints")
+    tab.go("#/audits")
+    assert page.is_visible("#audits-denied")
+    _dom_holds_only_layer_1(page, "audits")
+    tab.go("#/charts")
+    assert page.locator("#chart-status svg").count() == 1
+    assert page.locator("#chart-attestations").count() == 0
+    _dom_holds_only_layer_1(page, "charts")
+    # what the page received: nothing of layer 2 or 3, and only the console's requests
+    api = [r for r in tab.responses if "/console/" not in r.url]
+    assert api
+    templates = [re.compile("^" + re.escape(p).replace(r"\$\{seq\}", r"\d+")
+                            .replace(r"\$\{pick\}", r"\d+") + "$") for p in CONSOLE_PATHS]
+    for r in api:
+        path = httpx.URL(r.url).path
+        assert any(t.match(path) for t in templates), r.url
+        body = r.body()
+        assert SECRET.encode() not in body, r.url
+        if path.startswith("/v1/entries") and r.status == 200:
+            doc = json.loads(body)
+            for row in doc.get("entries") or [doc["entry"]]:
+                assert set(row) <= {"seq", "recorded_at", "kind", "status", "agent_message"}
+    tab.errors = [e for e in tab.errors if "403" not in e]  # the audits route said no
+
+
+def test_developer_and_roles_without_a_layer(tab: Console) -> None:
+    site, page = tab.site, tab.page
+    tab.open("developer")
+    assert page.locator("#entries-table th", has_text="constraint id").count() == 1
+    assert page.locator("#f-proof_ref").count() == 0 and page.locator("#f-engine").count()
+    tab.go(f"#/entry/{site.sentinel_seq}")
+    assert f"{SECRET}.cid.browser" in page.inner_text("body")
+    assert f"{SECRET}-evidence" not in page.content()
+    assert page.locator("section.layer", has_text="Not disclosed").count() == 1
+    tab.go("#/audits")
+    assert page.is_visible("#audits-denied")
+    for role in ("producer", "custodian"):
+        page.click("#signout")
+        tab.open(role)
+        assert "no reading layer" in page.inner_text("#identity")
+        assert "has no reading layer" in page.inner_text("#view")
+    page.click("#signout")
+    page.fill("#token", "not-a-token")
+    page.click("#signin-form button[type=submit]")
+    page.wait_for_selector("#signin-error:not(:empty)")
+    assert "not a JWT" in page.inner_text("#signin-error")
+    forged = site.tokens["agent"][:-4] + ("AAAA" if not site.tokens["agent"].endswith(
+        "AAAA") else "BBBB")
+    page.fill("#token", forged)
+    page.click("#signin-form button[type=submit]")
+    page.wait_for_selector("#signin-error:has-text('invalid_token')")
+    tab.errors = [e for e in tab.errors if "403" not in e and "401" not in e]
+
+
+def test_the_verifier_reproduces_the_worked_vector(tab: Console) -> None:
+    """verify.js on tests/vectors/proof_bundle.json (docs/format-checkpoint.md) with the
+    vector key: valid; one byte changed in each part: the documented code."""
+    if tab.site.server.kind != "sqlite":
+        pytest.skip("engine-independent; run once")
+    page = tab.page
+    page.goto(f"{tab.site.server.base_url}/console/")
+    bundle = json.loads((ROOT / "tests" / "vectors" / "proof_bundle.json").read_text())
+    jwks = {"keys": [{"kty": "OKP", "crv": "Ed25519", "key_name": "ledger.example/log",
+                      "x": "ebVWLo_mVPlAeLES6KmLp5AfhTrmlb7X4OORC60ElmQ"}]}
+    run = """async ([b, k]) => { const m = await import('/console/verify.js');
+               const r = await m.verifyProof(b, k); return [r.ok, r.code || null]; }"""
+    assert page.evaluate(run, [bundle, jwks]) == [True, None]
+    cases = {
+        "inclusion_invalid": lambda b: b["inclusion_path"].__setitem__(
+            1, "0" + b["inclusion_path"][1][1:]),
+        "payload_digest_mismatch": lambda b: b["entry"]["payloads"]["result"].__setitem__(
+            "data_b64", "eyJuIjo3fQ=="),
+        "entry_hash_mismatch": lambda b: b["entry"].__setitem__(
+            "recorded_at_us", b["entry"]["recorded_at_us"] + 1),
+        "leaf_index_mismatch": lambda b: b.__setitem__("leaf_index", 5),
+        "origin_mismatch": lambda b: b.__setitem__("origin", "other.example/log"),
+        "checkpoint_signature_invalid": lambda b: b.__setitem__(
+            "checkpoint", b["checkpoint"].replace("YkCieB/X", "YkCieB/Y")),
+        "ledger_id_mismatch": lambda b: b.__setitem__(
+            "ledger_id", "00000000-0000-4000-8000-000000000002"),
+        "proof_format_unknown": lambda b: b.__setitem__("format", "x"),
+    }
+    for code, mutate in cases.items():
+        b = json.loads(json.dumps(bundle))
+        mutate(b)
+        assert page.evaluate(run, [b, jwks]) == [False, code], code
+    other = {"keys": [{**jwks["keys"][0], "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}
+    assert page.evaluate(run, [bundle, other]) == [False, "checkpoint_signature_invalid"]
+
+
+def test_the_reports_render_offline_with_no_console_errors(browser: Any, site: Site,
+                                                           tmp_path: Path) -> None:
+    env = {**os.environ, "LEDGER_DB_URL": site.db_url}
+    audit_html, report_html = tmp_path / "audit.html", tmp_path / "report.html"
+    r = subprocess.run([sys.executable, "-m", "ledger", "audit", "--html", str(audit_html)],
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr  # the changed status column is a finding
+    r = subprocess.run([sys.executable, "-m", "ledger", "report", "--html", str(report_html),
+                        "--since", "2000-01-01"], env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    for path in (audit_html, report_html):
+        page = browser.new_page()
+        errors: list[str] = []
+        requests: list[str] = []
+        page.on("console", lambda m, e=errors: e.append(m.text) if m.type in (
+            "error", "warning") else None)
+        page.on("pageerror", lambda x, e=errors: e.append(str(x)))
+        page.on("request", lambda q, rq=requests: rq.append(q.url))
+        page.goto(path.as_uri())
+        assert errors == [] and requests == [path.as_uri()], (errors, requests)
+        assert page.locator("script").count() == 0
+        assert page.inner_text("#outcome") == "Outcome: failed"
+        assert "column_mismatch" in page.inner_text("#findings-table")
+        assert page.locator("#charts svg").count() == 3
+        assert site.server.origin in page.inner_text("#identity")
+        cp = page.inner_text("#checkpoint")
+        assert "44" in cp and "witness.example/w1" in cp and "covers the whole scope" in cp
+        assert "ledger audit --from 0 --to 44 --checkpoint checkpoint-44.txt" in \
+            page.inner_text("#commands")
+        page.screenshot(path=str(tmp_path / f"{site.server.kind}-{path.stem}.png"),
+                        full_page=True)
+        docs = os.environ.get("LEDGER_CONSOLE_SCREENSHOTS")
+        if docs and site.server.kind == "sqlite" and path == audit_html:
+            page.screenshot(path=str(Path(docs) / "report.png"))
+        page.emulate_media(media="print")
+        page.pdf(path=str(tmp_path / f"{path.stem}.pdf"))
+        assert (tmp_path / f"{path.stem}.pdf").stat().st_size > 5000
+        page.close()
+    shutil.copy(audit_html, tmp_path / "kept-audit.html")
