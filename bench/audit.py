@@ -61,7 +61,7 @@ _PARTS = 6  # at most six payloads per entry
 
 def _entry_parts(conn: Any) -> Any:
     """(seq, envelope, payload bytes...) of every entry, in seq order, from either storage
-    layout (payloads by digest column before revision 0005, by pid after)."""
+    layout (payloads by digest column before revision 0008, by pid after)."""
     cols = {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(payloads)")} \
         if conn.dialect.name == "sqlite" else {r[0] for r in conn.exec_driver_sql(
             "SELECT column_name FROM information_schema.columns WHERE table_name = 'payloads'"
