@@ -17,10 +17,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-import orjson
-
 from ledger.core.entry import COLUMN_MAP, FORMAT_V2, column_map, parse_hash_hex, payload_map
-from ledger.core.fastjson import is_canonical_line, loads_text
+from ledger.core.fastjson import dumps_line, is_canonical_line, loads_text
 from ledger.core.timestamp import format_us, parse_rfc3339
 
 EXPORT_FORMAT = "ledger-export/1"
@@ -70,9 +68,6 @@ def entry_record(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body
 _str = json.encoder.encode_basestring  # the C string encoder json.dumps uses (no ASCII escaping)
 
 
-_SORTED_LINE = orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
-
-
 def entry_line(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: str,
                prev: str, entry: str, payloads: dict[str, tuple[str, bytes | None, Extra]],
                ) -> bytes:
@@ -81,12 +76,10 @@ def entry_line(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: 
     which orjson's sorted compact output is the standard encoder's
     (:func:`ledger.core.fastjson.is_canonical_line`); what orjson refuses (a lone
     surrogate, an integer beyond 64 bits) is written by the standard path."""
-    try:
-        return orjson.dumps(entry_record(seq, kind, recorded_at_us, envelope, body, prev,
-                                         entry, payloads), option=_SORTED_LINE)
-    except (orjson.JSONEncodeError, UnicodeDecodeError):
-        return _entry_line_std(seq, kind, recorded_at_us, envelope, body, prev, entry,
-                               payloads)
+    line = dumps_line(entry_record(seq, kind, recorded_at_us, envelope, body, prev, entry,
+                                   payloads))
+    return line if line is not None else _entry_line_std(
+        seq, kind, recorded_at_us, envelope, body, prev, entry, payloads)
 
 
 def _entry_line_std(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: str,
