@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from ledger.core.entry import COLUMN_MAP, FORMAT_V2, column_map, parse_hash_hex, payload_map
-from ledger.core.fastjson import is_canonical_line, loads_text
+from ledger.core.fastjson import dumps_line, is_canonical_line, loads_text
 from ledger.core.timestamp import format_us, parse_rfc3339
 
 EXPORT_FORMAT = "ledger-export/1"
@@ -71,8 +71,21 @@ _str = json.encoder.encode_basestring  # the C string encoder json.dumps uses (n
 def entry_line(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: str,
                prev: str, entry: str, payloads: dict[str, tuple[str, bytes | None, Extra]],
                ) -> bytes:
-    """``dump_line(entry_record(...))``, byte for byte, without building the dicts (the
-    export's hot path; a test compares the two)."""
+    """``dump_line(entry_record(...))``, byte for byte (the export's hot path; tests
+    compare the two).  The record holds only strings, integers, null and objects, for
+    which orjson's sorted compact output is the standard encoder's
+    (:func:`ledger.core.fastjson.is_canonical_line`); what orjson refuses (a lone
+    surrogate, an integer beyond 64 bits) is written by the standard path."""
+    line = dumps_line(entry_record(seq, kind, recorded_at_us, envelope, body, prev, entry,
+                                   payloads))
+    return line if line is not None else _entry_line_std(
+        seq, kind, recorded_at_us, envelope, body, prev, entry, payloads)
+
+
+def _entry_line_std(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: str,
+                    prev: str, entry: str, payloads: dict[str, tuple[str, bytes | None, Extra]],
+                    ) -> bytes:
+    """:func:`entry_line` with the standard library only."""
     items = []
     for name in sorted(payloads):
         d, data, extra = payloads[name]

@@ -102,3 +102,14 @@ def is_canonical_line(obj: Any, raw: bytes) -> bool | None:
     except orjson.JSONEncodeError:
         return None
     return True if _float_free(obj) else None
+
+
+def dumps_line(obj: Any) -> bytes | None:
+    """``ledger.core.bundle.dump_line(obj)`` by orjson, for an ``obj`` of strings,
+    integers, booleans, null, objects and arrays only (a record the caller built); None
+    when orjson cannot write it (a lone surrogate, an integer beyond 64 bits) -- then the
+    caller uses the standard encoder.  The caller guarantees there is no float."""
+    try:
+        return orjson.dumps(obj, option=_SORTED_LINE)
+    except orjson.JSONEncodeError:
+        return None

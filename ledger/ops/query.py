@@ -38,6 +38,7 @@ from ledger.ops.view import (  # noqa: F401 -- the layers and views, re-exported
     project,
     row_view,
 )
+from ledger.store import entries
 from ledger.store import query as sq
 from ledger.store.db import connect
 
@@ -63,6 +64,7 @@ MAX_LIMIT = 10_000
 # Payload slots joined per layer: every payload for auditors; the main document and the
 # (v2) subject payload for the others.
 _ALL_SLOTS = tuple(range(6))
+_NO_END = 2**62  # an open seq range (seq * 8 + slot still fits a signed 64-bit key)
 _DOC_SLOTS = (0, 5)
 
 
@@ -199,6 +201,13 @@ def iter_pages(conn: Connection, f: Filters, *, after: int = -1, page: int = 100
     digest_columns = tuple(digest_columns)
     lo, hi = seq_window(conn, f)
     if hi is not None and lo >= hi:
+        return
+    if digest_columns == _ALL_SLOTS and not any(_equal(f).values()) \
+            and f.since_us is None and f.until_us is None:
+        # every entry of a seq range (a whole export): the audit's reader, two ordered
+        # range reads per page instead of one join per payload slot
+        yield from entries.iter_entry_pages(conn, max(lo, after + 1),
+                                            _NO_END if hi is None else hi, page)
         return
     while True:
         rows = sq.select_page(conn, _equal(f), lo, hi, after, page, digest_columns)

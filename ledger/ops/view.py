@@ -25,6 +25,7 @@ from ledger.clock import format_us
 from ledger.core.bundle import entry_line, entry_record
 from ledger.core.entry import FORMAT_V2, hash_hex, payload_map
 from ledger.core.erasure import RedactionMap
+from ledger.core.fastjson import loads as fast_loads
 from ledger.errors import UsageError
 
 LAYERS = ("agent", "developer", "auditor")
@@ -55,7 +56,7 @@ def _json(data: bytes | None) -> Any:
 
 def _envelope(row: Any) -> dict[str, Any]:
     try:
-        env = json.loads(bytes(row.envelope))
+        env = fast_loads(bytes(row.envelope))
     except ValueError:
         return {}
     return env if isinstance(env, dict) else {}

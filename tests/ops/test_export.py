@@ -382,6 +382,18 @@ def test_the_fast_line_writer_is_the_canonical_line(text):
     assert entry_line(*args) == dump_line(entry_record(*args))
 
 
+@pytest.mark.parametrize("seq", [0, 2**63 - 1, 2**64, 2**70])  # beyond 64 bits: the std path
+def test_both_line_writers_give_the_canonical_line(seq):
+    from ledger.core.bundle import _entry_line_std, dump_line, entry_line, entry_record
+
+    payloads = {"result": ("sha256:" + "a" * 64, b"\x00\x1f\"\\\xc3\xa9", {"salt_b64": "c2FsdA=="}),
+                "meta": ("sha256:" + "b" * 64, None, {"redacted_by": seq})}
+    args = (seq, "result", seq, '{"\u2028":"\U0001f600"}'.encode(), "sha256:" + "1" * 64,
+            "sha256:" + "2" * 64, "sha256:" + "3" * 64, payloads)
+    want = dump_line(entry_record(*args))
+    assert entry_line(*args) == want and _entry_line_std(*args) == want
+
+
 def test_the_demo_exports_and_verifies_a_bundle(tmp_path):
     from ledger.demo import run_demo
 
