@@ -343,6 +343,9 @@ def _pool(workers: int) -> Any:
             try:
                 for fut in [pool.submit(pool_workers) for _ in range(workers)]:
                     fut.result()
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
             finally:
                 sys.modules["__main__"] = main
             _POOL.append(pool)
