@@ -103,3 +103,18 @@ def test_append_through_the_pool_equals_plain_and_audits_clean(tmp_path, monkeyp
             assert report["findings"] == [] and report["summary"]["failed"] == 0, report
             assert L.quarantine_status()["rows"] == sum(not r.ok for r in results)
     assert outcomes["pool"] == outcomes["plain"]
+
+
+def test_no_workers_available_falls_back_to_this_process(monkeypatch, caplog):
+    """A host that cannot start processes still validates the batch, with the same results."""
+    def refuse(workers):
+        raise OSError("no processes here")
+
+    monkeypatch.setattr(A, "_pool", refuse)
+    items = _batch()
+    lid = "5b0cbb2e-6d6a-4a51-8d3c-3c1c1f7f6b10"
+    ok, bad = A.validate_batch(items, None, lid, A.default_judge, 1)
+    plain_ok, plain_bad = A.validate_items(items, None, lid)
+    assert [(r.index, r.error) for r in bad] == [(r.index, r.error) for r in plain_bad]
+    assert [(p.index, p.fields) for p in ok] == [(p.index, p.fields) for p in plain_ok]
+    assert "validation workers unavailable" in caplog.text
