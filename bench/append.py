@@ -10,6 +10,7 @@ defaults (fsync on, synchronous_commit on).
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sqlite3
 import tempfile
 import time
@@ -97,6 +98,27 @@ def _measure(kind: str, tmp: Path, subs: list[bytes], erows, prows, batch: int,
     return ours, raw
 
 
+def _pooled(kind: str, tmp: Path, subs: list[bytes], workers: int) -> float:
+    """Batched appends with the validation pool (LEDGER_VALIDATE_WORKERS=workers); the
+    pool is started before the clock runs (a long-lived process pays that once)."""
+    from ledger.ops import append as append_ops
+
+    n = len(subs)
+    old = os.environ.get("LEDGER_VALIDATE_WORKERS")
+    os.environ["LEDGER_VALIDATE_WORKERS"] = str(workers)
+    try:
+        append_ops.validate_batch(subs[:BATCH], None, "warm-up", append_ops.default_judge)
+        with _fresh(kind, tmp) as url, Ledger.init(url) as L:
+            return rate(n, lambda: [L.append_many(subs[i:i + BATCH])
+                                    for i in range(0, n, BATCH)])
+    finally:
+        append_ops.shutdown_pool()
+        if old is None:
+            os.environ.pop("LEDGER_VALIDATE_WORKERS", None)
+        else:
+            os.environ["LEDGER_VALIDATE_WORKERS"] = old
+
+
 def _writer(url: str, subs: list[bytes], barrier, out) -> None:
     with Ledger.open(url) as L:
         barrier.wait()
@@ -139,7 +161,10 @@ def run(backends: list[str], scale: float = 1.0) -> list[list[Any]]:
             rows.append([kind, "single append (1 commit each)", ours, raw, ours / raw, ">= 0.6"])
             ours, raw = _measure(kind, Path(tmp), batch_subs, *batch_rows, batch=BATCH)
             rows.append([kind, f"batched append ({BATCH}/commit)", ours, raw, ours / raw,
-                         ">= 0.5"])
+                         ">= 0.6"])
+            pooled = _pooled(kind, Path(tmp), batch_subs, 1)
+            rows.append([kind, "  same, validation pool of 1 worker", pooled, raw, pooled / raw,
+                         "info"])
             if kind == "postgresql":
                 four, one = _concurrent(int(2000 * scale), 4)
                 rows.append([kind, "4 writers vs 1 (single appends)", four, one, four / one,

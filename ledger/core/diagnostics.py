@@ -22,6 +22,9 @@ from enum import Enum
 from typing import Any
 
 PROOF_REF_PREFIX = "sha256:"
+# json.dumps(evidence, sort_keys=True) with every other argument at its default, built once
+# (json.dumps builds an encoder per call when any argument is not the default)
+_PREIMAGE_ENCODER = json.JSONEncoder(sort_keys=True)
 
 
 class DiagnosticStatus(str, Enum):  # noqa: UP042 -- StrEnum would change str() and f-strings
@@ -87,7 +90,7 @@ def proof_preimage(evidence: Any) -> str:
     if isinstance(evidence, str):
         return evidence
     try:
-        return json.dumps(evidence, sort_keys=True)
+        return _PREIMAGE_ENCODER.encode(evidence)
     except (TypeError, ValueError) as exc:
         raise ValueError("Proof evidence must be JSON-serializable for proof_ref hashing: "
                          f"{exc}") from exc

@@ -144,6 +144,54 @@ def inclusion_nodes(index: int, size: int) -> list[NodeSpec]:
     return specs
 
 
+def inclusion_ids(index: int, size: int) -> tuple[list[NodeId], tuple[int, int] | None]:
+    """The stored nodes of PATH(index, D[0:size]) without building NodeSpecs:
+    ``(ids, ephemeral)``, leaf to root, one complete node id per proof element except
+    that ``ids[pos:pos + count]`` (``ephemeral = (pos, count)``, or None) fold with
+    :func:`hash_range` into the one ephemeral element a proof can have (the right
+    sibling that ends at ``size``; above it the path has only left siblings).
+
+    Walks up from the leaf: at level ``L`` the path's node is ``i = index >> L`` of
+    ``last + 1``; an odd ``i`` has its (complete) left sibling ``i - 1``, an even
+    ``i < last`` its right sibling ``i + 1``, and ``i == last`` has none (promoted).
+    :func:`fold_inclusion` turns fetched hashes into the proof; a test pins both to
+    :func:`inclusion_nodes` and :func:`resolve_proof`.  Raises ValueError unless
+    ``0 <= index < size``.
+    """
+    if not 0 <= index < size:
+        raise ValueError(f"leaf index {index} out of range for tree size {size}")
+    ids: list[NodeId] = []
+    ephemeral = None
+    i, last, level = index, size - 1, 0
+    while last:
+        if i & 1:
+            ids.append((level, i - 1))
+        elif i < last:
+            if (i + 2) << level <= size:
+                ids.append((level, i + 1))
+            else:
+                parts = range_nodes((i + 1) << level, size)
+                ephemeral = (len(ids), len(parts))
+                ids.extend(parts)
+        i, last, level = i >> 1, last >> 1, level + 1
+    return ids, ephemeral
+
+
+def fold_inclusion(ids: Sequence[NodeId], ephemeral: tuple[int, int] | None,
+                   nodes: Mapping[NodeId, bytes]) -> list[bytes]:
+    """The inclusion proof from the hashes of :func:`inclusion_ids`.  Raises KeyError
+    naming a missing node id."""
+    try:
+        out = [nodes[i] for i in ids]
+    except KeyError:
+        missing = next(i for i in ids if i not in nodes)
+        raise KeyError(f"node {missing} needed for an inclusion proof") from None
+    if ephemeral is not None:
+        pos, count = ephemeral
+        out[pos:pos + count] = [hash_range(out[pos:pos + count])]
+    return out
+
+
 def consistency_nodes(size1: int, size2: int) -> list[NodeSpec]:
     """Proof elements of RFC 6962 PROOF(size1, D[0:size2]), leaf to root.
 
@@ -238,9 +286,8 @@ def _short(h: bytes) -> str:
     return h.hex()[:16]
 
 
-def _require_hashes(proof: Sequence[bytes]) -> None:
-    if not (set(map(type, proof)) <= {bytes} and set(map(len, proof)) <= {HASH_SIZE}):
-        _check_proof_input(proof)
+_BYTES = frozenset({bytes})
+_HASH_LEN = frozenset({HASH_SIZE})
 
 
 def root_from_inclusion_proof(index: int, size: int, leaf: bytes,
@@ -255,22 +302,39 @@ def root_from_inclusion_proof(index: int, size: int, leaf: bytes,
                          detail={"index": index, "size": size})
     if type(leaf) is not bytes or len(leaf) != HASH_SIZE:
         raise ProofError(f"leaf_hash is not a {HASH_SIZE}-byte hash")
-    want = inclusion_proof_size(index, size)
-    if len(proof) != want:
+    inner = (index ^ (size - 1)).bit_length()  # inclusion_proof_size, inlined
+    if len(proof) != inner + (index >> inner).bit_count():
+        want = inclusion_proof_size(index, size)
         raise ProofError(f"wrong inclusion proof length for index {index} in tree size {size}:"
                          f" got {len(proof)} hashes, want {want}")
-    _require_hashes(proof)
+    if not (set(map(type, proof)) <= _BYTES and set(map(len, proof)) <= _HASH_LEN):
+        _check_proof_input(proof)
+    # RFC 9162 §2.1.3.2 in two runs (as Trillian's "inner" and "border" parts): below the
+    # level where the paths of ``index`` and ``size - 1`` meet, bit k of ``index`` says on
+    # which side proof[k] is; above it every element is a left sibling.  A test pins this
+    # to the RFC's loop (``_root_rfc_loop``) on every index of many sizes.
+    sha, prefix, r = hashlib.sha256, NODE_PREFIX, leaf  # node_hash inlined: the hot path
+    for k in range(inner):
+        p = proof[k]
+        r = sha(prefix + p + r).digest() if index >> k & 1 else sha(prefix + r + p).digest()
+    for p in proof[inner:]:
+        r = sha(prefix + p + r).digest()
+    return r
+
+
+def _root_rfc_loop(index: int, size: int, leaf: bytes, proof: Sequence[bytes]) -> bytes:
+    """The RFC 9162 §2.1.3.2 loop as written there (the reference for the test of
+    :func:`root_from_inclusion_proof`); no input checks."""
     fn, sn, r = index, size - 1, leaf
-    sha, prefix = hashlib.sha256, NODE_PREFIX  # node_hash inlined: this loop is the hot path
     for p in proof:
         if fn & 1 or fn == sn:
-            r = sha(prefix + p + r).digest()
+            r = node_hash(p, r)
             while fn and not fn & 1:
                 fn, sn = fn >> 1, sn >> 1
         else:
-            r = sha(prefix + r + p).digest()
+            r = node_hash(r, p)
         fn, sn = fn >> 1, sn >> 1
-    if sn != 0:  # unreachable after the length check; kept as the RFC's final guard
+    if sn != 0:
         raise ProofError("inclusion proof does not reach the root")
     return r
 
@@ -403,6 +467,8 @@ class MemoryTree:
 
     def __init__(self, entry_hashes: Iterable[bytes] = ()) -> None:
         self._nodes: dict[NodeId, bytes] = {}
+        self._levels: list[list[bytes]] = []  # level -> hashes of its complete nodes
+        self._ephemeral: dict[tuple[int, int], bytes] = {}  # (start, size) -> MTH
         self._edge = CompactRange()
         for entry in entry_hashes:
             self.append(entry)
@@ -417,7 +483,13 @@ class MemoryTree:
 
     def append(self, entry_hash: bytes) -> int:
         """Append an entry hash (hashed into a leaf here); return its leaf index."""
-        self._nodes.update(self._edge.append(leaf_hash(entry_hash)))
+        new = self._edge.append(leaf_hash(entry_hash))
+        self._nodes.update(new)
+        levels = self._levels
+        for (level, _), h in new:  # completed left to right: index == len(level list)
+            if level == len(levels):
+                levels.append([])
+            levels[level].append(h)
         return self.size - 1
 
     def leaf_hash(self, index: int) -> bytes:
@@ -435,7 +507,36 @@ class MemoryTree:
         return root_from_nodes(size, [self._nodes[i] for i in range_nodes(0, size)])
 
     def inclusion_proof(self, index: int, size: int | None = None) -> list[bytes]:
-        return resolve_proof(inclusion_nodes(index, self._size_arg(size)), self._nodes)
+        """PATH(index, D[0:size]) read from the stored levels, walking up from the leaf as
+        :func:`inclusion_ids` does (a test pins it to :func:`inclusion_nodes`)."""
+        size = self._size_arg(size)
+        if not 0 <= index < size:
+            raise ValueError(f"leaf index {index} out of range for tree size {size}")
+        levels = self._levels
+        out = []
+        i, last, level = index, size - 1, 0
+        while last:
+            if i & 1:
+                out.append(levels[level][i - 1])
+            elif i < last:
+                if (i + 2) << level <= size:
+                    out.append(levels[level][i + 1])
+                else:
+                    out.append(self._ephemeral_hash((i + 1) << level, size))
+            i, last, level = i >> 1, last >> 1, level + 1
+        return out
+
+    def _ephemeral_hash(self, start: int, size: int) -> bytes:
+        """MTH(D[start:size]) of a right-edge range, cached: nodes below a size never
+        change, so a cached value stays right as the tree grows."""
+        key = (start, size)
+        folded = self._ephemeral.get(key)
+        if folded is None:
+            folded = hash_range([self._nodes[i] for i in range_nodes(start, size)])
+            if len(self._ephemeral) >= 4096:
+                self._ephemeral.clear()
+            self._ephemeral[key] = folded
+        return folded
 
     def consistency_proof(self, size1: int, size2: int | None = None) -> list[bytes]:
         return resolve_proof(consistency_nodes(size1, self._size_arg(size2)), self._nodes)

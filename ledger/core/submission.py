@@ -75,6 +75,11 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# json.loads(text, object_pairs_hook=_reject_duplicates), with the decoder built once
+# (json.loads builds one per call when given a hook)
+_DECODER = json.JSONDecoder(object_pairs_hook=_reject_duplicates)
+
+
 def loads(raw: bytes | str) -> Any:
     """Parse one JSON document with the submission limits applied."""
     if isinstance(raw, str):
@@ -94,7 +99,7 @@ def loads(raw: bytes | str) -> Any:
         raise _fail("invalid_json", None, f"submission is not UTF-8: {exc.reason} "
                     f"at byte {exc.start}") from None
     try:
-        obj = json.loads(text, object_pairs_hook=_reject_duplicates)
+        obj = _DECODER.decode(text)
     except RecursionError:
         raise _fail("too_deep", None, f"nesting deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:

@@ -7,6 +7,7 @@ Nothing here decides policy (roles, subjects, lifetimes): that is ``ledger.ops.t
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,22 @@ from ledger.errors import IntegrityError, UsageError
 VerificationKey = Ed25519PublicKey | EllipticCurvePublicKey
 
 
+_HEADERS: dict[tuple[str, str], str] = {}  # (kid, typ) -> base64url header segment
+_CLAIMS_JSON = json.JSONEncoder(separators=(",", ":"))  # PyJWT's payload spelling
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _plain_claims(claims: Any) -> bool:
+    """A dict of scalar claims (the ledger's receipts and tokens): what the direct
+    encoding covers; anything else (nested or datetime values) takes PyJWT's path."""
+    return type(claims) is dict and set(map(type, claims.values())) <= _PLAIN and \
+        all(type(k) is str for k in claims)
+
+
 @dataclass(frozen=True)
 class JwtSigner:
     """One private key and its kid; signs EdDSA JWTs.  Build it with :func:`ledger_signer`."""
@@ -32,8 +49,23 @@ class JwtSigner:
     public_jwks: dict[str, Any]
 
     def sign_jwt(self, claims: dict[str, Any], typ: str) -> str:
-        return jwt.encode(claims, self.key, algorithm="EdDSA",
-                          headers={"kid": self.kid, "typ": typ})
+        """The compact JWS of ``claims``: byte for byte what ``jwt.encode(claims, key,
+        algorithm="EdDSA", headers={"kid": kid, "typ": typ})`` returns (Ed25519 is
+        deterministic; a test pins the two), without PyJWT's per-call work: the header
+        segment is encoded once per ``typ``, the claims with PyJWT's own JSON spelling.
+        Claims must be JSON values (PyJWT would also turn datetimes into numbers: none
+        of the ledger's claims is one, and anything else takes PyJWT's path)."""
+        if not _plain_claims(claims):
+            return jwt.encode(claims, self.key, algorithm="EdDSA",
+                              headers={"kid": self.kid, "typ": typ})
+        head = _HEADERS.get((self.kid, typ))
+        if head is None:
+            head = _b64(json.dumps({"alg": "EdDSA", "kid": self.kid, "typ": typ},
+                                   separators=(",", ":"), sort_keys=True).encode())
+            if len(_HEADERS) < 64:
+                _HEADERS[(self.kid, typ)] = head
+        signing_input = head + "." + _b64(_CLAIMS_JSON.encode(claims).encode())
+        return signing_input + "." + _b64(self.key.sign(signing_input.encode("ascii")))
 
     def jwks(self) -> dict[str, Any]:
         return self.public_jwks

@@ -14,7 +14,8 @@ from __future__ import annotations
 from ledger.core.merkle import (
     NodeSpec,
     consistency_nodes,
-    inclusion_nodes,
+    fold_inclusion,
+    inclusion_ids,
     node_ids,
     resolve_proof,
     verify_consistency,
@@ -137,7 +138,14 @@ def inclusion_proof(ctx: LedgerContext, seq: int, size: int) -> list[bytes]:
     if not 0 <= seq < size:
         raise UsageError(f"seq {seq} is not in a tree of size {size}",
                          code="seq_out_of_range", field="seq")
-    return _resolve(ctx, size, inclusion_nodes(seq, size))
+    ids, ephemeral = inclusion_ids(seq, size)
+    probe = (0, size - 1)  # leaf size - 1 stored: the stored tree reaches size
+    want = ids if probe in ids else [*ids, probe]
+    with read_store(ctx.engine) as store:
+        got = store.get_nodes(want)
+        if len(got) != len(want):
+            got = _tree(ctx, store, size).nodes(want)
+    return fold_inclusion(ids, ephemeral, got)
 
 
 def consistency_proof(ctx: LedgerContext, size1: int, size2: int) -> list[bytes]:

@@ -19,7 +19,8 @@ from ledger.core.merkle import (
     CompactRange,
     NodeId,
     consistency_nodes,
-    inclusion_nodes,
+    fold_inclusion,
+    inclusion_ids,
     leaf_hash,
     node_ids,
     range_nodes,
@@ -133,8 +134,8 @@ class StoredTree:
         if not 0 <= index < size:
             raise UsageError(f"seq {index} is not in a tree of size {size}",
                              code="seq_out_of_range", field="seq")
-        specs = inclusion_nodes(index, size)
-        return resolve_proof(specs, self.nodes(node_ids(specs)))
+        ids, ephemeral = inclusion_ids(index, size)
+        return fold_inclusion(ids, ephemeral, self.nodes(ids))
 
     def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
         """RFC 9162 consistency proof from size1 to size2 (``size1 <= size2``)."""
