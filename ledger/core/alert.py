@@ -21,7 +21,7 @@ MAX_FINDINGS = 10  # first findings carried by an alert (the full report is in t
 FINDING_FIELDS = ("code", "seq", "class", "message")  # never expected/actual values
 
 
-def signing_input(alert: dict[str, Any]) -> bytes:
+def signing_input(alert: Any) -> bytes:
     """The bytes an alert signature covers.  Raises UsageError for a malformed alert."""
     if not isinstance(alert, dict) or alert.get("format") != ALERT_FORMAT:
         raise UsageError(f"an alert must be an object with format {ALERT_FORMAT!r}",
