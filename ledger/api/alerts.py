@@ -15,7 +15,6 @@ import logging
 import queue
 import threading
 import time
-import uuid
 from typing import Any
 
 import httpx
@@ -23,7 +22,7 @@ import httpx
 from ledger import __version__
 from ledger.api import metrics
 from ledger.clock import format_us
-from ledger.core.alert import ALERT_FORMAT
+from ledger.core.alert import alert_document
 from ledger.crypto.alert_sign import sign_alert
 
 log = logging.getLogger("ledger.alerts")
@@ -31,14 +30,9 @@ _STOP: Any = object()
 TIMEOUT_S = 5.0
 
 
-def build_alert(kind: str, *, origin: str, ledger_id: str, now_us: int,
-                head: dict[str, Any] | None, checkpoint: dict[str, Any] | None,
-                audit: dict[str, Any] | None = None, detail: dict[str, Any] | None = None,
-                alert_id: str | None = None) -> dict[str, Any]:
-    """The alert document (every number an integer: it is canonicalized and signed)."""
-    return {"format": ALERT_FORMAT, "id": alert_id or uuid.uuid4().hex, "kind": kind,
-            "origin": origin, "ledger_id": ledger_id, "raised_at": format_us(now_us),
-            "head": head, "checkpoint": checkpoint, "audit": audit, "detail": detail or {}}
+def build_alert(kind: str, *, now_us: int, **kw: Any) -> dict[str, Any]:
+    """The alert document raised now (``ledger.core.alert.alert_document``)."""
+    return alert_document(kind, raised_at=format_us(now_us), **kw)
 
 
 def _safe_url(url: str) -> str:

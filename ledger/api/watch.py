@@ -96,6 +96,8 @@ class Watch:
         self._last: Any = None  # the latest snapshot, for the head/checkpoint of alerts
 
     def start(self) -> None:
+        if self.sender is not None:
+            self.sender.start()
         for t in self._threads:
             t.start()
 

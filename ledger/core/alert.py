@@ -8,6 +8,7 @@ An alert is a JSON object (``ALERT_FORMAT``) built by the service; what is signe
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from ledger.core.canonical import canonical_json
@@ -19,6 +20,19 @@ KINDS = ("audit_failed", "audit_needs_review", "checkpoint_overdue", "witness_ov
          "store_unavailable")
 MAX_FINDINGS = 10  # first findings carried by an alert (the full report is in the ledger)
 FINDING_FIELDS = ("code", "seq", "class", "message")  # never expected/actual values
+
+
+def alert_document(kind: str, *, origin: str, ledger_id: str, raised_at: str,
+                   head: dict[str, Any] | None, checkpoint: dict[str, Any] | None,
+                   audit: dict[str, Any] | None = None, detail: dict[str, Any] | None = None,
+                   alert_id: str | None = None) -> dict[str, Any]:
+    """An alert document (every number an integer: it is canonicalized and signed)."""
+    if kind not in KINDS:
+        raise UsageError(f"alert kind must be one of {', '.join(KINDS)}", code="bad_alert",
+                         field="kind")
+    return {"format": ALERT_FORMAT, "id": alert_id or uuid.uuid4().hex, "kind": kind,
+            "origin": origin, "ledger_id": ledger_id, "raised_at": raised_at,
+            "head": head, "checkpoint": checkpoint, "audit": audit, "detail": detail or {}}
 
 
 def signing_input(alert: Any) -> bytes:
