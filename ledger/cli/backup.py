@@ -69,3 +69,18 @@ def restore_check(file: str, checkpoints: tuple[str, ...], keys: tuple[str, ...]
 
 
 COMMANDS = [backup, restore_check]
+
+
+@click.command("downgrade")
+@click.option("--revision", required=True, metavar="REV",
+              help="The revision the older package expects (`ledger db current` before "
+                   "the upgrade).")
+@click.pass_obj
+def db_downgrade(obj: dict, revision: str) -> None:
+    """Roll the schema back to REVISION (refused when a migration cannot go back)."""
+    from ledger.ops.backup import downgrade_schema
+
+    click.echo(f"at revision {downgrade_schema(obj['db_url'], revision)}")
+
+
+DB_COMMANDS = [db_downgrade]  # attached to `ledger db` (ledger/cli/db.py owns the group)

@@ -78,6 +78,8 @@ def _register() -> None:
                    config_cmd):
         for command in module.COMMANDS:
             cli.add_command(command)
+    for command in backup.DB_COMMANDS:
+        db.db_group.add_command(command)
     config.install(cli)
 
 

@@ -74,3 +74,16 @@ def restore_check(path: str | Path, checkpoints: Sequence[str], keys: Sequence[s
             "findings": report["findings"], "abstentions": report["abstentions"],
             "checkpoints": list(checkpoints)}
 
+
+
+def downgrade_schema(url: str, revision: str) -> str | None:
+    """Roll the schema back to ``revision`` (docs/operations.md#upgrades-and-rollback);
+    the revision now current."""
+    from ledger.store.db import make_engine
+
+    engine = make_engine(url)
+    try:
+        store_backup.downgrade(engine, revision)
+    finally:
+        engine.dispose()
+    return schema_revision(url)

@@ -106,3 +106,23 @@ def pg_restore(path: str | os.PathLike[str], scratch_url: str) -> None:
                           check=False)
     if proc.returncode != 0:
         raise StoreUnavailable(f"pg_restore failed: {proc.stderr.strip()[-500:]}")
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Migrate the schema down to ``revision`` (a rollback).  Raises UsageError when a
+    migration refuses to go back (data it cannot represent) or the revision is unknown."""
+    from alembic import command
+    from alembic.util import CommandError
+
+    from ledger.store.db import alembic_config, translate_errors, write_connection
+
+    try:
+        with translate_errors("migration"), write_connection(engine) as conn:
+            command.downgrade(alembic_config(conn), revision)
+            conn.commit()
+    except RuntimeError as exc:  # a migration's own refusal (its downgrade raises)
+        raise UsageError(f"cannot go back to revision {revision}: {exc}",
+                         code="irreversible_migration", field="revision") from None
+    except CommandError as exc:
+        raise UsageError(f"cannot go back to revision {revision}: {exc}",
+                         code="bad_revision", field="revision") from None
