@@ -217,9 +217,10 @@ class Ledger:
         return retention.apply_retention(self.ctx, policy, **kw)
 
     # -- operations: monitoring and backups (docs/operations.md) ----------------------
-    def monitor_status(self) -> monitor_ops.Status:
-        """Sizes, checkpoint, witnesses and the last audit, for metrics and alerts."""
-        return monitor_ops.status(self.ctx)
+    def monitor_status(self, findings: bool = True) -> monitor_ops.Status:
+        """Sizes, checkpoint, witnesses and the last audit, for metrics and alerts
+        (``findings=False``: without the last run's findings by class)."""
+        return monitor_ops.status(self.ctx, findings=findings)
 
     def readiness(self, **kw: Any) -> monitor_ops.Readiness:
         """Store, key, queue and schema checks (``key_loaded=``, ``pending=``,

@@ -9,8 +9,8 @@ exactly one worker audits and watches; if it dies another takes over):
   there is none), runs the audit (``--since-last`` when asked) with ``--record``
   semantics (an ``audit_run`` entry is appended); one at a time.  A failed or
   needs-review outcome raises an alert.
-- ``Watchdog``: every ``poll_s`` reads the monitoring snapshot; raises an alert when the
-  store has been unavailable for ``store_down_after_s``, when entries wait for a
+- ``Watchdog`` (only with a webhook): every ``poll_s`` reads the monitoring snapshot;
+  raises an alert when the store has been unavailable for ``store_down_after_s``, when entries wait for a
   checkpoint longer than ``checkpoint_overdue_s``, or when a configured witness has not
   cosigned the latest checkpoint ``witness_overdue_s`` after it was signed.  Each
   condition alerts once when it starts and re-arms when it clears.
@@ -86,7 +86,10 @@ class Watch:
         self.ledger, self.config, self.sender = ledger, config, sender
         self.leader = Leader(str(Path(runtime_dir) / "watch.lock") if runtime_dir else None)
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._watch, name="watchdog", daemon=True)]
+        self._threads: list[threading.Thread] = []
+        if sender is not None:  # the conditions are only watched to be alerted
+            self._threads.append(threading.Thread(target=self._watch, name="watchdog",
+                                                  daemon=True))
         if config.audit_every_s:
             self._threads.append(threading.Thread(target=self._audits, name="audit-every",
                                                   daemon=True))
@@ -131,7 +134,7 @@ class Watch:
             if not self.leader.held() or time.monotonic() - last_try < every:
                 continue
             try:
-                finished = self.ledger.monitor_status().last_audit.run_finished_us
+                finished = self.ledger.monitor_status(False).last_audit.run_finished_us
             except LedgerError:
                 continue  # the watchdog reports a store that stays down
             if finished is not None and now_us() - finished < every * 1e6:
@@ -169,7 +172,7 @@ class Watch:
     # -- the watchdog -------------------------------------------------------------
     def _refresh(self) -> Any:
         try:
-            self._last = self.ledger.monitor_status()
+            self._last = self.ledger.monitor_status(False)
             return self._last
         except LedgerError:
             return None
@@ -185,7 +188,7 @@ class Watch:
             if not self.leader.held():
                 continue
             try:
-                s = self.ledger.monitor_status()
+                s = self.ledger.monitor_status(False)
             except LedgerError as exc:
                 down_since = down_since or time.monotonic()
                 down_for = time.monotonic() - down_since

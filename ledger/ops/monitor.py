@@ -52,14 +52,15 @@ class Status:
     last_audit: LastAudit
 
 
-def status(ctx: LedgerContext) -> Status:
-    """The snapshot.  Raises StoreUnavailable (and IntegrityError for a missing head)."""
+def status(ctx: LedgerContext, *, findings: bool = True) -> Status:
+    """The snapshot.  ``findings=False`` skips reading the latest complete audit run's
+    findings (by class).  Raises StoreUnavailable."""
     from ledger.ops.checkpoint import latest_checkpoint
 
     with connect(ctx.engine) as conn:
         h = repo.read_head(conn)
         witnesses = mon.cosigned_sizes(conn)
-        last = _last_audit(conn)
+        last = _last_audit(conn, findings)
     cp: CheckpointRow | None = latest_checkpoint(ctx)
     q = quarantine_status(ctx)
     return Status(
@@ -72,7 +73,7 @@ def status(ctx: LedgerContext) -> Status:
         witnesses=witnesses, last_audit=last)
 
 
-def _last_audit(conn: Any) -> LastAudit:
+def _last_audit(conn: Any, findings: bool) -> LastAudit:
     out = LastAudit()
     ref = mon.last_doc_of_kind(conn, "audit_run")
     if ref is not None and ref.data is not None:
@@ -90,6 +91,8 @@ def _last_audit(conn: Any) -> LastAudit:
     run = mon.latest_complete_run(conn)
     if run is not None:
         out.run_id, out.run_finished_us = run.id, run.updated_at
+        if not findings:
+            return out
         bodies = []
         for body in mon.run_finding_bodies(conn, run.id):
             try:
