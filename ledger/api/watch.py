@@ -10,8 +10,8 @@ exactly one worker audits and watches; if it dies another takes over):
   semantics (an ``audit_run`` entry is appended); one at a time.  A failed or
   needs-review outcome raises an alert.
 - ``Watchdog`` (only with a webhook): every ``poll_s`` reads the monitoring snapshot;
-  raises an alert when the store has been unavailable for ``store_down_after_s``, when entries wait for a
-  checkpoint longer than ``checkpoint_overdue_s``, or when a configured witness has not
+  raises an alert when the store has been unavailable for ``store_down_after_s``, when
+  entries wait for a checkpoint longer than ``checkpoint_overdue_s``, or when a configured witness has not
   cosigned the latest checkpoint ``witness_overdue_s`` after it was signed.  Each
   condition alerts once when it starts and re-arms when it clears.
 """
