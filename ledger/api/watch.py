@@ -11,9 +11,9 @@ exactly one worker audits and watches; if it dies another takes over):
   needs-review outcome raises an alert.
 - ``Watchdog`` (only with a webhook): every ``poll_s`` reads the monitoring snapshot;
   raises an alert when the store has been unavailable for ``store_down_after_s``, when
-  entries wait for a checkpoint longer than ``checkpoint_overdue_s``, or when a configured witness has not
-  cosigned the latest checkpoint ``witness_overdue_s`` after it was signed.  Each
-  condition alerts once when it starts and re-arms when it clears.
+  entries wait for a checkpoint longer than ``checkpoint_overdue_s``, or when a
+  configured witness has not cosigned the latest checkpoint ``witness_overdue_s`` after
+  it was signed.  Each condition alerts once when it starts and re-arms when it clears.
 """
 
 from __future__ import annotations
