@@ -43,7 +43,7 @@ def ready(request: Request) -> JSONResponse:
 router.include_router(health_router)
 
 
-@router.get("/metrics", summary="Prometheus metrics (role operator)",
+@router.get("/metrics", summary="Prometheus metrics (role operator)", tags=["metrics"],
             responses={200: {"content": {"text/plain": {}}}, **READ_ERRORS})
 async def scrape(request: Request, principal: Principal = require("metrics")) -> Response:
     body, ctype = await run_in_threadpool(metrics.exposition,
