@@ -157,6 +157,7 @@ def create_app(settings: Settings) -> FastAPI:
                 service.scheduler.stop()
             await service.committer.stop()
             service.close()
+            metrics.process_exit()
 
     app = FastAPI(title="ledger", version=__version__, description=DESCRIPTION,
                   lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None,

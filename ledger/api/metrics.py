@@ -180,6 +180,14 @@ class DatabaseCollector:
         return out
 
 
+def process_exit() -> None:
+    """At a worker's shutdown: its live gauges (queue depth) stop counting."""
+    if os.environ.get(MULTIPROC_ENV):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(os.getpid())
+
+
 def exposition(ledger: Any) -> tuple[bytes, str]:
     """The scrape answer: (body, content type)."""
     registry = CollectorRegistry()
