@@ -98,6 +98,19 @@ def accepted_request_id(raw: bytes | None) -> str:
     return new_request_id()
 
 
+_LATENCY: dict[str, Any] = {}
+
+
+def _append_latency(route: str) -> Any:
+    """The latency histogram child of ``route`` (looked up once per route)."""
+    child = _LATENCY.get(route)
+    if child is None:
+        from ledger.api.metrics import APPEND_LATENCY
+
+        child = _LATENCY[route] = APPEND_LATENCY.labels(route)
+    return child
+
+
 class RequestLog:
     """ASGI middleware: the request id (header in, header out, context variable), the
     ``request`` log event, and the append latency histogram."""
@@ -134,9 +147,7 @@ class RequestLog:
             elapsed = time.perf_counter() - started
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             if scope.get("method") == "POST" and route in self.APPEND_ROUTES:
-                from ledger.api.metrics import APPEND_LATENCY
-
-                APPEND_LATENCY.labels(route).observe(elapsed)
+                _append_latency(route).observe(elapsed)
             if self.access_log:
                 principal = (scope.get("state") or {}).get("principal")
                 log.info("%s %s %d", scope.get("method"), route, status["code"], extra={

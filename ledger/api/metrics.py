@@ -67,13 +67,26 @@ AUDIT_RUNS = Counter("ledger_scheduled_audits_total", "Background audits by outc
                      ["outcome"])
 
 
+_APPENDED = APPENDS.labels("appended", "")  # the common case, looked up once
+_REPLAYED = APPENDS.labels("replayed", "")
+
+
 def count_results(results: list[Any]) -> None:
-    """Count append results (``ledger.ops.append.AppendResult``) by outcome and code."""
+    """Count append results (``ledger.ops.append.AppendResult``) by outcome and code: one
+    increment per outcome seen in the batch, not one per item."""
+    appended = replayed = 0
     for r in results:
         if r.ok:
-            APPENDS.labels("replayed" if r.replayed else "appended", "").inc()
+            if r.replayed:
+                replayed += 1
+            else:
+                appended += 1
         else:
             APPENDS.labels("rejected", str((r.error or {}).get("code", "unknown"))).inc()
+    if appended:
+        _APPENDED.inc(appended)
+    if replayed:
+        _REPLAYED.inc(replayed)
 
 
 def count_error(exc: BaseException, n: int = 1) -> None:
@@ -94,7 +107,6 @@ class MeteredCommitter(GroupCommitter):
         QUEUE_DEPTH.set(0)
 
     async def submit(self, item: Any, producer: str | None) -> Any:
-        QUEUE_DEPTH.set(self.pending + 1)  # this one is about to wait too
         try:
             return await super().submit(item, producer)
         except (Overloaded, StoreUnavailable) as exc:
@@ -103,7 +115,7 @@ class MeteredCommitter(GroupCommitter):
 
     async def _commit(self, loop: Any, batch: list[Any]) -> None:
         BATCH_SIZE.observe(len(batch))
-        QUEUE_DEPTH.set(self.pending)
+        QUEUE_DEPTH.set(self.pending)  # what waits while this batch commits
         await super()._commit(loop, batch)
 
 
