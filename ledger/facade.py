@@ -12,6 +12,7 @@ from typing import Any
 from ledger.clock import Clock
 from ledger.ops import append as append_ops
 from ledger.ops import audit as audit_ops
+from ledger.ops import backup as backup_ops
 from ledger.ops import checkpoint as checkpoint_ops
 from ledger.ops import (
     erasure_report,
@@ -25,6 +26,7 @@ from ledger.ops import (
     trust,
 )
 from ledger.ops import export as export_ops
+from ledger.ops import monitor as monitor_ops
 from ledger.ops import quarantine as quarantine_ops
 from ledger.ops import query as query_ops
 from ledger.ops import report as report_ops
@@ -236,3 +238,18 @@ class Ledger:
     def apply_retention(self, policy: Any, **kw: Any) -> retention.RetentionRun:
         """Erase what ``policy`` says has expired (``dry_run=``, ``progress=``)."""
         return retention.apply_retention(self.ctx, policy, **kw)
+
+    # -- operations: monitoring and backups (docs/operations.md) ----------------------
+    def monitor_status(self, findings: bool = True) -> monitor_ops.Status:
+        """Sizes, checkpoint, witnesses and the last audit, for metrics and alerts
+        (``findings=False``: without the last run's findings by class)."""
+        return monitor_ops.status(self.ctx, findings=findings)
+
+    def readiness(self, **kw: Any) -> monitor_ops.Readiness:
+        """Store, key, queue and schema checks (``key_loaded=``, ``pending=``,
+        ``queue_max=``)."""
+        return monitor_ops.readiness(self.ctx, **kw)
+
+    def backup(self, out: Any) -> dict[str, Any]:
+        """A consistent copy of a SQLite ledger (the online backup API) at ``out``."""
+        return backup_ops.backup(self.ctx, out)

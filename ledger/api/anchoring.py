@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from ledger.api import metrics
 from ledger.errors import LedgerError
 from ledger.ops.anchor import AnchorConfig, load_anchor_config, make_anchored_checkpoint
 from ledger.ops.schedule import Schedule, parse_every
@@ -69,11 +70,13 @@ class CheckpointScheduler:
                 last_size, last_t = report.size, time.monotonic()
                 self.made += 1
                 for name, why in report.failed.items():
+                    metrics.WITNESS_FAILURES.labels(name).inc()
                     log.warning("witness %s did not cosign size %d: %s", name, report.size,
                                 why)
                 if report.tsa_error:
                     log.warning("no timestamp for size %d: %s", report.size, report.tsa_error)
             except LedgerError as exc:
+                metrics.CHECKPOINT_FAILURES.inc()
                 log.warning("scheduled checkpoint failed: %s", exc)
                 last_t = time.monotonic()
             except Exception:

@@ -19,24 +19,29 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.requests import Request
 
 from ledger import __version__
-from ledger.api import errors
+from ledger.api import errors, metrics
+from ledger.api.alerts import AlertSender
 from ledger.api.anchoring import CheckpointScheduler
 from ledger.api.auth import JwksSource, TokenVerifier
-from ledger.api.groupcommit import GroupCommitter
 from ledger.api.limits import OTHER_MAX_BYTES, BodyLimit
+from ledger.api.logs import RequestLog
+from ledger.api.metrics import MeteredCommitter
 from ledger.api.receipts import sign_receipt
 from ledger.api.schemas import COMMON_ERRORS
 from ledger.api.settings import Settings
+from ledger.api.watch import Watch, WatchConfig
 from ledger.core.submission import MAX_SUBMISSION_BYTES
 from ledger.crypto.keys import Keyring
 from ledger.errors import LedgerError, StoreUnavailable
 from ledger.facade import Ledger
+from ledger.ops.anchor import load_anchor_config
 from ledger.ops.append import AppendResult
 from ledger.ops.tokens import ACCESS_TOKEN_TYP, ledger_signer
 
 DESCRIPTION = """Append-only, hash-chained, Merkle-committed audit ledger for verification
-results.  Every endpoint but `/v1/health` and `/.well-known/jwks.json` needs a bearer JWT
-(roles: producer, auditor, developer, agent, custodian).  Errors are RFC 9457 problem documents
+results.  Every endpoint but `/v1/health`, `/v1/health/live`, `/v1/health/ready` and
+`/.well-known/jwks.json` needs a bearer JWT (roles: producer, auditor, developer, agent,
+custodian, operator).  Errors are RFC 9457 problem documents
 (`application/problem+json`: `type`, `title`, `status`, `detail`, and the extension members
 `code`, `field`?, `error`) with the same stable codes as the CLI.  See docs/http.md."""
 
@@ -66,16 +71,27 @@ class Service:
         except BaseException:
             self.ledger.close()
             raise
-        self.committer = GroupCommitter(
+        self.committer = MeteredCommitter(
             self.append_many, finish=self.finish, max_wait_ms=settings.group_wait_ms,
             max_items=settings.group_max_items, max_queue=settings.queue_max)
         self.checkpoint_lock = threading.Lock()
         self.last_on_demand = 0.0  # time.monotonic() of the last on-demand checkpoint
         self.scheduler = CheckpointScheduler.from_settings(
             self.ledger, self.keyring, settings.checkpoint_every, settings.anchors_file)
+        self.watch = build_watch(self)
 
     def append_many(self, items: Any, producer: str | None) -> list[AppendResult]:
-        return self.ledger.append_many(items, producer=producer)
+        try:
+            results = self.ledger.append_many(items, producer=producer)
+        except Exception as exc:
+            metrics.count_error(exc, len(items))
+            raise
+        metrics.count_results(results)
+        return results
+
+    def key_loaded(self) -> bool:
+        """The ledger signing key was loaded (receipts can be signed)."""
+        return self.signer is not None and self.signer.kid is not None
 
     def finish(self, result: AppendResult, producer: str | None) -> dict[str, Any]:
         """The JSON outcome of one item; appended items get their signed receipt."""
@@ -87,6 +103,8 @@ class Service:
         return out
 
     def close(self) -> None:
+        if self.watch.sender is not None:
+            self.watch.sender.stop()
         self.ledger.close()
 
 
@@ -121,6 +139,7 @@ def create_app(settings: Settings) -> FastAPI:
         routes_export,
         routes_history,
         routes_meta,
+        routes_ops,
         routes_read,
     )
 
@@ -131,13 +150,16 @@ def create_app(settings: Settings) -> FastAPI:
         await service.committer.start()
         if service.scheduler is not None:
             service.scheduler.start()
+        service.watch.start()
         try:
             yield
         finally:
+            service.watch.stop()
             if service.scheduler is not None:
                 service.scheduler.stop()
             await service.committer.stop()
             service.close()
+            metrics.process_exit()
 
     app = FastAPI(title="ledger", version=__version__, description=DESCRIPTION,
                   lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None,
@@ -149,6 +171,7 @@ def create_app(settings: Settings) -> FastAPI:
     @app.exception_handler(StoreUnavailable)
     async def _store_down(_: Request, exc: StoreUnavailable) -> Any:
         errors.log.warning("store unavailable: %s", exc)
+        metrics.store_error(exc.code)
         return unavailable_response(exc)
 
     # The store translates every driver error (ledger.store.db.translate); a connection
@@ -157,13 +180,40 @@ def create_app(settings: Settings) -> FastAPI:
     @app.exception_handler(InterfaceError)
     async def _db_down(_: Request, exc: Exception) -> Any:
         errors.log.warning("database error: %s", exc)
+        metrics.store_error("driver_" + type(exc).__name__.lower())
         return unavailable_response(StoreUnavailable("the database is unreachable"))
 
     for module in (routes_append, routes_read, routes_export, routes_meta, routes_custody,
                    routes_history, routes_console):
         app.include_router(module.router)
+    if settings.metrics:
+        app.include_router(routes_ops.router)
+    else:
+        app.include_router(routes_ops.health_router)
     app.add_middleware(BodyLimit, limit_for=limit_for(settings))
+    app.add_middleware(RequestLog, access_log=settings.access_log)
     return app
+
+
+def build_watch(service: Service) -> Watch:
+    """The background audits and alert conditions of ``service`` (ledger.api.watch)."""
+    s = service.settings
+    sender = None
+    if s.alert_webhooks:
+        sender = AlertSender(list(s.alert_webhooks), service.signer, retries=s.alert_retries,
+                             backoff_s=s.seconds("alert_backoff") or 0.5)
+    witnesses: tuple[str, ...] = ()
+    if service.scheduler is not None:
+        witnesses = tuple(w.name for w in service.scheduler.anchors.witnesses)
+    elif s.anchors_file:
+        witnesses = tuple(w.name for w in load_anchor_config(s.anchors_file).witnesses)
+    config = WatchConfig(
+        audit_every_s=s.seconds("audit_every"), audit_since_last=s.audit_since_last,
+        checkpoint_overdue_s=s.seconds("checkpoint_overdue"),
+        witness_overdue_s=s.seconds("witness_overdue"),
+        store_down_after_s=s.seconds("store_down_after") or 60.0, witnesses=witnesses,
+        poll_s=s.seconds("watch_poll") or 1.0)
+    return Watch(service.ledger, config, sender, s.runtime_dir)
 
 
 def app_from_env() -> FastAPI:

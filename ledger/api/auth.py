@@ -10,7 +10,8 @@ A token is accepted only if all of these hold (anything else is 401):
   it is only a hint: a token is accepted only if that key's signature verifies);
 - ``iss`` and ``aud`` equal the configured issuer and audience; ``exp``, ``iat``
   and ``sub`` present; ``exp``/``nbf`` honoured with a small leeway;
-- the role claim is one of producer, auditor, developer, agent, custodian (else 403).
+- the role claim is one of producer, auditor, developer, agent, custodian, operator
+  (else 403).
 
 The trusted JWKS is the ledger keyring's (tokens minted by ``ledger token issue``)
 or, instead, an external issuer's JWKS (a file, re-read when it changes, or an
@@ -35,6 +36,7 @@ ALGORITHMS = ("EdDSA", "ES256")
 MAX_TOKEN_CHARS = 8192
 LAYER = {"auditor": 3, "developer": 2, "agent": 1}  # disclosure layer of each reading role
 # custodian: no reading layer; it redacts and holds (routes_custody)
+# operator: no reading layer; it scrapes /metrics (routes_ops)
 
 # Who may do what.  Every route names one action; tests check every cell.
 POLICY: dict[str, frozenset[str]] = {
@@ -47,6 +49,7 @@ POLICY: dict[str, frozenset[str]] = {
     "hold": frozenset({"custodian"}),
     "holds": frozenset({"custodian", "auditor"}),
     "audits": frozenset({"auditor"}),  # recorded audit runs and their findings
+    "metrics": frozenset({"operator"}),  # GET /metrics (routes_ops); operator reads nothing else
 }
 
 
@@ -176,6 +179,7 @@ def require(action: str) -> Any:
 
     async def dependency(request: Request, _: Any = Depends(bearer_scheme)) -> Principal:
         principal = await authenticate(request)
+        request.state.principal = principal  # for the request log (ledger.api.logs)
         if principal.role not in allowed:
             raise Forbidden(f"role {principal.role!r} may not {action}",
                             detail={"role": principal.role, "action": action})

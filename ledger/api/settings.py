@@ -46,6 +46,20 @@ class Settings:
     quarantine_max_per_producer: int | None = None
     checkpoint_every: str | None = None  # "30s", "1000e": ledger.api.anchoring.parse_every
     anchors_file: str | None = None    # witnesses and TSA of scheduled checkpoints
+    # operations (docs/operations.md): logs, metrics, background audits, alerts
+    log_format: str = "text"             # json | text (ledger.api.logs)
+    access_log: bool = True              # the `request` log event
+    metrics: bool = True                 # GET /metrics (role operator)
+    audit_every: str | None = None       # "1h": ledger.ops.schedule.parse_duration
+    audit_since_last: bool = False
+    alert_webhooks: tuple[str, ...] = ()
+    alert_retries: int = 5
+    alert_backoff: str = "500ms"
+    checkpoint_overdue: str | None = None
+    witness_overdue: str | None = None
+    store_down_after: str = "60s"
+    watch_poll: str = "1s"
+    runtime_dir: str | None = None       # the leader lock of the watch (one per `serve`)
 
     def __post_init__(self) -> None:
         if self.external_jwks and not self.issuer:
@@ -58,6 +72,25 @@ class Settings:
         self.quarantine_limits()  # raises UsageError for a negative bound
         if self.group_wait_ms < 0 or self.group_wait_ms > 1000:
             raise UsageError("group wait must be 0..1000 ms", field="group_wait_ms")
+        if self.log_format not in ("json", "text"):
+            raise UsageError("log format must be json or text", field="log_format")
+        object.__setattr__(self, "alert_webhooks", tuple(self.alert_webhooks))
+        for url in self.alert_webhooks:
+            if not url.startswith(("http://", "https://")):
+                raise UsageError(f"alert webhook {url!r} must be an http(s) URL",
+                                 code="bad_webhook", field="alert_webhook")
+        if self.alert_retries < 0:
+            raise UsageError("alert retries must be at least 0", field="alert_retries")
+        for name in ("audit_every", "alert_backoff", "checkpoint_overdue", "witness_overdue",
+                     "store_down_after", "watch_poll"):
+            self.seconds(name)  # raises UsageError naming the setting
+
+    def seconds(self, name: str) -> float | None:
+        """The duration setting ``name`` in seconds (None when unset)."""
+        from ledger.ops.schedule import parse_duration
+
+        value = getattr(self, name)
+        return None if value is None else parse_duration(value, name)
 
     def quarantine_limits(self) -> QuarantineLimits:
         """The quarantine bounds: these settings over the environment's defaults."""

@@ -31,18 +31,32 @@ class LedgerGroup(click.Group):
 @click.option("--db", "db_url", envvar="LEDGER_DB_URL", default=None, metavar="URL",
               help="Database URL (sqlite:///path or postgresql://...). "
                    "Default: $LEDGER_DB_URL, else sqlite:///ledger.db in the working directory.")
+@click.option("--config", "config_file", default=None, metavar="FILE",
+              help="Settings of serve, audit and checkpoint (ledger.toml; default: "
+                   "$LEDGER_CONFIG). Flags and environment variables win over it.")
 @click.version_option(package_name="ledger")
 @click.pass_context
-def cli(ctx: click.Context, db_url: str | None) -> None:
+def cli(ctx: click.Context, db_url: str | None, config_file: str | None) -> None:
     """Append-only audit ledger for verification results."""
+    from ledger import config
+
     ctx.ensure_object(dict)
-    ctx.obj["db_url"] = db_url or default_url()
+    cfg = config.load(config.config_path(config_file), cli)
+    ctx.default_map = cfg.default_map
+    source = "flag" if ctx.get_parameter_source("db_url") == click.core.ParameterSource. \
+        COMMANDLINE else "env" if db_url else "file" if cfg.db else "default"
+    ctx.obj["db_url"] = db_url or cfg.db or default_url()
+    ctx.obj["db_source"] = source
+    ctx.obj["config"] = cfg
 
 
 def _register() -> None:
+    from ledger import config
     from ledger.cli import (
         audit,
+        backup,
         checkpoint_verify,
+        config_cmd,
         custody,
         db,
         demo,
@@ -61,9 +75,13 @@ def _register() -> None:
     )
 
     for module in (db, entries, keys, audit, demo, proofs, checkpoint_verify, query, export,
-                   serve, token, spool, importer, quarantine, witness, custody, report):
+                   serve, token, spool, importer, quarantine, witness, custody, report,
+                   backup, config_cmd):
         for command in module.COMMANDS:
             cli.add_command(command)
+    for command in backup.DB_COMMANDS:
+        db.db_group.add_command(command)
+    config.install(cli)
 
 
 _register()

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from typing import Any
 
 import click
 
+from ledger.cli.serve_ops import ops_options, ops_settings, uvicorn_logging
 from ledger.cli.signing import keys_dir_option
 
 SETTINGS_ENV = "LEDGER_SERVE_SETTINGS"  # read by ledger.api.settings.Settings.from_env
 HEAD_PROTOCOL = "ledger.api.limits:HeadLimitedHttpToolsProtocol"  # loaded by uvicorn by name
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus-client in every worker
 
 
 @click.command()
@@ -61,14 +65,16 @@ HEAD_PROTOCOL = "ledger.api.limits:HeadLimitedHttpToolsProtocol"  # loaded by uv
               help="Witnesses and TSA of the scheduled checkpoints (docs/anchoring.md).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info",
                                                 "debug"]), default="info", show_default=True)
-@click.option("--access-log/--no-access-log", default=True, show_default=True)
+@click.option("--access-log/--no-access-log", default=True, show_default=True,
+              help="Log one `request` event per request (route template, status, latency).")
+@ops_options
 @click.pass_obj
 def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: str | None,
           audience: str | None, external_jwks: str | None, role_claim: str,
           group_wait_ms: float, group_max: int, queue_max: int,
           quarantine_max_rows: int | None, quarantine_max_per_producer: int | None,
           no_checkpoint_on_demand: bool, checkpoint_every: str | None,
-          anchors_file: str | None, log_level: str, access_log: bool) -> None:
+          anchors_file: str | None, log_level: str, access_log: bool, **ops: Any) -> None:
     """Serve the ledger over HTTP (OpenAPI document at /openapi.json, with a token).
 
     Needs an initialized ledger (`ledger init`) and an active ledger signing key
@@ -86,20 +92,32 @@ def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: 
         "quarantine_max_rows": quarantine_max_rows,
         "quarantine_max_per_producer": quarantine_max_per_producer,
         "checkpoint_every": checkpoint_every,
-        "anchors_file": os.path.abspath(anchors_file) if anchors_file else None}
+        "anchors_file": os.path.abspath(anchors_file) if anchors_file else None,
+        "access_log": access_log, **ops_settings(ops)}
     if checkpoint_every:
         from ledger.ops.schedule import parse_every
 
         parse_every(checkpoint_every)  # a usage error here, not in the worker
     origin = _preflight(settings)
+    # one runtime directory per start: prometheus-client's multiprocess files (every
+    # worker's counters, summed by whichever worker answers /metrics) and the lock that
+    # makes one worker the watch's leader; removed when the service stops
+    runtime = tempfile.mkdtemp(prefix="ledger-serve-")
+    settings["runtime_dir"] = runtime
+    os.environ[MULTIPROC_ENV] = os.path.join(runtime, "metrics")
+    os.mkdir(os.environ[MULTIPROC_ENV])
     os.environ[SETTINGS_ENV] = json.dumps(settings)
     click.echo(f"serving {origin} on http://{host}:{port}"
                + (f" with {workers} workers" if workers > 1 else ""), err=True)
     # by import string: the CLI and the HTTP layer never import each other
     # the protocol caps the request line + headers (431 beyond 32 KiB, ledger.api.limits)
-    uvicorn.run("ledger.api.app:app_from_env", factory=True, workers=workers, host=host,
-                port=port, log_level=log_level, access_log=access_log,
-                timeout_graceful_shutdown=30, http=HEAD_PROTOCOL)
+    try:
+        uvicorn.run("ledger.api.app:app_from_env", factory=True, workers=workers, host=host,
+                    port=port, log_level=log_level, access_log=False,
+                    log_config=uvicorn_logging(ops["log_format"], log_level),
+                    timeout_graceful_shutdown=30, http=HEAD_PROTOCOL)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def _preflight(settings: dict[str, Any]) -> str:

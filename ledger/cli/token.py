@@ -25,7 +25,7 @@ def token() -> None:
               type=click.Choice(list(ROLES)),
               help="producer: append only; auditor: everything (layers 1-3); developer: "
                    "reads, layers 1-2; agent: reads, layer 1 (status, agent_message); "
-                   "custodian: redactions and legal holds only.")
+                   "custodian: redactions and legal holds only; operator: GET /metrics only.")
 @click.option("--subject", required=True, metavar="NAME",
               help="Who the token is for; a producer's subject is recorded on each entry "
                    "it appends.")

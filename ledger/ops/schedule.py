@@ -29,3 +29,16 @@ def parse_every(text: str) -> Schedule:
     if unit in ("e", "entries"):
         return Schedule(entries=int(value))
     return Schedule(seconds=value * {"s": 1, "m": 60, "h": 3600}[unit])
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
+
+
+def parse_duration(text: str, field: str) -> float:
+    """``500ms``, ``30s``, ``5m``, ``1h`` or ``1d`` as seconds (> 0).  Raises UsageError
+    naming ``field``."""
+    m = _DURATION.match(str(text).strip())
+    if not m or float(m.group(1)) <= 0:
+        raise UsageError(f"{field.replace('_', '-')} {text!r}: give a duration such as 30s, "
+                         "5m, 1h or 1d", code="bad_duration", field=field)
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]

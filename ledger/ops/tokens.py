@@ -35,7 +35,7 @@ __all__ = ["ACCESS_TOKEN_TYP", "RECEIPT_TYP", "ROLES", "JwksSource", "JwtSigner"
 
 ACCESS_TOKEN_TYP = "at+jwt"
 RECEIPT_TYP = "ledger-receipt+jwt"
-ROLES = ("producer", "auditor", "developer", "agent", "custodian")
+ROLES = ("producer", "auditor", "developer", "agent", "custodian", "operator")
 MAX_SUBJECT = 256  # the producer column's width
 MAX_TTL_S = 366 * 86_400
 MAX_JWKS_BYTES = 1024 * 1024

@@ -1,0 +1,118 @@
+"""The alert sender against a real webhook receiver process: signed bodies, retries with
+backoff on 5xx and network errors, no retry on a refusal (4xx); and the settings of the
+operations options refuse what cannot run."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ledger.api.alerts import AlertSender, build_alert
+from ledger.api.settings import Settings
+from ledger.crypto.alert_sign import check_alert
+from ledger.crypto.keys import public_jwk, raw_public
+from ledger.crypto.tokens import JwtSigner
+from ledger.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _receiver(tmp: Path, *args: str) -> tuple[subprocess.Popen[bytes], str, Path]:
+    out = tmp / "got.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "tests.system.webhook_receiver", str(out),
+                             *args], stdout=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None
+    port = proc.stdout.readline().decode().split()[1]
+    proc.stdout.close()
+    return proc, f"http://127.0.0.1:{port}/hook", out
+
+
+def _signer() -> tuple[JwtSigner, dict[str, Any]]:
+    key = Ed25519PrivateKey.generate()
+    jwk = public_jwk("test.example/alerts", raw_public(key), "2026-01-01T00:00:00Z")
+    return JwtSigner(jwk["kid"], key, {"keys": [jwk]}), {"keys": [jwk]}
+
+
+def _alert() -> dict[str, Any]:
+    return build_alert("checkpoint_overdue", now_us=int(time.time() * 1e6),
+                       origin="test.example/alerts", ledger_id="l-1",
+                       head={"size": 1, "head_hash": "sha256:00"}, checkpoint=None,
+                       detail={"uncovered_entries": 1})
+
+
+def _lines(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+
+
+def _send(url: str, signer: JwtSigner, retries: int) -> tuple[AlertSender, float]:
+    sender = AlertSender([url], signer, retries=retries, backoff_s=0.05)
+    sender.start()
+    t0 = time.monotonic()
+    sender.send(_alert())
+    sender.stop(timeout_s=30)
+    return sender, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("status, retries, attempts, delivered", [
+    (500, 3, 3, 1),   # two 500s, then 204: delivered on the third attempt
+    (503, 1, 2, 0),   # retries exhausted
+    (429, 3, 3, 1),
+    (400, 5, 1, 0),   # a refusal is final
+])
+def test_retries_follow_the_status(tmp_path: Path, status: int, retries: int, attempts: int,
+                                   delivered: int) -> None:
+    proc, url, out = _receiver(tmp_path, "--fail-first", "2", "--fail-status", str(status))
+    try:
+        signer, jwks = _signer()
+        sender, _ = _send(url, signer, retries)
+        got = _lines(out)
+        assert len(got) == attempts
+        assert sender.delivered == delivered
+        ids = {json.loads(g["body"])["alert"]["id"] for g in got}
+        assert len(ids) == 1  # the same alert every time: receivers de-duplicate by id
+        for g in got:
+            env = json.loads(g["body"])
+            assert check_alert(env, jwks)["kind"] == "checkpoint_overdue"
+            assert g["headers"]["Content-Type"] == "application/json"
+            assert g["headers"]["Ledger-Alert-Id"] == env["alert"]["id"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_an_unreachable_webhook_is_retried_then_given_up(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: connections are refused
+    signer, _ = _signer()
+    sender, took = _send(f"http://127.0.0.1:{port}/hook", signer, 2)
+    assert sender.delivered == 0 and took < 20
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"log_format": "xml"}, "log_format"),
+    ({"alert_webhooks": ["ftp://x"]}, "alert_webhook"),
+    ({"audit_every": "often"}, "audit_every"),
+    ({"store_down_after": "0s"}, "store_down_after"),
+    ({"alert_retries": -1}, "alert_retries"),
+])
+def test_operations_settings_out_of_bounds_are_usage_errors(kw: dict[str, Any],
+                                                            field: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        Settings(db_url="sqlite:///x.db", **kw)
+    assert caught.value.field == field
+
+
+def test_operations_settings_travel_through_the_environment() -> None:
+    s = Settings(db_url="sqlite:///x.db", alert_webhooks=("https://h.example/a",),
+                 audit_every="1h", log_format="json")
+    assert Settings.from_env({"LEDGER_SERVE_SETTINGS": s.to_env()}) == s
+    assert s.seconds("audit_every") == 3600 and s.seconds("checkpoint_overdue") is None
