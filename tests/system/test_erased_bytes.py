@@ -10,6 +10,7 @@ directory; otherwise skipped with the reason (docs/redaction.md says what remain
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -91,16 +92,31 @@ def test_postgresql_files_hold_no_erased_bytes_after_vacuum_full(own_pg_database
             pytest.skip(f"the PostgreSQL data directory {datadir} is not readable by this "
                         "process; docs/redaction.md documents what VACUUM, WAL and backups "
                         "keep")
+        def holding() -> list[Path]:
+            """CHECKPOINT (the pages reach the files), then the payload files holding
+            the marker."""
+            with eng.connect() as c:
+                c.execute(text("CHECKPOINT"))
+                files = _pg_files(c, "payloads", datadir)
+            assert files, "no relation files found for the payloads table"
+            return [f for f in files if marker.encode() in f.read_bytes()]
+
         with Ledger.init(pg_url, origin="test.example/erase") as lg:
             for _ in range(3):
                 lg.append(_marked(marker))
+            assert holding(), "the search finds the text before the erasure"
             lg.redact(Ask("erasure test"), subject=f"subject-{marker}")
-        with eng.connect() as c:
-            c.execute(text("VACUUM FULL payloads"))
-            c.execute(text("CHECKPOINT"))
-            files = _pg_files(c, "payloads", datadir)
-        assert files, "no relation files found for the payloads table"
-        for f in files:
-            assert marker.encode() not in f.read_bytes(), f"erased text found in {f}"
+        # VACUUM FULL copies a deleted row version that a snapshot still open anywhere it
+        # counts may see (docs/redaction.md); under a loaded server such a snapshot ends
+        # within seconds, so the rewrite is repeated until none is left, bounded in time.
+        deadline, found = time.monotonic() + 60, []
+        while True:
+            with eng.connect() as c:
+                c.execute(text("VACUUM FULL payloads"))
+            found = holding()
+            if not found or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert not found, f"erased text found in {found}"
     finally:
         eng.dispose()
