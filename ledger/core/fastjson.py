@@ -96,10 +96,7 @@ def is_canonical_line(obj: Any, raw: bytes) -> bool | None:
     (the same escapes for every code point, keys in code-point order);
     ``tests/core/test_fastjson.py`` checks that property-wise.
     """
-    try:
-        if orjson.dumps(obj, option=_SORTED_LINE) != raw:
-            return None
-    except orjson.JSONEncodeError:
+    if dumps_line(obj) != raw:
         return None
     return True if _float_free(obj) else None
 
