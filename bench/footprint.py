@@ -12,6 +12,7 @@ The ratio is the database's bytes over the submissions' bytes (target <= 2.0).
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,11 @@ from sqlalchemy import create_engine
 
 from bench.common import available, pg_url, print_table, sqlite_url, submissions
 from ledger import Ledger
+from ledger.ops.append import validate_items
+from ledger.store import codec
 from ledger.store.db import normalize_url
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "data" / "qwed_fixtures.jsonl"
 
 
 def fill(url: str, n: int, batch: int = 1000) -> int:
@@ -86,4 +91,29 @@ def run(backends: list[str], scale: float = 1.0, label: str = "") -> list[list[A
     print_table(f"storage footprint{label} (bytes per entry; ratio = bytes / submission bytes;"
                 " target total <= 2.0)", ["backend", "table or index", "B/entry", "ratio"],
                 rows)
+    print_table("payload codec (stored bytes / payload bytes, v2 result payloads; "
+                "docs/storage.md#payload-codecs)", ["corpus", "payloads", "bytes", "stored",
+                                                    "ratio"], codec_rows(n))
     return rows
+
+
+def codec_rows(n: int) -> list[list[Any]]:
+    """What codec 1 keeps of the payload bytes: the benchmark's submissions, and the
+    upstream producer's own sample results (which the dictionary was not made from)."""
+    fixtures = []
+    for line in FIXTURES.read_text(encoding="utf-8").splitlines():
+        obj = json.loads(line)
+        obj.pop("_expect", None)
+        fixtures.append(json.dumps(obj).encode())
+    out = []
+    for name, subs in (("benchmark submissions", submissions(min(n, 2000))),
+                       ("upstream sample results (tests/data/qwed_fixtures.jsonl)", fixtures)):
+        prepared, _rejected = validate_items(subs, None, "00000000-0000-4000-8000-000000000000")
+        count = raw = stored = 0
+        for p in prepared:
+            for slot, salt, data in p.payload_rows():
+                count += 1
+                raw += len(data)
+                stored += len(codec.encode(slot, salt, data)[1])
+        out.append([name, count, raw, stored, stored / raw])
+    return out

@@ -152,12 +152,15 @@ def _copy_db(directory: Path, name: str) -> Path:
 
 def _tampered_copy(directory: Path) -> Iterator[str]:
     dst = _copy_db(directory, "tampered.db")
+    with Ledger.open(f"sqlite:///{dst}") as t:
+        evidence = t.get(0)["payloads"]["preimage"]["text"]
     with sqlite3.connect(dst) as c:  # what a database superuser could do
         for t in ("entries_no_update", "payloads_no_update"):
             c.execute(f"DROP TRIGGER {t}")
         c.execute("UPDATE entries SET status = 'VERIFIED' WHERE seq = 3")
-        c.execute("UPDATE payloads SET data = replace(data, '\"converged\": true', "
-                  "'\"converged\": false') WHERE pid = 1")  # seq 0, slot 1: the evidence
+        # seq 0, slot 1: the evidence, written back as plain bytes (codec 0)
+        c.execute("UPDATE payloads SET codec = 0, data = ? WHERE pid = 1",
+                  (evidence.replace('"converged": true', '"converged": false').encode(),))
     yield f"tampered copy {dst.name}: raw SQL changed entry 3's status and entry 0's evidence"
     with Ledger.open(f"sqlite:///{dst}") as t:
         report = t.audit(AuditOptions())

@@ -22,9 +22,12 @@ target_metadata = metadata
 def _run(connection) -> None:
     if connection.dialect.name == "postgresql":
         connection.exec_driver_sql("SET lock_timeout = '10s'")
+    # SQLite's DDL is transactional too (the connection opened BEGIN IMMEDIATE): a run of
+    # several revisions is one transaction on both engines, so a revision that refuses
+    # (raises) leaves the ones before it undone instead of half the way applied.
     context.configure(connection=connection, target_metadata=target_metadata,
                       render_as_batch=connection.dialect.name == "sqlite",
-                      compare_type=True)
+                      transactional_ddl=True, compare_type=True)
     with context.begin_transaction():
         context.run_migrations()
 

@@ -8,6 +8,7 @@ import json
 from sqlalchemy import create_engine, text
 
 from ledger.core.entry import body_hash, entry_hash, genesis_hash
+from ledger.store import codec
 from ledger.store.db import normalize_url
 
 
@@ -21,8 +22,9 @@ def recompute_chain(url: str) -> int:
         rows = conn.execute(text(
             "SELECT seq, kind, recorded_at, envelope, body_hash, prev_hash, entry_hash, "
             "proof_ref FROM entries ORDER BY seq")).all()
-        blobs = {pid: (salt, bytes(data)) for pid, salt, data in conn.execute(text(
-            "SELECT pid, salt, data FROM payloads")).all()}
+        blobs = {pid: (salt, codec.decode(how, bytes(data)))
+                 for pid, salt, how, data in conn.execute(text(
+                     "SELECT pid, salt, codec, data FROM payloads")).all()}
     eng.dispose()
     prev = genesis_hash(ledger_id)
     last_t = 0

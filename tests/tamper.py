@@ -44,6 +44,7 @@ from ledger.core.entry import (
     link,
     payload_commitment,
 )
+from ledger.store import codec
 from ledger.store.db import normalize_url
 
 # =============================================================================
@@ -153,15 +154,18 @@ def pids_of(conn: Connection, digest: str) -> list[int]:
 
 def payload(conn: Connection, digest: str) -> bytes:
     pid = pids_of(conn, digest)[0]
-    return bytes(conn.execute(text("SELECT data FROM payloads WHERE pid = :p"),
-                              {"p": pid}).scalar_one())
+    how, data = conn.execute(text("SELECT codec, data FROM payloads WHERE pid = :p"),
+                             {"p": pid}).one()
+    return codec.decode(how, bytes(data))
 
 
 def stored_payload(conn: Connection, seq: int, name: str) -> tuple[bytes | None, bytes] | None:
-    """(salt, data) of payload ``name`` of entry ``seq``, None when not stored."""
-    r = conn.execute(text("SELECT salt, data FROM payloads WHERE pid = :p"),
+    """(salt, data) of payload ``name`` of entry ``seq`` (the bytes, decoded from their
+    stored codec), None when not stored."""
+    r = conn.execute(text("SELECT salt, codec, data FROM payloads WHERE pid = :p"),
                      {"p": seq * 8 + SLOTS[name]}).first()
-    return None if r is None else (None if r.salt is None else bytes(r.salt), bytes(r.data))
+    return None if r is None else (None if r.salt is None else bytes(r.salt),
+                                   codec.decode(r.codec, bytes(r.data)))
 
 
 def digest_for(conn: Connection, seq: int, name: str, data: bytes) -> str:
@@ -176,15 +180,16 @@ def digest_for(conn: Connection, seq: int, name: str, data: bytes) -> str:
 def move_payloads(conn: Connection, a: int, b: int) -> None:
     """Exchange every payload row of entries ``a`` and ``b`` (a reordering moves the
     payloads with their entries; payload triggers off)."""
-    rows = {s: conn.execute(text("SELECT pid, salt, data FROM payloads WHERE pid >= :x AND "
-                                 "pid < :y"), {"x": s * 8, "y": s * 8 + 8}).all()
+    rows = {s: conn.execute(text("SELECT pid, salt, codec, data FROM payloads WHERE "
+                                 "pid >= :x AND pid < :y"), {"x": s * 8, "y": s * 8 + 8}).all()
             for s in (a, b)}
     conn.execute(text("DELETE FROM payloads WHERE (pid >= :a AND pid < :a + 8) OR "
                       "(pid >= :b AND pid < :b + 8)"), {"a": a * 8, "b": b * 8})
     for src, dst in ((a, b), (b, a)):
-        for pid, salt, data in rows[src]:
-            conn.execute(text("INSERT INTO payloads (pid, salt, data) VALUES (:p, :s, :d)"),
-                         {"p": dst * 8 + pid % 8, "s": salt, "d": data})
+        for pid, salt, how, data in rows[src]:
+            conn.execute(text("INSERT INTO payloads (pid, salt, codec, data) "
+                              "VALUES (:p, :s, :c, :d)"),
+                         {"p": dst * 8 + pid % 8, "s": salt, "c": how, "d": data})
 
 
 def swap_payloads(conn: Connection, a: int, b: int, name: str) -> None:
@@ -192,7 +197,7 @@ def swap_payloads(conn: Connection, a: int, b: int, name: str) -> None:
     pa, pb = stored_payload(conn, a, name), stored_payload(conn, b, name)
     assert pa is not None and pb is not None
     for seq, (salt, data) in ((a, pb), (b, pa)):
-        conn.execute(text("UPDATE payloads SET salt = :s, data = :d WHERE pid = :p"),
+        conn.execute(text("UPDATE payloads SET salt = :s, codec = 0, data = :d WHERE pid = :p"),
                      {"s": salt, "d": data, "p": seq * 8 + SLOTS[name]})
 
 
@@ -212,9 +217,11 @@ def uses_of(conn: Connection, digest: str) -> int:
 
 
 def set_payload(conn: Connection, digest: str, data: bytes) -> None:
-    """Overwrite a payload's bytes (needs the payload trigger off)."""
+    """Overwrite a payload's bytes, stored as they are (codec 0; needs the payload trigger
+    off)."""
     for pid in pids_of(conn, digest):
-        conn.execute(text("UPDATE payloads SET data = :b WHERE pid = :p"), {"b": data, "p": pid})
+        conn.execute(text("UPDATE payloads SET codec = 0, data = :b WHERE pid = :p"),
+                     {"b": data, "p": pid})
 
 
 def update_entry(conn: Connection, seq: int, **values: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from ledger.store import codec
 from ledger.store.db import driver_cursor, is_pg, placeholder
 from ledger.store.entries import ENTRY_COLUMNS, Head
 
@@ -40,7 +41,8 @@ class _HotSQL:
                          f"last_recorded_at = {ph} WHERE id = 1")
         self.insert_entry = (f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}) "
                              f"VALUES ({', '.join([ph] * len(ENTRY_COLUMNS))})")
-        self.insert_payload = f"INSERT INTO payloads (pid, salt, data) VALUES ({ph}, {ph}, {ph})"
+        self.insert_payload = (f"INSERT INTO payloads (pid, salt, codec, data) "
+                               f"VALUES ({ph}, {ph}, {ph}, {ph})")
         self.guard = (f"INSERT INTO redacted_payloads (seq, slot, redaction_seq) VALUES "
                       f"({ph}, {ph}, {ph}) ON CONFLICT (seq, slot) DO NOTHING")
         self.salts = (f"SELECT pid, salt FROM payloads WHERE pid >= {ph} AND pid < {ph} "
@@ -75,9 +77,13 @@ class AppendTxn:
         self.cur.execute(self.sql.set_head, (new.size, new.head_hash, new.last_recorded_at))
 
     def insert_payloads(self, rows: Sequence[tuple[int, bytes | None, bytes]]) -> None:
-        """Payload rows ``(pid, salt, data)``, ``pid = seq * 8 + slot``."""
+        """Payload rows ``(pid, salt, data)``, ``pid = seq * 8 + slot``; each stored under
+        the codec :func:`ledger.store.codec.encode` picks."""
         if rows:
-            self.cur.executemany(self.sql.insert_payload, list(rows))
+            encode = codec.encode
+            self.cur.executemany(self.sql.insert_payload,
+                                 [(pid, salt, *encode(pid, salt, data))
+                                  for pid, salt, data in rows])
 
     def erase_payloads(self, targets: Iterable[tuple[int, int]], redaction_seq: int,
                        ) -> list[tuple[int, int]]:

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Row, and_, func, select, text, union_all
 
+from ledger.store.codec import decode
 from ledger.store.db import is_pg, placeholder, translate_errors
 from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
 
@@ -186,13 +187,14 @@ def get_entry(conn: Connection, seq: int) -> Row[Any] | None:
 
 def get_payloads(conn: Connection, seq: int, slots: tuple[int, ...] | None = None) -> Slots:
     """The stored payloads of the entry at ``seq`` (of ``slots``, default all)."""
-    stmt = select(payloads.c.pid, payloads.c.salt, payloads.c.data).where(
+    stmt = select(payloads.c.pid, payloads.c.salt, payloads.c.codec, payloads.c.data).where(
         payloads.c.pid >= seq * SLOT_COUNT, payloads.c.pid < (seq + 1) * SLOT_COUNT)
     out: Slots = {}
     for r in conn.execute(stmt):
         slot = r.pid % SLOT_COUNT
         if slots is None or slot in slots:
-            out[slot] = Payload(None if r.salt is None else _bytes(r.salt), _bytes(r.data))
+            out[slot] = Payload(None if r.salt is None else _bytes(r.salt),
+                                decode(r.codec, _bytes(r.data)))
     return out
 
 
@@ -201,14 +203,15 @@ def payload_rows(conn: Connection, start: int, end: int,
     """seq -> {slot: payload} for ``start <= seq < end``: one ordered range read of the
     primary key (``slots`` restricts which are returned, not what is read)."""
     out: dict[int, Slots] = {}
-    rows = conn.execute(select(payloads.c.pid, payloads.c.salt, payloads.c.data).where(
+    rows = conn.execute(select(payloads.c.pid, payloads.c.salt, payloads.c.codec,
+                               payloads.c.data).where(
         and_(payloads.c.pid >= start * SLOT_COUNT, payloads.c.pid < end * SLOT_COUNT))
         .order_by(payloads.c.pid))
-    for pid, salt, data in rows:
+    for pid, salt, how, data in rows:
         seq, slot = divmod(pid, SLOT_COUNT)
         if slots is None or slot in slots:
             out.setdefault(seq, {})[slot] = Payload(None if salt is None else _bytes(salt),
-                                                    _bytes(data))
+                                                    decode(how, _bytes(data)))
     return out
 
 
@@ -229,8 +232,10 @@ def iter_entries(conn: Connection, start: int = 0, end: int | None = None,
 
 _ENTRY_PAGE = ("SELECT " + ", ".join(ENTRY_COLUMNS) + " FROM entries WHERE seq >= {ph} "
                "AND seq < {ph} ORDER BY seq LIMIT {limit}")
-_PAYLOAD_PAGE = ("SELECT pid, salt, data FROM payloads WHERE pid >= {ph} AND pid < {ph} "
-                 "ORDER BY pid")
+# SQLite: CAST(... AS BLOB) gives back the stored bytes of a value tampered into TEXT (the
+# driver would otherwise fail on TEXT that is not UTF-8); a no-op for a BLOB.
+_PAYLOAD_PAGE = ("SELECT pid, salt, {data}, codec FROM payloads WHERE pid >= {ph} "
+                 "AND pid < {ph} ORDER BY pid")
 
 
 def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
@@ -244,7 +249,7 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
     """
     ph = placeholder(is_pg(conn))
     esql = _ENTRY_PAGE.format(ph=ph, limit=int(page))
-    psql = _PAYLOAD_PAGE.format(ph=ph)
+    psql = _PAYLOAD_PAGE.format(ph=ph, data="data" if is_pg(conn) else "CAST(data AS BLOB)")
     # the DBAPI cursor of the connection's transaction: no result-row objects per row
     with translate_errors("audit read"):
         cur = conn.connection.cursor()
@@ -260,9 +265,11 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
         with translate_errors("audit read"):
             cur.execute(psql, (first * SLOT_COUNT, (last + 1) * SLOT_COUNT))
             prow = cur.fetchall()
-        for pid, salt, data in prow:
+        for pid, salt, data, how in prow:
             if type(data) is not bytes:
                 data = _bytes(data)
+            if how:
+                data = decode(how, data)
             if salt is not None and type(salt) is not bytes:
                 salt = _bytes(salt)
             slots = by_seq.get(pid >> 3)  # SLOT_COUNT == 8

@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from ledger.errors import LedgerError
+from ledger.store import codec
 from ledger.store.db import driver_cursor
 from ledger.store.entries import ENTRY_COLUMNS
 
@@ -51,8 +52,8 @@ u AS (UPDATE head SET size = e.seq + 1, head_hash = e.entry_hash,
       last_recorded_at = e.recorded_at FROM e WHERE head.id = 1)
 SELECT seq, recorded_at, prev_hash, entry_hash FROM e
 """
-_PAYLOADS = ("p AS (INSERT INTO payloads (pid, salt, data) SELECT g.size * 8 + v.s, v.salt, v.b"
-             " FROM g, (VALUES {rows}) AS v(s, salt, b)),")
+_PAYLOADS = ("p AS (INSERT INTO payloads (pid, salt, codec, data) SELECT g.size * 8 + v.s, "
+             "v.salt, v.c, v.b FROM g, (VALUES {rows}) AS v(s, salt, c, b)),")
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,9 @@ def _statement(row: dict[str, Any], items: list[tuple[int, bytes | None, bytes]]
     payload_sql = ""
     if items:
         payload_sql = _PAYLOADS.format(
-            rows=", ".join(["(%s::bigint, %s::bytea, %s::bytea)"] * len(items)))
-        for slot, salt, data in items:
-            params += [slot, salt, data]
+            rows=", ".join(["(%s::bigint, %s::bytea, %s::smallint, %s::bytea)"] * len(items)))
+        for slot, salt, data in items:  # the codec depends on the slot only, not the seq
+            params += [slot, salt, *codec.encode(slot, salt, data)]
     sql = _APPEND_ONE.format(payloads=payload_sql, cols=", ".join(LINKED_COLUMNS),
                              values=", ".join(["%s"] * len(LINKED_COLUMNS)))
     params += [entry_tag, row["body_hash"]]

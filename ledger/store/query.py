@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, select
 
+from ledger.store.codec import decode
 from ledger.store.entries import (
     ENTRY_COLUMNS,
     SLOT_COUNT,
@@ -36,13 +37,15 @@ def first_seq_at(conn: Connection, t_us: int) -> int | None:
 def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | None,
               slots: Iterable[int] = (0,)) -> Any:
     """The SELECT of one page: entries columns plus the joined payload salt and bytes of
-    ``slots`` (labelled ``s<slot>_salt`` / ``s<slot>_data``; ``pid = seq * 8 + slot``).
+    ``slots`` (labelled ``s<slot>_salt`` / ``s<slot>_data`` / ``s<slot>_codec``; ``pid = seq * 8
+    + slot``).
     ``subject`` matches the v1 column or the v2 subject payload."""
     joined, cols = entries, [entries]
     for slot in slots:
         p = payloads.alias(f"p_{slot}")
         joined = joined.outerjoin(p, p.c.pid == entries.c.seq * SLOT_COUNT + slot)
-        cols += [p.c.salt.label(f"s{slot}_salt"), p.c.data.label(f"s{slot}_data")]
+        cols += [p.c.salt.label(f"s{slot}_salt"), p.c.data.label(f"s{slot}_data"),
+                 p.c.codec.label(f"s{slot}_codec")]
     conds = [entries.c.seq >= lo, entries.c.seq > after]
     if hi is not None:
         conds.append(entries.c.seq < hi)
@@ -66,9 +69,10 @@ def select_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: 
     for t in conn.execute(statement(equal, lo, hi, after, limit, slots)):
         blobs: Slots = {}
         for i, slot in enumerate(slots):
-            salt, data = t[_N + 2 * i], t[_N + 2 * i + 1]
+            salt, data, how = t[_N + 3 * i], t[_N + 3 * i + 1], t[_N + 3 * i + 2]
             if data is not None:
-                blobs[slot] = Payload(None if salt is None else bytes(salt), bytes(data))
+                blobs[slot] = Payload(None if salt is None else bytes(salt),
+                                      decode(how, bytes(data)))
         out.append((EntryRow(*t[:_N]), blobs))
     return out
 

@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, NoSuchTableError, SQLAlchemyError
 
 from ledger.errors import StoreUnavailable, UsageError
+from ledger.store.codec import decode
 from ledger.store.db import connect, normalize_url
 from ledger.store.schema import entries, payloads
 
@@ -82,9 +83,10 @@ def imported_meta(engine: Engine, keys: list[str]) -> dict[str, bytes | None]:
         for start in range(0, len(keys), 500):
             chunk = keys[start:start + 500]
             # the meta payload of an entry is its slot 4: pid = seq * 8 + 4
-            stmt = select(entries.c.idempotency_key, payloads.c.data).select_from(
+            stmt = select(entries.c.idempotency_key, payloads.c.codec,
+                          payloads.c.data).select_from(
                 entries.outerjoin(payloads, payloads.c.pid == entries.c.seq * 8 + META_SLOT)
             ).where(entries.c.idempotency_key.in_(chunk))
-            for key, data in conn.execute(stmt):
-                out[key] = bytes(data) if data is not None else None
+            for key, how, data in conn.execute(stmt):
+                out[key] = decode(how, bytes(data)) if data is not None else None
     return out

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -91,6 +92,8 @@ Index("ix_entries_idempotency_key_no_producer", entries.c.idempotency_key, uniqu
 # Payload bytes by entry: pid = seq * 8 + slot (ledger.core.entry.SLOTS), so the payloads
 # of a seq range are one ordered range of the primary key (a rowid table on SQLite).
 # ``salt`` is the 32-byte salt of a v2 result payload's commitment (NULL: a plain digest).
+# ``codec`` says how ``data`` is stored (ledger.store.codec: 0 as is, 1 DEFLATE with the
+# preset dictionary; migration 0009); every reader decodes before hashing.
 # Insert-only; a row may be deleted only when ``redacted_payloads`` names it (trigger).
 payloads = Table(
     "payloads", metadata,
@@ -98,6 +101,7 @@ payloads = Table(
            autoincrement=False),
     Column("salt", LargeBinary),
     Column("data", LargeBinary, nullable=False),
+    Column("codec", SmallInteger, nullable=False, server_default="0"),
     # v2 subjects (slot 5) by value: ledger.store.entries.subject_seqs
     Index("ix_payloads_subject", "data", sqlite_where=text("pid % 8 = 5"),
           postgresql_where=text("pid % 8 = 5")),

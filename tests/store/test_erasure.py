@@ -107,11 +107,12 @@ def test_a_payload_deleted_behind_the_ledger_is_still_a_failure(ledger, db_url):
 def test_a_payload_put_back_after_its_redaction_is_a_policy_violation(ledger, db_url):
     ledger.append_many(mix(3))
     with ledger.engine.connect() as conn:
-        salt, data = conn.execute(text("SELECT salt, data FROM payloads WHERE pid = 11")).one()
+        salt, how, data = conn.execute(text("SELECT salt, codec, data FROM payloads "
+                                            "WHERE pid = 11")).one()
     redact(ledger, [(1, ["query"])])
-    with ledger.engine.begin() as conn:  # inserts are allowed: the bytes come back
-        conn.execute(text("INSERT INTO payloads (pid, salt, data) VALUES (11, :s, :d)"),
-                     {"s": salt, "d": data})
+    with ledger.engine.begin() as conn:  # inserts are allowed: the row comes back as it was
+        conn.execute(text("INSERT INTO payloads (pid, salt, codec, data) "
+                          "VALUES (11, :s, :c, :d)"), {"s": salt, "c": how, "d": data})
     report = ledger.audit(AuditOptions())
     assert [(f["code"], f["seq"], f["class"]) for f in report["findings"]] == [
         ("redaction_not_applied", 1, "policy_violation")]

@@ -1,0 +1,94 @@
+"""How payload bytes are stored: as they are, or DEFLATE-compressed with a preset dictionary.
+
+Storage only (docs/storage.md#payload-codecs): every reader gets the exact bytes back before
+anything hashes them, and no hash, signature or export ever sees the stored form.  The
+``codec`` column of ``payloads`` says which form a row holds:
+
+* ``0`` (:data:`RAW`): the bytes themselves;
+* ``1`` (:data:`DEFLATE_D1`): a raw DEFLATE stream (RFC 1951: no zlib header, no checksum)
+  whose decoder starts from the preset dictionary ``payload_dict_1.bin`` (4,259 bytes of
+  sample payloads, SHA-256 :data:`DICT1_SHA256`; ``scripts/gen-payload-dict`` made it).
+
+A dictionary is part of the storage format for as long as a row uses it: it is never
+changed, only a new codec number with a new file could be added.  Only v2 result payloads
+(a salted commitment) other than the subject are compressed, and only when that makes them
+shorter; the subject payload (slot 5) stays raw because ``ix_payloads_subject`` finds
+entries by its bytes, and the documents of the other kinds stay raw because they are read
+by joins that want them as stored.  A row whose stream does not decode comes back as the
+stored bytes, which then fail their commitment: the audit reports the payload as changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from importlib.resources import files
+from typing import Any
+
+RAW = 0
+DEFLATE_D1 = 1
+SUBJECT_SLOT = 5  # ledger.core.entry.SLOTS["subject"] (the store does not import core)
+DICT1_SHA256 = "bc8dbdd9e15d8210b7c2a97a7f61f0da14abd4bba7bc11b274fbe2a384c5d88d"
+
+_LEVEL = 6
+_WBITS = -15  # raw DEFLATE: the decoder takes any window up to 32 KiB
+# The encoder's window is 8 KiB (the dictionary and a payload fit in it) and its hash
+# tables small: a compressor primed with the dictionary is then cheap to copy (~8 us a
+# payload here, against ~12 us for a new one), and it compresses these payloads as well.
+_ENC_WBITS = -13
+_ENC_MEM_LEVEL = 5
+_DICT1 = b""
+_BASE: list[Any] = []  # [the compressor primed with dictionary 1], made on first use
+
+
+def dictionary(codec: int = DEFLATE_D1) -> bytes:
+    """The preset dictionary of ``codec``, read once and checked against its pinned
+    SHA-256 (a changed file would make every stored codec-1 row unreadable)."""
+    global _DICT1
+    if codec != DEFLATE_D1:
+        raise ValueError(f"codec {codec} has no dictionary")
+    if not _DICT1:
+        data = (files("ledger.store") / "payload_dict_1.bin").read_bytes()
+        if hashlib.sha256(data).hexdigest() != DICT1_SHA256:
+            raise RuntimeError("ledger/store/payload_dict_1.bin is not the dictionary codec 1 "
+                               "was made with (SHA-256 differs)")
+        _DICT1 = data
+    return _DICT1
+
+
+def deflate(data: bytes) -> bytes:
+    """``data`` as a codec-1 stream."""
+    if not _BASE:
+        _BASE.append(zlib.compressobj(_LEVEL, zlib.DEFLATED, _ENC_WBITS, _ENC_MEM_LEVEL,
+                                      zlib.Z_DEFAULT_STRATEGY, dictionary()))
+    c = _BASE[0].copy()
+    return c.compress(data) + c.flush()
+
+
+def inflate(stored: bytes) -> bytes:
+    """The bytes of a codec-1 stream; the stored bytes themselves when it does not decode
+    as one complete stream (so that the commitment check reports the change)."""
+    d = zlib.decompressobj(_WBITS, zdict=_DICT1 or dictionary())
+    try:
+        out = d.decompress(stored)
+    except zlib.error:
+        return stored
+    if not d.eof or d.unused_data:
+        return stored
+    return out
+
+
+def encode(pid: int, salt: bytes | None, data: bytes) -> tuple[int, bytes]:
+    """(codec, stored bytes) of the payload row ``pid`` (``seq * 8 + slot``)."""
+    if salt is None or pid & 7 == SUBJECT_SLOT or len(data) < 16:
+        return RAW, data
+    packed = deflate(data)
+    return (DEFLATE_D1, packed) if len(packed) < len(data) else (RAW, data)
+
+
+def decode(codec: int | None, stored: bytes) -> bytes:
+    """The payload bytes of a row holding ``stored`` under ``codec``.  An unknown codec
+    returns the stored bytes (they fail their commitment, which the audit reports)."""
+    if codec == DEFLATE_D1:
+        return inflate(stored)
+    return stored
