@@ -32,6 +32,18 @@ def _marked(marker: str) -> dict:
     return sub
 
 
+def _needles(engine, marker: str, seqs: list[int]) -> list[bytes]:
+    """What to search the files for: the text, and the stored form of each erased payload
+    row (query and meta are stored DEFLATE-compressed, docs/storage.md#payload-codecs,
+    so the text itself is not in their rows)."""
+    with engine.connect() as c:
+        stored = [bytes(r[0]) for r in c.execute(text(
+            "SELECT data FROM payloads WHERE pid IN ({})".format(
+                ", ".join(str(s * 8 + k) for s in seqs for k in (3, 4)))))]
+    assert len(stored) == 2 * len(seqs) and all(len(b) >= 12 for b in stored)
+    return [marker.encode(), *stored]
+
+
 def _files(path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in path.parent.glob(path.name + "*") if p.is_file()}
 
@@ -42,14 +54,17 @@ def test_sqlite_file_and_wal_hold_no_erased_bytes(tmp_path):
     with Ledger.init(f"sqlite:///{db}", origin="test.example/erase") as lg:
         seqs = [lg.append(_marked(marker)).seq for _ in range(3)]
         lg.append(math_verified(2, __import__("random").Random(2)))  # an unrelated entry
+        needles = _needles(lg.engine, marker, seqs)
         before = _files(db)
-        assert any(marker.encode() in data for data in before.values())
+        for needle in needles:  # the search finds each before the erasure
+            assert any(needle in data for data in before.values()), needle
         lg.redact(Ask("erasure test"), subject=f"subject-{marker}")
         assert lg.get(seqs[0])["payloads"]["query"]["text"] is None
         after = _files(db)  # the ledger is still open: the WAL file exists
         assert f"{db.name}-wal" in after
         for name, data in after.items():
-            assert marker.encode() not in data, f"erased text found in {name}"
+            for needle in needles:
+                assert needle not in data, f"erased bytes {needle!r} found in {name}"
 
 
 def _pg_files(conn, table: str, datadir: Path) -> list[Path]:
@@ -99,12 +114,16 @@ def test_postgresql_files_hold_no_erased_bytes_after_vacuum_full(own_pg_database
                 c.execute(text("CHECKPOINT"))
                 files = _pg_files(c, "payloads", datadir)
             assert files, "no relation files found for the payloads table"
-            return [f for f in files if marker.encode() in f.read_bytes()]
+            return [f for f in files for n in needles if n in f.read_bytes()]
 
         with Ledger.init(pg_url, origin="test.example/erase") as lg:
-            for _ in range(3):
-                lg.append(_marked(marker))
-            assert holding(), "the search finds the text before the erasure"
+            seqs = [lg.append(_marked(marker)).seq for _ in range(3)]
+            needles = _needles(lg.engine, marker, seqs)
+            with eng.connect() as c:
+                c.execute(text("CHECKPOINT"))
+                files = _pg_files(c, "payloads", datadir)
+            for needle in needles:  # the search finds each before the erasure
+                assert any(needle in f.read_bytes() for f in files), needle
             lg.redact(Ask("erasure test"), subject=f"subject-{marker}")
         # VACUUM FULL copies a deleted row version that a snapshot still open anywhere it
         # counts may see (docs/redaction.md); under a loaded server such a snapshot ends
