@@ -29,6 +29,7 @@ from bench.common import available, pg_url, print_table, sqlite_url, submissions
 from ledger import DiagnosticResult, Ledger
 from ledger.clock import FixedClock
 from ledger.ops.audit import AuditOptions, run_audit
+from ledger.store import codec
 from ledger.store.entries import iter_entry_pages
 
 ISSUER = "did:qwed:node:bench"
@@ -75,9 +76,17 @@ def _entry_parts(conn: Any) -> Any:
         joins = " ".join(f"LEFT JOIN payloads p{i} ON p{i}.digest = e.{c}"
                          for i, c in enumerate(names))
         joins += " LEFT JOIN (SELECT NULL AS data) p5 ON 1 = 0"
-    return conn.exec_driver_sql(
-        "SELECT e.seq, e.envelope, " + ", ".join(f"p{i}.data" for i in range(_PARTS))
+    if "codec" not in cols:  # before revision 0009: every row holds the bytes themselves
+        return conn.exec_driver_sql(
+            "SELECT e.seq, e.envelope, " + ", ".join(f"p{i}.data" for i in range(_PARTS))
+            + f" FROM entries e {joins} ORDER BY e.seq")
+    # revision 0009: the bytes the audit hashes are the decoded ones (docs/storage.md)
+    rows = conn.exec_driver_sql(
+        "SELECT e.seq, e.envelope, " + ", ".join(f"p{i}.codec, p{i}.data" for i in range(_PARTS))
         + f" FROM entries e {joins} ORDER BY e.seq")
+    return [(r[0], r[1], *(None if r[3 + 2 * i] is None else
+                           codec.decode(r[2 + 2 * i], bytes(r[3 + 2 * i]))
+                           for i in range(_PARTS))) for r in rows]
 
 
 def build_physical(url: str) -> None:

@@ -15,7 +15,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Protocol
 
 from ledger.core import contract
@@ -69,8 +69,10 @@ def _pair(mapping: dict[str, str],
           ) -> tuple[Callable[[dict[str, Any]], tuple[Any, ...]], Callable[[AuditedRow], Any]]:
     """Getters of ``mapping``'s envelope fields and of its columns, as equal-length tuples."""
     names, columns = list(mapping), list(mapping.values())
-    return (lambda d: tuple(d[n] for n in names)), attrgetter(*columns) if len(columns) > 1 \
-        else (lambda r: (getattr(r, columns[0]),))
+    if len(names) == 1:
+        return (lambda d: (d[names[0]],)), (lambda r: (getattr(r, columns[0]),))
+    # C getters: a missing envelope key raises KeyError, as d[name] does
+    return itemgetter(*names), attrgetter(*columns)
 
 
 class AuditedRow(Protocol):
@@ -263,14 +265,13 @@ class ChainAuditor:
                              [v, env.get("ledger"), env.get("kind")]))
             return
         digests = env.get("payloads") or {}
-        columns = column_map(row.kind, v)
         env_get, row_get = _GETTERS[(row.kind, v)]
         try:
             same = env_get(env) == row_get(row)
         except (KeyError, TypeError):
             same = False
         if not same:
-            for name, column in columns.items():
+            for name, column in column_map(row.kind, v).items():
                 if env.get(name) != getattr(row, column):
                     f.append(Finding("column_mismatch", row.seq, PAYLOAD_MODIFIED,
                                      f"column {column} differs from the hashed envelope",
@@ -421,8 +422,10 @@ class ChainAuditor:
 def _contract_findings(seq: int, view: dict[str, Any], rules: tuple[contract.Rule, ...],
                        f: list[Finding]) -> None:
     """The result-contract rules (ledger.core.contract) as findings on row ``seq``."""
-    f.extend(Finding(v.code or v.rejection, seq, CONTRACT_VIOLATION, v.finding_message,
-                     v.expected, v.actual) for v in contract.violations(view, rules))
+    found = contract.violations(view, rules)
+    if found:
+        f.extend(Finding(v.code or v.rejection, seq, CONTRACT_VIOLATION, v.finding_message,
+                         v.expected, v.actual) for v in found)
 
 
 def imported_provenance(env: dict[str, Any], texts: dict[str, bytes]) -> dict[str, Any] | None:

@@ -173,12 +173,54 @@ ENVELOPE_RULES: tuple[Rule, ...] = (INVALID_STATUS, PROOF_ON_NON_VERIFIED,
 DOCUMENT_RULES: tuple[Rule, ...] = (AUTHORITATIVE_INCONSISTENT, EMPTY_AGENT_MESSAGE,
                                     NON_ADVISORY_CHECK)
 ATTESTATION_RULES: tuple[Rule, ...] = (ATTESTATION_ON_NON_VERIFIED,)
+# What submission validation checks of the result before its attestation (RULES in order,
+# without the attestation rule, which is checked once the attestation's type is known).
+SUBMISSION_RULES: tuple[Rule, ...] = tuple(r for r in RULES if r not in ATTESTATION_RULES)
 
 
 def violations(view: Mapping[str, Any], rules: tuple[Rule, ...] = RULES) -> list[Violation]:
     """Every violation of ``rules`` by the result ``view``, in rule order."""
+    if (rules is ENVELOPE_RULES and _envelope_clean(view)) \
+            or (rules is DOCUMENT_RULES and _document_clean(view)) \
+            or (rules is SUBMISSION_RULES and _envelope_clean(view) and _document_clean(view)
+                and _proof_ref_clean(view)) \
+            or (rules is ATTESTATION_RULES and (view.get("attestation") is None
+                                                or view.get("status") == VERIFIED)):
+        return []
     return [Violation(rule, where, expected, actual, params)
             for rule in rules for where, expected, actual, params in rule.find(view)]
+
+
+# -- the clean case, decided at once (the audit's and the append's hot path) -------------
+# For the rule sets applied to every row and every submission, one test that is true
+# exactly when the rules find nothing; tests/core/test_contract_fast.py pins each to its rules
+# (property-tested on arbitrary documents).  When it is false, the rules themselves run.
+def _envelope_clean(view: Mapping[str, Any]) -> bool:
+    status, ref = view.get("status"), view.get("proof_ref")
+    return (type(status) is str and status in STATUSES
+            and (ref is not None) == (status == VERIFIED))
+
+
+def _proof_ref_clean(view: Mapping[str, Any]) -> bool:
+    ref = view.get("proof_ref")
+    return ref is None or (isinstance(ref, str) and PROOF_REF_RE.fullmatch(ref) is not None)
+
+
+def _document_clean(doc: Mapping[str, Any]) -> bool:
+    if doc.get("is_authoritative") is not (doc.get("proof_ref") is not None):
+        return False
+    msg = doc.get("agent_message")
+    if not isinstance(msg, str) or not msg.strip():
+        return False
+    dev = doc.get("developer_fields")
+    checks = dev.get("advisory_checks") if isinstance(dev, dict) else None
+    if isinstance(checks, list):
+        for c in checks:
+            if isinstance(c, dict) and "advisory_only" in c \
+                    and not advisory_flag_ok(c["advisory_only"]):
+                return False
+    return True
+
 
 
 def finding_codes(view: Mapping[str, Any]) -> list[str]:

@@ -221,14 +221,13 @@ def _validate_result(res: dict[str, Any]) -> None:
     """The result contract (:mod:`ledger.core.contract`); the first rule violated is the
     rejection.  ``is_authoritative`` may be left out: it is then stored as derived."""
     view = {"is_authoritative": res.get("proof_ref") is not None, **res}
-    _reject_first(contract.violations(view, _RESULT_RULES))
+    _reject_first(contract.violations(view, contract.SUBMISSION_RULES))
     att = res.get("attestation")
     if att is not None and (not isinstance(att, str) or not att):
         raise _fail("invalid_type", "result.attestation", "must be a non-empty string")
     _reject_first(contract.violations(view, contract.ATTESTATION_RULES))
 
 
-_RESULT_RULES = tuple(r for r in contract.RULES if r not in contract.ATTESTATION_RULES)
 
 
 def _reject_first(found: list[contract.Violation], prefix: str = "result.") -> None:

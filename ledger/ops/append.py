@@ -62,7 +62,7 @@ from ledger.ops.quarantine import (  # noqa: F401 - re-exported
     storable_text,
 )
 from ledger.ops.trust_store import last_key_event_seq
-from ledger.store import db, postgres
+from ledger.store import codec, db, postgres
 from ledger.store.append import AppendTxn, append_transaction
 from ledger.store.entries import Head
 
@@ -107,6 +107,9 @@ class Prepared:
     salts: dict[str, bytes] = field(default_factory=dict)  # v2 result payloads only
     v: int = 0  # envelope version (0: the version of the kind, ledger.core.entry.version_of)
     sealed: dict[str, bytes | None] = field(default_factory=dict)  # payloads as committed
+    # name -> (codec, stored bytes) of each present payload: encoded when sealed, before any
+    # lock (in a validation worker when the pool runs); ledger.store.codec
+    stored: dict[str, tuple[int, bytes]] = field(default_factory=dict)
 
     @property
     def version(self) -> int:
@@ -144,6 +147,13 @@ class Prepared:
             self.envelope = build_envelope(ledger_id, self.kind, fields, self.digests, v)
         except CanonicalizationError as exc:
             raise SubmissionError(str(exc), code="invalid_value", field=None) from None
+        # how each payload is stored depends on its bytes, slot and being salted only, so a
+        # seal again (new salts, a rechecked field) keeps what was already encoded
+        slots, salted = payload_map(self.kind, v), bool(self.salts)
+        stored = self.stored
+        for n, data in payloads.items():
+            if data is not None and n not in stored:
+                stored[n] = codec.encode(slots[n], b"" if salted else None, data)
         return self
 
     def payload_rows(self) -> list[tuple[int, bytes | None, bytes]]:
@@ -152,6 +162,19 @@ class Prepared:
         payloads = self.sealed or self.payloads
         return [(slots[n], self.salts.get(n), data) for n, data in payloads.items()
                 if data is not None]
+
+    def stored_rows(self) -> list[tuple[int, bytes | None, int, bytes]]:
+        """``(slot, salt, codec, stored bytes)`` of every present payload, as the payload
+        table keeps them (after :meth:`seal`)."""
+        slots = payload_map(self.kind, self.version)
+        payloads = self.sealed or self.payloads
+        stored, salts = self.stored, self.salts
+        out = []
+        for n, data in payloads.items():
+            if data is not None:
+                how, kept = stored.get(n) or codec.encode(slots[n], salts.get(n), data)
+                out.append((slots[n], salts.get(n), how, kept))
+        return out
 
 
 @dataclass(frozen=True)
@@ -380,16 +403,17 @@ def _validate_slice(texts: list[bytes], producer: str | None, ledger_id: str, st
             continue
         # what linking needs, as plain values (pickling the parsed Submission would cost
         # about as much as validating it; the shared bytes objects are pickled once)
-        out.append((i, (p.fields, p.payloads, p.digests, p.salts, p.sealed, p.envelope)))
+        out.append((i, (p.fields, p.payloads, p.digests, p.salts, p.sealed, p.envelope,
+                        p.stored)))
     return out
 
 
 def _unpack(state: tuple[Any, ...]) -> Prepared:
     """A worker's sealed unattested result as a Prepared (``sub`` is None: it is only
     needed to judge an attestation again under the lock)."""
-    fields, payloads, digests, salts, sealed, envelope = state
+    fields, payloads, digests, salts, sealed, envelope, stored = state
     return Prepared("result", fields, payloads, fields["idempotency_key"], digests=digests,
-                    envelope=envelope, salts=salts, sealed=sealed)
+                    envelope=envelope, salts=salts, sealed=sealed, stored=stored)
 
 
 def validate_batch(items: Sequence[Any], producer: str | None, ledger_id: str,
@@ -461,7 +485,7 @@ def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | N
     row = _columns(p)
     body = body_hash(p.envelope)
     row.update(kind=p.kind, envelope=p.envelope, body_hash=body)
-    blobs = p.payload_rows()
+    blobs = p.stored_rows()
     try:
         got = postgres.append_one(engine, row, blobs, clock.now_us(),  # type: ignore[arg-type]
                                   ENTRY_TAG, lambda prev, seq, t: entry_hash(prev, seq, t, body))
@@ -512,7 +536,7 @@ class BatchWriter:
                     {names[s]: salt for s, salt in e.salts.items() if s in names})
         results: list[AppendResult] = []
         rows: list[dict[str, Any]] = []
-        blobs: list[tuple[int, bytes | None, bytes]] = []
+        blobs: list[tuple[int, bytes | None, int, bytes]] = []
         for p in prepared:
             res = self._one(p, rows, blobs)
             results.append(res)
@@ -540,7 +564,7 @@ class BatchWriter:
         return self.txn.erase_payloads(pairs, redaction_seq)
 
     def _one(self, p: Prepared, rows: list[dict[str, Any]],
-             blobs: list[tuple[int, bytes | None, bytes]]) -> AppendResult:
+             blobs: list[tuple[int, bytes | None, int, bytes]]) -> AppendResult:
         key = None if p.idempotency_key is None else (p.fields.get("producer"),
                                                       p.idempotency_key)
         if key is not None and key in self.known:
@@ -566,7 +590,8 @@ class BatchWriter:
         row.update(seq=self.size, kind=p.kind, recorded_at=self.now, envelope=p.envelope,
                    body_hash=e.body_hash, prev_hash=self.prev, entry_hash=e.entry_hash)
         rows.append(row)
-        blobs.extend((self.size * 8 + slot, salt, data) for slot, salt, data in p.payload_rows())
+        base = self.size * 8
+        blobs.extend((base + slot, salt, how, kept) for slot, salt, how, kept in p.stored_rows())
         res = AppendResult(True, self.size, hash_hex(e.entry_hash), format_us(self.now),
                            index=p.index)
         if key is not None:

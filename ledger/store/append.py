@@ -13,7 +13,6 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from ledger.store import codec
 from ledger.store.db import driver_cursor, is_pg, placeholder
 from ledger.store.entries import ENTRY_COLUMNS, Head
 
@@ -76,14 +75,11 @@ class AppendTxn:
     def set_head(self, new: Head) -> None:
         self.cur.execute(self.sql.set_head, (new.size, new.head_hash, new.last_recorded_at))
 
-    def insert_payloads(self, rows: Sequence[tuple[int, bytes | None, bytes]]) -> None:
-        """Payload rows ``(pid, salt, data)``, ``pid = seq * 8 + slot``; each stored under
-        the codec :func:`ledger.store.codec.encode` picks."""
+    def insert_payloads(self, rows: Sequence[tuple[int, bytes | None, int, bytes]]) -> None:
+        """Payload rows ``(pid, salt, codec, stored bytes)``, ``pid = seq * 8 + slot``, the
+        bytes already in the form ``codec`` names (:func:`ledger.store.codec.encode`)."""
         if rows:
-            encode = codec.encode
-            self.cur.executemany(self.sql.insert_payload,
-                                 [(pid, salt, *encode(pid, salt, data))
-                                  for pid, salt, data in rows])
+            self.cur.executemany(self.sql.insert_payload, list(rows))
 
     def erase_payloads(self, targets: Iterable[tuple[int, int]], redaction_seq: int,
                        ) -> list[tuple[int, int]]:

@@ -11,32 +11,43 @@ anything hashes them, and no hash, signature or export ever sees the stored form
 
 A dictionary is part of the storage format for as long as a row uses it: it is never
 changed, only a new codec number with a new file could be added.  Only v2 result payloads
-(a salted commitment) other than the subject are compressed, and only when that makes them
-shorter; the subject payload (slot 5) stays raw because ``ix_payloads_subject`` finds
-entries by its bytes, and the documents of the other kinds stay raw because they are read
-by joins that want them as stored.  A row whose stream does not decode comes back as the
-stored bytes, which then fail their commitment: the audit reports the payload as changed.
+(a salted commitment) of at least :data:`MIN_SIZE` bytes other than the subject are
+compressed, and only when that makes them shorter; the subject payload (slot 5) stays raw
+because ``ix_payloads_subject`` finds entries by its bytes, and the documents of the other
+kinds stay raw because they are read by joins that want them as stored.  A row whose stream
+does not decode comes back as the stored bytes, which then fail their commitment: the audit
+reports the payload as changed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import zlib
 from importlib.resources import files
 from typing import Any
 
+from ledger.errors import UsageError
+
 RAW = 0
 DEFLATE_D1 = 1
 SUBJECT_SLOT = 5  # ledger.core.entry.SLOTS["subject"] (the store does not import core)
+# Below this a payload stays as it is: compressing a 50-byte query or meta document saves
+# some 40 bytes and costs a reader as much time as a 700-byte result (docs/performance.md).
+MIN_SIZE = 128
 DICT1_SHA256 = "bc8dbdd9e15d8210b7c2a97a7f61f0da14abd4bba7bc11b274fbe2a384c5d88d"
 
-_LEVEL = 6
+_LEVEL = 3
 _WBITS = -15  # raw DEFLATE: the decoder takes any window up to 32 KiB
 # The encoder's window is 8 KiB (the dictionary and a payload fit in it) and its hash
 # tables small: a compressor primed with the dictionary is then cheap to copy (~8 us a
 # payload here, against ~12 us for a new one), and it compresses these payloads as well.
 _ENC_WBITS = -13
 _ENC_MEM_LEVEL = 5
+# Fixed Huffman codes (RFC 1951 §3.2.6): a decoder then builds no code tables per stream,
+# which halves the time to decode a payload of a few hundred bytes (~1.5 us against ~3)
+# for some 20 % more stored bytes than dynamic codes (docs/performance.md).
+_ENC_STRATEGY = zlib.Z_FIXED
 _DICT1 = b""
 _BASE: list[Any] = []  # [the compressor primed with dictionary 1], made on first use
 
@@ -60,7 +71,7 @@ def deflate(data: bytes) -> bytes:
     """``data`` as a codec-1 stream."""
     if not _BASE:
         _BASE.append(zlib.compressobj(_LEVEL, zlib.DEFLATED, _ENC_WBITS, _ENC_MEM_LEVEL,
-                                      zlib.Z_DEFAULT_STRATEGY, dictionary()))
+                                      _ENC_STRATEGY, dictionary()))
     c = _BASE[0].copy()
     return c.compress(data) + c.flush()
 
@@ -78,9 +89,26 @@ def inflate(stored: bytes) -> bytes:
     return out
 
 
+def write_codec() -> int:
+    """The codec new rows are written with: ``LEDGER_PAYLOAD_CODEC`` = ``deflate`` (the
+    default, codec 1) or ``none`` (codec 0: no compression, for an operator who would
+    rather pay the disk than the CPU; docs/storage.md#payload-codecs).  Read once."""
+    if not _WRITE:
+        value = os.environ.get("LEDGER_PAYLOAD_CODEC", "deflate").strip().lower() or "deflate"
+        if value not in ("deflate", "none"):
+            raise UsageError("LEDGER_PAYLOAD_CODEC must be 'deflate' or 'none'",
+                             field="LEDGER_PAYLOAD_CODEC")
+        _WRITE.append(DEFLATE_D1 if value == "deflate" else RAW)
+    return _WRITE[0]
+
+
+_WRITE: list[int] = []
+
+
 def encode(pid: int, salt: bytes | None, data: bytes) -> tuple[int, bytes]:
     """(codec, stored bytes) of the payload row ``pid`` (``seq * 8 + slot``)."""
-    if salt is None or pid & 7 == SUBJECT_SLOT or len(data) < 16:
+    if salt is None or pid & 7 == SUBJECT_SLOT or len(data) < MIN_SIZE \
+            or (_WRITE[0] if _WRITE else write_codec()) == RAW:
         return RAW, data
     packed = deflate(data)
     return (DEFLATE_D1, packed) if len(packed) < len(data) else (RAW, data)
@@ -92,3 +120,19 @@ def decode(codec: int | None, stored: bytes) -> bytes:
     if codec == DEFLATE_D1:
         return inflate(stored)
     return stored
+
+
+def decode_page(codec: int, stored: bytes) -> bytes:
+    """:func:`decode` for the audit's page reader, inlined (tests/store/test_codec.py pins
+    it to :func:`decode`)."""
+    if codec == DEFLATE_D1:
+        d = _decompressobj(_WBITS, zdict=_DICT1 or dictionary())
+        try:
+            out = d.decompress(stored)
+        except zlib.error:
+            return stored
+        return out if d.eof and not d.unused_data else stored
+    return stored
+
+
+_decompressobj = zlib.decompressobj

@@ -26,7 +26,6 @@ from typing import Any
 from sqlalchemy import Engine
 
 from ledger.errors import LedgerError
-from ledger.store import codec
 from ledger.store.db import driver_cursor
 from ledger.store.entries import ENTRY_COLUMNS
 
@@ -67,13 +66,14 @@ class Linked:
 
 
 def append_one(engine: Engine, row: dict[str, Any],
-               items: list[tuple[int, bytes | None, bytes]], now_us: int,
+               items: list[tuple[int, bytes | None, int, bytes]], now_us: int,
                entry_tag: bytes, link: LinkFn, guard: tuple[int, int] | None = None,
                ) -> Linked | None:
     """Append one entry in one statement and commit it if ``link`` agrees.
 
     ``row`` holds every entries column but seq/recorded_at/prev_hash/entry_hash;
-    ``items`` the payloads ``(slot, salt, data)`` (their pid is ``seq * 8 + slot``).
+    ``items`` the payloads ``(slot, salt, codec, stored bytes)`` (their pid is
+    ``seq * 8 + slot``).
     ``guard`` = (recorded_at must stay
     below this µs, no key_event after this seq): when it does not hold nothing is
     written and None is returned.  Raises LedgerError ``link_mismatch`` (rolled back),
@@ -99,7 +99,8 @@ def append_one(engine: Engine, row: dict[str, Any],
     return linked
 
 
-def _statement(row: dict[str, Any], items: list[tuple[int, bytes | None, bytes]], now_us: int,
+def _statement(row: dict[str, Any], items: list[tuple[int, bytes | None, int, bytes]],
+               now_us: int,
                entry_tag: bytes,
                guard: tuple[int, int] | None) -> tuple[str, tuple[Any, ...]]:
     before, key_seq = guard if guard is not None else (MAX_BIGINT, MAX_BIGINT)
@@ -108,8 +109,8 @@ def _statement(row: dict[str, Any], items: list[tuple[int, bytes | None, bytes]]
     if items:
         payload_sql = _PAYLOADS.format(
             rows=", ".join(["(%s::bigint, %s::bytea, %s::smallint, %s::bytea)"] * len(items)))
-        for slot, salt, data in items:  # the codec depends on the slot only, not the seq
-            params += [slot, salt, *codec.encode(slot, salt, data)]
+        for slot, salt, how, kept in items:
+            params += [slot, salt, how, kept]
     sql = _APPEND_ONE.format(payloads=payload_sql, cols=", ".join(LINKED_COLUMNS),
                              values=", ".join(["%s"] * len(LINKED_COLUMNS)))
     params += [entry_tag, row["body_hash"]]

@@ -18,6 +18,7 @@ from ledger import Ledger
 from ledger.clock import FixedClock
 from ledger.ops import append as A
 from ledger.ops.samples import realistic, rejected_examples
+from ledger.store import codec
 from tests import tamper as T
 
 
@@ -51,6 +52,10 @@ def _same(plain: A.Prepared, pooled: A.Prepared, ledger_id: str) -> None:
     assert resealed.envelope == pooled.envelope
     assert resealed.digests == pooled.digests
     assert resealed.payload_rows() == pooled.payload_rows()
+    # the stored form was made in the worker: the same as made here, and it decodes back
+    assert resealed.stored_rows() == pooled.stored_rows()
+    assert [codec.decode(how, kept) for _s, _salt, how, kept in pooled.stored_rows()] == \
+        [data for _s, _salt, data in pooled.payload_rows()]
 
 
 @pytest.mark.parametrize("workers", [1, 2])

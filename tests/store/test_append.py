@@ -31,7 +31,7 @@ def test_insert_and_move_the_head_then_read_back(ledger):
     with append_transaction(ledger.engine) as txn:
         h = txn.lock_head()
         assert h.size == 0
-        txn.insert_payloads([(0, None, b"doc0"), (8, None, b"d1")])  # pid = seq * 8 + slot
+        txn.insert_payloads([(0, None, 0, b"doc0"), (8, None, 0, b"d1")])  # pid = seq * 8 + slot
         txn.insert_entries([_row(0, h.head_hash, "k0"), _row(1, b"\x00" * 32)])
         txn.set_head(Head(2, b"\x01" * 32, 1001))
     with db.connect(ledger.engine) as conn:
@@ -66,7 +66,7 @@ def test_a_schema_without_a_ledger_has_no_head(db_url):
 def test_an_error_inside_rolls_back_everything(ledger):
     with pytest.raises(RuntimeError), append_transaction(ledger.engine) as txn:
         h = txn.lock_head()
-        txn.insert_payloads([(0, None, b"x")])
+        txn.insert_payloads([(0, None, 0, b"x")])
         txn.insert_entries([_row(0, h.head_hash)])
         txn.set_head(Head(1, b"\x00" * 32, 1000))
         raise RuntimeError("caller failed")
@@ -80,10 +80,10 @@ def test_payload_rows_are_keyed_by_entry_and_never_replaced(ledger):
     """(Revision 0005: payloads are laid out by entry, pid = seq * 8 + slot.)"""
     with append_transaction(ledger.engine) as txn:
         txn.lock_head()
-        txn.insert_payloads([(3, b"s" * 32, b"first")])
+        txn.insert_payloads([(3, b"s" * 32, 0, b"first")])
     with pytest.raises(StoreDataError), append_transaction(ledger.engine) as txn:
         txn.lock_head()
-        txn.insert_payloads([(3, None, b"second")])
+        txn.insert_payloads([(3, None, 0, b"second")])
     with db.connect(ledger.engine) as conn:
         assert repo.get_payloads(conn, 0) == {3: repo.Payload(b"s" * 32, b"first")}
 

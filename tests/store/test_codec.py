@@ -87,8 +87,8 @@ def test_every_payload_comes_back_exactly_and_is_never_stored_longer(data, seq_s
     how, stored = codec.encode(pid, salt, data)
     assert codec.decode(how, stored) == data
     assert len(stored) <= len(data)
-    if salt is None or pid % 8 == codec.SUBJECT_SLOT:
-        assert (how, stored) == (codec.RAW, data)  # documents and subjects: as they are
+    if salt is None or pid % 8 == codec.SUBJECT_SLOT or len(data) < codec.MIN_SIZE:
+        assert (how, stored) == (codec.RAW, data)  # documents, subjects, short: as they are
 
 
 @given(st.binary(max_size=400))
@@ -111,8 +111,10 @@ def test_result_payloads_are_stored_compressed_and_read_back_exactly(ledger, db_
     for pid, (how, _salt, _data) in stored.items():
         by_slot.setdefault(pid % 8, set()).add(how)
     assert by_slot[5] == {codec.RAW}  # the subject: found by its bytes
-    for slot in (0, 1, 3, 4):  # result, preimage, query, meta
+    for slot in (0, 1):  # result, preimage
         assert by_slot[slot] == {codec.DEFLATE_D1}, slot
+    for slot in (3, 4):  # query and meta: under MIN_SIZE in this mix
+        assert by_slot[slot] == {codec.RAW}, slot
     raw_total = 0
     with connect(ledger.engine) as conn:
         for seq in range(41):
@@ -201,3 +203,36 @@ def test_migration_0009_moves_a_ledger_both_ways_without_changing_a_hash(db_url,
             assert verdicts(L.audit(AuditOptions())) == (30, 30, [])
     finally:
         engine.dispose()
+
+
+@given(st.binary(max_size=600), st.integers(0, 9))
+def test_the_page_readers_decode_is_decode(data, how):
+    for stored in (data, codec.deflate(data), codec.deflate(data)[:-1]):
+        assert codec.decode_page(how, stored) == codec.decode(how, stored)
+
+
+def test_ledger_payload_codec_none_writes_plain_rows_and_both_kinds_read(ledger, db_url,
+                                                                         monkeypatch):
+    ledger.append_many(mix(2))  # codec 1
+    monkeypatch.setattr(codec, "_WRITE", [codec.RAW])  # LEDGER_PAYLOAD_CODEC=none
+    ledger.append_many(mix(2))
+    got = {pid // 8: how for pid, (how, _s, _d) in rows(db_url).items() if pid % 8 == 0}
+    assert got == {0: 1, 1: 1, 2: 0, 3: 0}
+    assert verdicts(ledger.audit(AuditOptions())) == (4, 4, [])
+
+
+@pytest.mark.parametrize(("value", "want"), [("", 1), ("deflate", 1), (" NONE ", 0)])
+def test_the_codec_setting_is_read_from_the_environment(monkeypatch, value, want):
+    monkeypatch.setattr(codec, "_WRITE", [])
+    monkeypatch.setenv("LEDGER_PAYLOAD_CODEC", value)
+    assert codec.write_codec() == want
+
+
+def test_a_bad_codec_setting_names_the_variable(monkeypatch):
+    from ledger.errors import UsageError
+
+    monkeypatch.setattr(codec, "_WRITE", [])
+    monkeypatch.setenv("LEDGER_PAYLOAD_CODEC", "zstd")
+    with pytest.raises(UsageError) as err:
+        codec.write_codec()
+    assert err.value.field == "LEDGER_PAYLOAD_CODEC" and "deflate" in str(err.value)

@@ -16,19 +16,20 @@ from ledger.store import entries as repo
 VECTORS = json.loads((Path(__file__).parent.parent / "vectors" / "entries.json").read_text())
 
 
-def _row(v: dict) -> tuple[dict, list[tuple[int, None, bytes]]]:
+def _row(v: dict) -> tuple[dict, list[tuple[int, None, int, bytes]]]:
     envelope = bytes.fromhex(v["envelope_hex"])
     doc = json.loads(envelope)
     kind = v["kind"]
     row = {column: doc.get(name) for name, column in COLUMN_MAP[kind].items()}
     row.update(kind=kind, envelope=envelope, body_hash=body_hash(envelope))
     slots = PAYLOAD_MAP[kind]  # (revision 0005: payloads by (seq, slot); v1: no salt)
-    blobs = [(slots[n], None, bytes.fromhex(p["hex"])) for n, p in v["payloads"].items() if p]
+    blobs = [(slots[n], None, 0, bytes.fromhex(p["hex"])) for n, p in v["payloads"].items()
+             if p]  # codec 0: stored as they are
     return row, blobs
 
 
-def _stored(conn, seq: int) -> list[tuple[int, None, bytes]]:
-    return sorted((slot, p.salt, p.data) for slot, p in repo.get_payloads(conn, seq).items())
+def _stored(conn, seq: int) -> list[tuple[int, None, int, bytes]]:
+    return sorted((slot, p.salt, 0, p.data) for slot, p in repo.get_payloads(conn, seq).items())
 
 
 def _init(url: str, ledger_id: str, created_at: int):

@@ -34,14 +34,15 @@ def _marked(marker: str) -> dict:
 
 def _needles(engine, marker: str, seqs: list[int]) -> list[bytes]:
     """What to search the files for: the text, and the stored form of each erased payload
-    row (query and meta are stored DEFLATE-compressed, docs/storage.md#payload-codecs,
-    so the text itself is not in their rows)."""
+    row (result, evidence, query, meta): the result and the evidence are stored
+    DEFLATE-compressed (docs/storage.md#payload-codecs), so not as their text."""
     with engine.connect() as c:
-        stored = [bytes(r[0]) for r in c.execute(text(
-            "SELECT data FROM payloads WHERE pid IN ({})".format(
-                ", ".join(str(s * 8 + k) for s in seqs for k in (3, 4)))))]
-    assert len(stored) == 2 * len(seqs) and all(len(b) >= 12 for b in stored)
-    return [marker.encode(), *stored]
+        stored = c.execute(text(
+            "SELECT codec, data FROM payloads WHERE pid IN ({})".format(
+                ", ".join(str(s * 8 + k) for s in seqs for k in (0, 1, 3, 4))))).all()
+    assert len(stored) == 4 * len(seqs) and all(len(b) >= 12 for _c, b in stored)
+    assert {c for c, _b in stored} == {0, 1}  # both forms are searched for
+    return [marker.encode(), *(bytes(b) for _c, b in stored)]
 
 
 def _files(path: Path) -> dict[str, bytes]:
