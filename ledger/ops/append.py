@@ -147,8 +147,9 @@ class Prepared:
             self.envelope = build_envelope(ledger_id, self.kind, fields, self.digests, v)
         except CanonicalizationError as exc:
             raise SubmissionError(str(exc), code="invalid_value", field=None) from None
-        # how each payload is stored depends on its bytes, slot and being salted only, so a
-        # seal again (new salts, a rechecked field) keeps what was already encoded
+        # how each payload is stored depends on its bytes, slot and being salted only, and a
+        # Prepared's payload bytes never change: a seal again (the stored salts of a replay,
+        # a rechecked attestation hint) keeps what was already encoded
         slots, salted = payload_map(self.kind, v), bool(self.salts)
         stored = self.stored
         for n, data in payloads.items():
