@@ -46,8 +46,12 @@ _ENC_WBITS = -13
 _ENC_MEM_LEVEL = 5
 # Fixed Huffman codes (RFC 1951 §3.2.6): a decoder then builds no code tables per stream,
 # which halves the time to decode a payload of a few hundred bytes (~1.5 us against ~3)
-# for some 20 % more stored bytes than dynamic codes (docs/performance.md).
+# for some 25 % more stored bytes than dynamic codes (docs/performance.md).
 _ENC_STRATEGY = zlib.Z_FIXED
+# A stream may decode to at most this many bytes (no accepted payload comes near it: a
+# submission is at most 1 MiB of text).  One that would decode to more -- a stream written
+# behind the ledger's back to exhaust a reader's memory -- is "does not decode".
+MAX_DECODED = 64 << 20
 _DICT1 = b""
 _BASE: list[Any] = []  # [the compressor primed with dictionary 1], made on first use
 
@@ -78,13 +82,14 @@ def deflate(data: bytes) -> bytes:
 
 def inflate(stored: bytes) -> bytes:
     """The bytes of a codec-1 stream; the stored bytes themselves when it does not decode
-    as one complete stream (so that the commitment check reports the change)."""
+    as one complete stream of at most :data:`MAX_DECODED` bytes (so that the commitment
+    check reports the change)."""
     d = zlib.decompressobj(_WBITS, zdict=_DICT1 or dictionary())
     try:
-        out = d.decompress(stored)
+        out = d.decompress(stored, MAX_DECODED)
     except zlib.error:
         return stored
-    if not d.eof or d.unused_data:
+    if not d.eof or d.unused_data or d.unconsumed_tail:
         return stored
     return out
 
@@ -128,10 +133,10 @@ def decode_page(codec: int, stored: bytes) -> bytes:
     if codec == DEFLATE_D1:
         d = _decompressobj(_WBITS, zdict=_DICT1 or dictionary())
         try:
-            out = d.decompress(stored)
+            out = d.decompress(stored, MAX_DECODED)
         except zlib.error:
             return stored
-        return out if d.eof and not d.unused_data else stored
+        return out if d.eof and not d.unused_data and not d.unconsumed_tail else stored
     return stored
 
 

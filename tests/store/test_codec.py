@@ -236,3 +236,16 @@ def test_a_bad_codec_setting_names_the_variable(monkeypatch):
     with pytest.raises(UsageError) as err:
         codec.write_codec()
     assert err.value.field == "LEDGER_PAYLOAD_CODEC" and "deflate" in str(err.value)
+
+
+def test_a_stream_that_would_decode_past_the_bound_does_not_decode(monkeypatch):
+    """A stream written behind the ledger's back to exhaust a reader's memory (a small row
+    that inflates to gigabytes) is read as its stored bytes, as any undecodable stream."""
+    bomb = codec.deflate(b"\x00" * 200_000)
+    assert len(bomb) < 2_000  # 100 times smaller than what it decodes to
+    monkeypatch.setattr(codec, "MAX_DECODED", 100_000)
+    for read in (codec.decode, codec.decode_page):
+        assert read(codec.DEFLATE_D1, bomb) == bomb
+    monkeypatch.setattr(codec, "MAX_DECODED", 200_000)  # exactly the bound: it decodes
+    for read in (codec.decode, codec.decode_page):
+        assert read(codec.DEFLATE_D1, bomb) == b"\x00" * 200_000
