@@ -9,7 +9,7 @@ from ledger.core.entry import FORMAT_VERSION, genesis_hash
 from ledger.core.note import check_origin
 from ledger.errors import NotInitialized
 from ledger.ops.context import LedgerContext
-from ledger.store import db
+from ledger.store import codec, db
 from ledger.store import entries as repo
 
 NOT_INITIALIZED = "the ledger is not initialized here; run `ledger init`"
@@ -22,6 +22,7 @@ def init_ledger(url: str | None = None, *, origin: str | None = None,
     Raises UsageError (``bad_origin``) for an origin no signing key can be named after."""
     if origin is not None:
         check_origin(origin)
+    codec.write_codec()  # a bad LEDGER_PAYLOAD_CODEC fails here, not at the first append
     clock = clock or SystemClock()
     engine = db.make_engine(url or db.default_url(), create=True)
     try:
@@ -40,7 +41,9 @@ def init_ledger(url: str | None = None, *, origin: str | None = None,
 
 
 def open_ledger(url: str | None = None, *, clock: Clock | None = None) -> LedgerContext:
-    """Open an initialized ledger.  Raises NotInitialized or StoreUnavailable."""
+    """Open an initialized ledger.  Raises NotInitialized or StoreUnavailable, and
+    UsageError for a bad ``LEDGER_PAYLOAD_CODEC`` (before anything is appended)."""
+    codec.write_codec()
     engine = db.make_engine(url or db.default_url())
     try:
         with db.connect(engine) as conn:

@@ -249,3 +249,13 @@ def test_a_stream_that_would_decode_past_the_bound_does_not_decode(monkeypatch):
     monkeypatch.setattr(codec, "MAX_DECODED", 200_000)  # exactly the bound: it decodes
     for read in (codec.decode, codec.decode_page):
         assert read(codec.DEFLATE_D1, bomb) == b"\x00" * 200_000
+
+
+def test_a_bad_codec_setting_stops_the_cli_before_anything_is_written(tmp_path):
+    db_url = f"sqlite:///{tmp_path / 'l.db'}"
+    env = {**__import__("os").environ, "LEDGER_PAYLOAD_CODEC": "lz4"}
+    out = subprocess.run([sys.executable, "-m", "ledger", "--db", db_url, "init"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "LEDGER_PAYLOAD_CODEC" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "l.db").exists()
