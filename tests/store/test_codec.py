@@ -259,3 +259,39 @@ def test_a_bad_codec_setting_stops_the_cli_before_anything_is_written(tmp_path):
     assert out.returncode == 2, out.stderr
     assert "LEDGER_PAYLOAD_CODEC" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "l.db").exists()
+
+
+def test_migration_0009_keeps_redactions_as_they_were(db_url):
+    """Erased rows stay erased through the rewrite both ways: the audit abstains on the same
+    payloads, citing the same redaction, before and after."""
+    from ledger.ops.redaction import Ask
+
+    with Ledger.init(db_url, origin="test.example/codec") as L:
+        subs = mix(6)
+        assert all(r.ok for r in L.append_many(subs))
+        L.redact(Ask("erasure test"), seqs=[2, 4], payloads=["evidence", "query"])
+
+        def seen() -> tuple:
+            rep = L.audit(AuditOptions())
+            return (rep["summary"], sorted((a["seq"], a["check"], a["reason"],
+                                            a.get("redaction_seq"))
+                                           for a in rep["abstentions"]), rep["findings"])
+        before = seen()
+    assert before[2] == [] and len(before[1]) >= 4
+    erased = "SELECT pid FROM payloads WHERE pid IN (17, 19, 33, 35)"  # seqs 2, 4: 1 and 3
+    engine = make_engine(db_url)
+    try:
+        with write_connection(engine) as conn:
+            command.downgrade(alembic_config(conn), "0008")
+            conn.commit()
+        with T.connect(db_url) as conn:  # at 0008: the erased rows did not come back
+            assert conn.execute(text(erased)).all() == []
+        with Ledger.init(db_url) as L:  # up to the head again
+            rep = L.audit(AuditOptions())
+            assert (rep["summary"], sorted(
+                (a["seq"], a["check"], a["reason"], a.get("redaction_seq"))
+                for a in rep["abstentions"]), rep["findings"]) == before
+    finally:
+        engine.dispose()
+    with T.connect(db_url) as conn:
+        assert conn.execute(text(erased)).all() == []
