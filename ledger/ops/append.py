@@ -150,11 +150,10 @@ class Prepared:
         # how each payload is stored depends on its bytes, slot and being salted only, and a
         # Prepared's payload bytes never change: a seal again (the stored salts of a replay,
         # a rechecked attestation hint) keeps what was already encoded
-        slots, salted = payload_map(self.kind, v), bool(self.salts)
-        stored = self.stored
+        slots, stored = payload_map(self.kind, v), self.stored
         for n, data in payloads.items():
             if data is not None and n not in stored:
-                stored[n] = codec.encode(slots[n], b"" if salted else None, data)
+                stored[n] = codec.encode(slots[n], self.salts.get(n), data)
         return self
 
     def payload_rows(self) -> list[tuple[int, bytes | None, bytes]]:

@@ -80,20 +80,6 @@ def deflate(data: bytes) -> bytes:
     return c.compress(data) + c.flush()
 
 
-def inflate(stored: bytes) -> bytes:
-    """The bytes of a codec-1 stream; the stored bytes themselves when it does not decode
-    as one complete stream of at most :data:`MAX_DECODED` bytes (so that the commitment
-    check reports the change)."""
-    d = zlib.decompressobj(_WBITS, zdict=_DICT1 or dictionary())
-    try:
-        out = d.decompress(stored, MAX_DECODED)
-    except zlib.error:
-        return stored
-    if not d.eof or d.unused_data or d.unconsumed_tail:
-        return stored
-    return out
-
-
 def write_codec() -> int:
     """The codec new rows are written with: ``LEDGER_PAYLOAD_CODEC`` = ``deflate`` (the
     default, codec 1) or ``none`` (codec 0: no compression, for an operator who would
@@ -120,24 +106,19 @@ def encode(pid: int, salt: bytes | None, data: bytes) -> tuple[int, bytes]:
 
 
 def decode(codec: int | None, stored: bytes) -> bytes:
-    """The payload bytes of a row holding ``stored`` under ``codec``.  An unknown codec
-    returns the stored bytes (they fail their commitment, which the audit reports)."""
-    if codec == DEFLATE_D1:
-        return inflate(stored)
-    return stored
-
-
-def decode_page(codec: int, stored: bytes) -> bytes:
-    """:func:`decode` for the audit's page reader, inlined (tests/store/test_codec.py pins
-    it to :func:`decode`)."""
-    if codec == DEFLATE_D1:
-        d = _decompressobj(_WBITS, zdict=_DICT1 or dictionary())
-        try:
-            out = d.decompress(stored, MAX_DECODED)
-        except zlib.error:
-            return stored
-        return out if d.eof and not d.unused_data and not d.unconsumed_tail else stored
-    return stored
+    """The payload bytes of a row holding ``stored`` under ``codec``.  A codec-1 stream
+    that does not decode as one complete stream of at most :data:`MAX_DECODED` bytes, and
+    an unknown codec, give back the stored bytes (they then fail their commitment, which
+    the audit reports).  Called once per stored payload by every reader (the audit's page
+    reader too), hence written out in one function."""
+    if codec != DEFLATE_D1:
+        return stored
+    d = _decompressobj(_WBITS, zdict=_DICT1 or dictionary())
+    try:
+        out = d.decompress(stored, MAX_DECODED)
+    except zlib.error:
+        return stored
+    return out if d.eof and not d.unused_data and not d.unconsumed_tail else stored
 
 
 _decompressobj = zlib.decompressobj

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Row, and_, func, select, text, union_all
 
-from ledger.store.codec import decode, decode_page
+from ledger.store.codec import decode
 from ledger.store.db import is_pg, placeholder, translate_errors
 from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
 
@@ -269,7 +269,7 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
             if type(data) is not bytes:
                 data = _bytes(data)
             if how:
-                data = decode_page(how, data)
+                data = decode(how, data)
             if salt is not None and type(salt) is not bytes:
                 salt = _bytes(salt)
             slots = by_seq.get(pid >> 3)  # SLOT_COUNT == 8

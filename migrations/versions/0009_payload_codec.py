@@ -69,7 +69,7 @@ def _rewrite(compress: bool) -> None:
             if compress:
                 c, stored = codec.encode(pid, bytes(salt), bytes(data))
             else:
-                c, stored = codec.RAW, codec.inflate(bytes(data))
+                c, stored = codec.RAW, codec.decode(codec.DEFLATE_D1, bytes(data))
             if c != codec.RAW or not compress:
                 changes.append({"c": c, "d": stored, "p": pid})
         if changes:

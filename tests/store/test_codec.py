@@ -205,12 +205,6 @@ def test_migration_0009_moves_a_ledger_both_ways_without_changing_a_hash(db_url,
         engine.dispose()
 
 
-@given(st.binary(max_size=600), st.integers(0, 9))
-def test_the_page_readers_decode_is_decode(data, how):
-    for stored in (data, codec.deflate(data), codec.deflate(data)[:-1]):
-        assert codec.decode_page(how, stored) == codec.decode(how, stored)
-
-
 def test_ledger_payload_codec_none_writes_plain_rows_and_both_kinds_read(ledger, db_url,
                                                                          monkeypatch):
     ledger.append_many(mix(2))  # codec 1
@@ -244,11 +238,9 @@ def test_a_stream_that_would_decode_past_the_bound_does_not_decode(monkeypatch):
     bomb = codec.deflate(b"\x00" * 200_000)
     assert len(bomb) < 2_000  # 100 times smaller than what it decodes to
     monkeypatch.setattr(codec, "MAX_DECODED", 100_000)
-    for read in (codec.decode, codec.decode_page):
-        assert read(codec.DEFLATE_D1, bomb) == bomb
+    assert codec.decode(codec.DEFLATE_D1, bomb) == bomb
     monkeypatch.setattr(codec, "MAX_DECODED", 200_000)  # exactly the bound: it decodes
-    for read in (codec.decode, codec.decode_page):
-        assert read(codec.DEFLATE_D1, bomb) == b"\x00" * 200_000
+    assert codec.decode(codec.DEFLATE_D1, bomb) == b"\x00" * 200_000
 
 
 def test_a_bad_codec_setting_stops_the_cli_before_anything_is_written(tmp_path):
