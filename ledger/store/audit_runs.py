@@ -16,17 +16,6 @@ from sqlalchemy import Connection, func, select, update
 from ledger.store.schema import audit_findings, audit_runs
 
 
-@dataclass(frozen=True)
-class AuditRun:
-    id: int
-    range_start: int
-    range_end: int
-    next_seq: int
-    state: str
-    options: str  # JSON
-    counts: str  # JSON
-
-
 def new_run(conn: Connection, now: int, start: int, end: int, options: str, counts: str,
             ) -> int:
     """Insert a ``running`` run over ``[start, end)``; return its id."""
@@ -59,14 +48,11 @@ def count_findings(conn: Connection, run_id: int, kind: str) -> int:
         audit_findings.c.run_id == run_id, audit_findings.c.kind == kind)).scalar_one()
 
 
-def latest_running(conn: Connection) -> AuditRun | None:
+def latest_running(conn: Connection) -> RunRow | None:
     """The most recent run still ``running`` (an interrupted one), if any."""
     r = conn.execute(select(audit_runs).where(audit_runs.c.state == "running")
                      .order_by(audit_runs.c.id.desc()).limit(1)).first()
-    if r is None:
-        return None
-    return AuditRun(int(r.id), r.range_start, r.range_end, r.next_seq, r.state, r.options,
-                    r.counts)
+    return None if r is None else _run_row(r)
 
 
 def run_findings(conn: Connection, run_id: int) -> list[tuple[str, str]]:
