@@ -26,7 +26,7 @@ from ledger.api.auth import JwksSource, TokenVerifier
 from ledger.api.limits import OTHER_MAX_BYTES, BodyLimit
 from ledger.api.logs import RequestLog
 from ledger.api.metrics import MeteredCommitter
-from ledger.api.receipts import sign_receipt
+from ledger.api.receipts import sign_batch_receipts, sign_receipt
 from ledger.api.schemas import COMMON_ERRORS
 from ledger.api.settings import Settings
 from ledger.api.watch import Watch, WatchConfig
@@ -93,13 +93,32 @@ class Service:
         """The ledger signing key was loaded (receipts can be signed)."""
         return self.signer is not None and self.signer.kid is not None
 
-    def finish(self, result: AppendResult, producer: str | None) -> dict[str, Any]:
-        """The JSON outcome of one item; appended items get their signed receipt."""
-        out = result.to_dict()
-        if result.ok:
-            out["receipt"] = sign_receipt(self.signer, result, origin=self.origin,
-                                          ledger_id=self.ledger.meta.ledger_id,
-                                          producer=producer, now_s=int(time.time()))
+    def finish(self, results: list[Any], producers: list[str | None],
+               batch_receipts: list[bool]) -> list[Any]:
+        """The JSON outcome of each item of one committed batch (an exception stays as it
+        is); appended items get their signed receipt: a per-entry JWT each, or -- for the
+        callers that asked for one -- a batch receipt, all of them under one signature."""
+        now_s, ledger_id = int(time.time()), self.ledger.meta.ledger_id
+        out: list[Any] = list(results)
+        batched: list[int] = []
+        for i, result in enumerate(results):
+            if isinstance(result, Exception):
+                continue
+            out[i] = result.to_dict()
+            if not result.ok:
+                continue
+            if batch_receipts[i]:
+                batched.append(i)
+            else:
+                out[i]["receipt"] = sign_receipt(self.signer, result, origin=self.origin,
+                                                 ledger_id=ledger_id, producer=producers[i],
+                                                 now_s=now_s)
+        if batched:
+            receipts = sign_batch_receipts(
+                self.signer, [(results[i], producers[i]) for i in batched], origin=self.origin,
+                ledger_id=ledger_id, now_s=now_s)
+            for i, receipt in zip(batched, receipts, strict=True):
+                out[i]["receipt"] = receipt
         return out
 
     def close(self) -> None:

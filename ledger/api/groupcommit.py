@@ -43,8 +43,10 @@ _STOP: Any = object()  # queued by stop(): everything before it is committed, th
 
 # append_many(items, producer) -> one result per item, in order, after the commit
 AppendMany = Callable[[Sequence[Any], "str | None"], list[AppendResult]]
-# finish(result, producer) runs in the worker thread after the commit (receipts)
-Finish = Callable[[AppendResult, "str | None"], Any]
+# finish(outcomes, producers, batch_receipts) runs once per committed batch in the worker
+# thread: each outcome is an AppendResult (or the exception that failed its producer's
+# transaction, to be passed through), and it returns what each caller gets (receipts)
+Finish = Callable[[list[Any], list["str | None"], list[bool]], list[Any]]
 
 
 @dataclass
@@ -68,7 +70,8 @@ class GroupCommitter:
         self.max_items = max_items
         self.max_queue = max_queue
         self.stats = Stats()
-        self._queue: asyncio.Queue[tuple[Any, str | None, asyncio.Future[Any]]] | None = None
+        self._queue: asyncio.Queue[tuple[Any, str | None, bool, asyncio.Future[Any]]] | None \
+            = None
         self._task: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -101,8 +104,9 @@ class GroupCommitter:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
-    async def submit(self, item: Any, producer: str | None) -> Any:
-        """Queue one submission; return its own outcome once its batch is committed.
+    async def submit(self, item: Any, producer: str | None, batch_receipt: bool = False) -> Any:
+        """Queue one submission; return its own outcome once its batch is committed
+        (``batch_receipt``: the caller asked for a batch receipt, handed to ``finish``).
 
         Raises Overloaded (queue full), StoreUnavailable (shutting down or the
         transaction failed) or whatever ``append_many`` raised for its batch.
@@ -111,7 +115,7 @@ class GroupCommitter:
             raise StoreUnavailable("the service is shutting down", code="shutting_down")
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         try:
-            self._queue.put_nowait((item, producer, fut))
+            self._queue.put_nowait((item, producer, batch_receipt, fut))
         except asyncio.QueueFull:
             raise Overloaded(f"{self.max_queue} appends are already waiting; retry shortly"
                              ) from None
@@ -162,8 +166,10 @@ class GroupCommitter:
     async def _commit(self, loop: asyncio.AbstractEventLoop, batch: list[Any]) -> None:
         items = [b[0] for b in batch]
         producers = [b[1] for b in batch]
+        flags = [b[2] for b in batch]
         try:
-            outcomes = await loop.run_in_executor(self._executor, self._work, items, producers)
+            outcomes = await loop.run_in_executor(self._executor, self._work, items, producers,
+                                                  flags)
         except BaseException as exc:  # every caller of the batch gets it
             if isinstance(exc, asyncio.CancelledError):
                 exc = StoreUnavailable("the service stopped during the commit",
@@ -185,8 +191,10 @@ class GroupCommitter:
             else:
                 fut.set_result(outcome)
 
-    def _work(self, items: list[Any], producers: list[str | None]) -> list[Any]:
-        """In the worker thread: one append_many per producer, outcomes in input order.
+    def _work(self, items: list[Any], producers: list[str | None],
+              flags: list[bool] | None = None) -> list[Any]:
+        """In the worker thread: one append_many per producer, outcomes in input order,
+        then one ``finish`` for the whole batch (one signature for its batch receipts).
 
         An outcome is the (finished) result, or the exception that failed its
         producer's transaction — other producers' committed items still succeed.
@@ -205,5 +213,7 @@ class GroupCommitter:
                     outcomes[i] = exc
                 continue
             for i, res in zip(idx, results, strict=False):
-                outcomes[i] = self._finish(res, producer) if self._finish else res
-        return outcomes
+                outcomes[i] = res
+        if self._finish is None:
+            return outcomes
+        return self._finish(outcomes, producers, flags or [False] * len(items))

@@ -106,9 +106,9 @@ class MeteredCommitter(GroupCommitter):
         QUEUE_MAX.set(self.max_queue)
         QUEUE_DEPTH.set(0)
 
-    async def submit(self, item: Any, producer: str | None) -> Any:
+    async def submit(self, item: Any, producer: str | None, batch_receipt: bool = False) -> Any:
         try:
-            return await super().submit(item, producer)
+            return await super().submit(item, producer, batch_receipt)
         except (Overloaded, StoreUnavailable) as exc:
             count_error(exc)
             raise

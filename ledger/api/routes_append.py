@@ -11,6 +11,11 @@ and handed over together with its bytes (``Received``).
 ``<key>#<i>``).  A body that names its own, different key is refused (422
 ``idempotency_key_mismatch``).  Retrying with the same key and the same body
 returns the same entry (``replayed: true``, HTTP 200); another body: 409.
+
+``Prefer: receipt=batch`` (RFC 7240): the receipts of the answer are batch receipts
+(``ledger.api.receipts``, docs/format-receipt.md) -- one signature for every such caller of a
+group-committed batch, or for all items of a ``/v1/entries/batch`` call -- and the answer says
+``Preference-Applied: receipt=batch``.  Without it each appended item gets its own JWT.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ledger.api.auth import Principal, require
 from ledger.api.errors import rejection_response
+from ledger.api.receipts import PREFER_BATCH, wants_batch
 from ledger.api.schemas import APPEND_RESPONSES, BATCH_BODY, BATCH_RESPONSES, SUBMISSION_BODY
 from ledger.core.jsonseq import split_array
 from ledger.core.submission import loads
@@ -32,6 +38,7 @@ from ledger.ops.append import Received
 router = APIRouter(tags=["append"])
 
 IDEMPOTENCY_KEY_RE = r"^[!-~]{1,200}$"  # visible ASCII; "#<i>" must still fit in 256
+_APPLIED = {"Preference-Applied": PREFER_BATCH}  # RFC 7240: the batch receipt was given
 
 
 def _with_key(raw: bytes, key: str | None, where: str = "") -> bytes | Received:
@@ -63,16 +70,19 @@ def _with_key(raw: bytes, key: str | None, where: str = "") -> bytes | Received:
 async def append_one(request: Request, principal: Principal = require("append"),
                      idempotency_key: str | None = Header(None, alias="Idempotency-Key",
                                                           pattern=IDEMPOTENCY_KEY_RE),
+                     prefer: str | None = Header(None, include_in_schema=False),
                      ) -> JSONResponse:
     """Append one submission; the response (201, or 200 for a replay) carries the seq,
     entry hash, recorded_at and a signed receipt, and is sent only after the entry's
     transaction has committed.  Concurrent calls are group-committed."""
     raw = await request.body()
     item = _with_key(raw, idempotency_key)
-    outcome = await request.app.state.service.committer.submit(item, principal.subject)
+    batch = wants_batch(prefer)
+    outcome = await request.app.state.service.committer.submit(item, principal.subject, batch)
     if not outcome["ok"]:
         return rejection_response(outcome["error"])
-    return JSONResponse(outcome, status_code=200 if outcome.get("replayed") else 201)
+    return JSONResponse(outcome, status_code=200 if outcome.get("replayed") else 201,
+                        headers=_APPLIED if batch else None)
 
 
 @router.post("/v1/entries/batch", summary="Append a batch (one transaction)",
@@ -80,6 +90,7 @@ async def append_one(request: Request, principal: Principal = require("append"),
 async def append_batch(request: Request, principal: Principal = require("append"),
                        idempotency_key: str | None = Header(None, alias="Idempotency-Key",
                                                             pattern=IDEMPOTENCY_KEY_RE),
+                       prefer: str | None = Header(None, include_in_schema=False),
                        ) -> JSONResponse:
     """Append a JSON array of submissions under one lock and one commit.  200 with one
     result per item, in order: ``{"ok": true, seq, entry_hash, recorded_at, receipt}``
@@ -90,9 +101,11 @@ async def append_batch(request: Request, principal: Principal = require("append"
     items = [_with_key(raw, None if idempotency_key is None else f"{idempotency_key}#{i}",
                        f"[{i}].") for i, raw in enumerate(raw_items)]
     producer = principal.subject
+    batch = wants_batch(prefer)
 
     def work() -> list[dict[str, Any]]:
         results = service.append_many(items, producer) if items else []
-        return [service.finish(r, producer) for r in results]
+        return service.finish(results, [producer] * len(results), [batch] * len(results))
 
-    return JSONResponse({"results": await run_in_threadpool(work)})
+    return JSONResponse({"results": await run_in_threadpool(work)},
+                        headers=_APPLIED if batch else None)

@@ -21,6 +21,10 @@ JWKS_REFRESH_S = 30.0
 BACKOFF_MIN_S, BACKOFF_MAX_S = 1.0, 30.0
 
 
+# "batch": ask for batch receipts (one ledger signature per committed batch, each verified
+# here with its audit path); "entry": a signed JWT per entry.  Either form is verified.
+RECEIPT_KINDS = ("batch", "entry")
+
 NotNow = LedgerNotNow  # the ledger cannot take the submission now (unreachable, timeout, 5xx)
 
 
@@ -30,11 +34,17 @@ class ClientCore:
     def __init__(self, url: str, token: str, *, spool_dir: str | None, origin: str | None,
                  ledger_id: str | None, timeout: float, batch_max: int, batch_wait_ms: float,
                  drain_batch: int, key_prefix: str, spool_max_records: int = DEFAULT_MAX_RECORDS,
-                 spool_max_bytes: int = DEFAULT_MAX_BYTES, fsync: bool = True) -> None:
+                 spool_max_bytes: int = DEFAULT_MAX_BYTES, fsync: bool = True,
+                 receipts: str = "batch") -> None:
         if batch_max < 1 or drain_batch < 1 or batch_wait_ms < 0:
             raise ClientUsage("batch_max and drain_batch must be >= 1, batch_wait_ms >= 0")
+        if receipts not in RECEIPT_KINDS:
+            raise ClientUsage(f"receipts must be one of {', '.join(RECEIPT_KINDS)}, "
+                              f"got {receipts!r}")
         self.url, self.timeout = url.rstrip("/"), timeout
         self.headers = {"Authorization": f"Bearer {token}"}
+        if receipts == "batch":  # RFC 7240; a ledger that ignores it answers per-entry JWTs
+            self.headers["Prefer"] = "receipt=batch"
         self.origin, self.ledger_id = origin, ledger_id
         self.batch_max, self.batch_wait_s = batch_max, batch_wait_ms / 1000.0
         self.drain_batch, self.key_prefix = drain_batch, key_prefix

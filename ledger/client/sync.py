@@ -44,13 +44,15 @@ class LedgerClient:
                  drain_batch: int = 100, drain_interval_s: float | None = None,
                  key_prefix: str = "lc-", spool_max_records: int | None = None,
                  spool_max_bytes: int | None = None, fsync: bool = True,
+                 receipts: str = "batch",
                  transport: httpx.BaseTransport | None = None) -> None:
         limits = {k: v for k, v in (("spool_max_records", spool_max_records),
                                     ("spool_max_bytes", spool_max_bytes)) if v is not None}
         self.core = ClientCore(url, token, spool_dir=spool_dir, origin=origin,
                                ledger_id=ledger_id, timeout=timeout, batch_max=batch_max,
                                batch_wait_ms=batch_wait_ms, drain_batch=drain_batch,
-                               key_prefix=key_prefix, fsync=fsync, **limits)
+                               key_prefix=key_prefix, fsync=fsync, receipts=receipts,
+                               **limits)
         self.http = httpx.Client(base_url=self.core.url, headers=self.core.headers,
                                  timeout=timeout, transport=transport)
         self._order = threading.RLock()  # spooling and draining keep one order

@@ -483,7 +483,12 @@ class MemoryTree:
 
     def append(self, entry_hash: bytes) -> int:
         """Append an entry hash (hashed into a leaf here); return its leaf index."""
-        new = self._edge.append(leaf_hash(entry_hash))
+        return self.append_leaf(leaf_hash(entry_hash))
+
+    def append_leaf(self, leaf: bytes) -> int:
+        """Append a *leaf hash* (already 0x00-prefixed, e.g. a batch receipt's leaf,
+        ledger.core.receipt); return its leaf index."""
+        new = self._edge.append(leaf)
         self._nodes.update(new)
         levels = self._levels
         for (level, _), h in new:  # completed left to right: index == len(level list)
