@@ -8,6 +8,9 @@ connection, appending single submissions (``POST /v1/entries``) as fast as their
 receipts come back; a minimal HTTP/1.1 client on asyncio keeps the load generator's own
 CPU cost small (the machine has 2 vCPUs, shared by server, client and database).
 Every response is checked (201 + receipt).  Every loop is bounded in count and time.
+The 32-client load runs twice per round: with a signed JWT receipt per entry (the default),
+and asking for batch receipts (``Prefer: receipt=batch``: one signature per committed batch,
+docs/format-receipt.md).
 """
 
 from __future__ import annotations
@@ -80,10 +83,12 @@ def serving(db_url: str, keys: Path, log: Path, *extra: str) -> Iterator[int]:
 
 
 async def _client(port: int, token: bytes, bodies: list[bytes], deadline: float,
-                  latencies: list[float]) -> int:
-    """One keep-alive connection appending ``bodies`` one after another."""
+                  latencies: list[float], batch: bool = False) -> int:
+    """One keep-alive connection appending ``bodies`` one after another (``batch``: asking
+    for batch receipts, ``Prefer: receipt=batch``)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     head = (b"POST /v1/entries HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer " + token
+            + (b"\r\nPrefer: receipt=batch" if batch else b"")
             + b"\r\nContent-Type: application/json\r\nContent-Length: ")
     done = 0
     try:
@@ -100,7 +105,8 @@ async def _client(port: int, token: bytes, bodies: list[bytes], deadline: float,
                     length = int(line.split(b":", 1)[1])
             data = await reader.readexactly(length)
             latencies.append(time.perf_counter() - t0)
-            if not status.startswith(b"HTTP/1.1 201") or b'"receipt"' not in data:
+            if not status.startswith(b"HTTP/1.1 201") or b'"receipt"' not in data or \
+                    (b"~" in data) is not batch:
                 raise RuntimeError(f"append failed: {status!r} {data[:300]!r}")
             done += 1
     finally:
@@ -108,15 +114,16 @@ async def _client(port: int, token: bytes, bodies: list[bytes], deadline: float,
     return done
 
 
-def _load(port: int, token: str, bodies: list[bytes], clients: int, out: Any) -> None:
+def _load(port: int, token: str, bodies: list[bytes], clients: int, out: Any,
+          batch: bool = False) -> None:
     """In a process of its own: ``clients`` connections share ``bodies``."""
     async def main() -> tuple[int, float, list[float]]:
         latencies: list[float] = []
         per = [bodies[i::clients] for i in range(clients)]
         t0 = time.perf_counter()
         deadline = t0 + TIME_LIMIT_S
-        counts = await asyncio.gather(*(_client(port, token.encode(), p, deadline, latencies)
-                                        for p in per))
+        counts = await asyncio.gather(*(_client(port, token.encode(), p, deadline, latencies,
+                                                batch) for p in per))
         return sum(counts), time.perf_counter() - t0, latencies
 
     try:
@@ -125,12 +132,12 @@ def _load(port: int, token: str, bodies: list[bytes], clients: int, out: Any) ->
         out.put(exc)
 
 
-def http_load(port: int, token: str, bodies: list[bytes], clients: int,
+def http_load(port: int, token: str, bodies: list[bytes], clients: int, batch: bool = False,
               ) -> tuple[float, float, float]:
     """(appends/s, p50 ms, p99 ms) of ``clients`` concurrent HTTP clients."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    proc = ctx.Process(target=_load, args=(port, token, bodies, clients, out))
+    proc = ctx.Process(target=_load, args=(port, token, bodies, clients, out, batch))
     proc.start()
     got = out.get(timeout=TIME_LIMIT_S + 60)
     proc.join(timeout=30)
@@ -200,7 +207,7 @@ def _backend(kind: str, tmp: Path, scale: float, rounds: int) -> list[list[Any]]
     """Rounds alternate the baseline and the HTTP loads (the machine is shared: load and
     fsync cost drift during a run); medians are reported, ratios are of medians."""
     n_seq, n_http = max(50, int(300 * scale)), max(CLIENTS * 8, int(2000 * scale))
-    pool = iter(submissions(2 * rounds * (n_seq + n_http + 100) + 200, seed=21))
+    pool = iter(submissions(2 * rounds * (n_seq + 2 * n_http + 100) + 200, seed=21))
 
     def take(n: int) -> list[bytes]:
         return [next(pool) for _ in range(n)]
@@ -208,6 +215,7 @@ def _backend(kind: str, tmp: Path, scale: float, rounds: int) -> list[list[Any]]
     base: list[float] = []
     one: list[tuple[float, float, float]] = []
     many: dict[int, list[tuple[float, float, float]]] = {1: [], 2: []}
+    many_b: dict[int, list[tuple[float, float, float]]] = {1: [], 2: []}  # batch receipts
     with (sqlite_url(tmp) if kind == "sqlite" else pg_url()) as url:
         origin = f"bench.example/{kind}"
         Ledger.init(url, origin=origin).close()
@@ -233,7 +241,10 @@ def _backend(kind: str, tmp: Path, scale: float, rounds: int) -> list[list[Any]]
                         one.append(http_load(port, token("one"), take(100), 1))
                     many[workers].append(http_load(port, token(f"many-{workers}"),
                                                    take(n_http), CLIENTS))
+                    many_b[workers].append(http_load(port, token(f"batch-{workers}"),
+                                                     take(n_http), CLIENTS, batch=True))
         batch = {w: entries_per_commit(url, f"many-{w}") for w in many}
+        batch_b = {w: entries_per_commit(url, f"batch-{w}") for w in many_b}
     b, floor = statistics.median(base), statistics.median(floors)
     rows: list[list[Any]] = [
         [kind, "raw 1-row commits, bare driver (fsync floor)", 1, floor, "-", "-", "-",
@@ -243,19 +254,65 @@ def _backend(kind: str, tmp: Path, scale: float, rounds: int) -> list[list[Any]]
     r1 = _median_round(one)
     rows.append([kind, "HTTP, 1 client, 1 worker", 1, r1[0], r1[1], r1[2], "1.0",
                  f"{r1[0] / b:.2f}", "-"])
-    for workers, results in many.items():
-        r = _median_round(results)
-        lo, hi = min(x[0] for x in results) / b, max(x[0] for x in results) / b
-        rows.append([kind, f"HTTP, {CLIENTS} clients, {workers} worker(s), group commit",
-                     CLIENTS, r[0], r[1], r[2], f"{batch[workers]:.1f}",
-                     f"{r[0] / b:.2f} ({lo:.1f}-{hi:.1f})", f">= {TARGET:.1f}"])
+    for label, runs, sizes in (("receipt per entry", many, batch),
+                               ("batch receipts", many_b, batch_b)):
+        for workers, results in runs.items():
+            r = _median_round(results)
+            lo, hi = min(x[0] for x in results) / b, max(x[0] for x in results) / b
+            rows.append([kind, f"HTTP, {CLIENTS} clients, {workers} worker(s), {label}",
+                         CLIENTS, r[0], r[1], r[2], f"{sizes[workers]:.1f}",
+                         f"{r[0] / b:.2f} ({lo:.1f}-{hi:.1f})", f">= {TARGET:.1f}"])
     print(f"{kind}: per round: fsync floor {[round(x) for x in floors]}, baseline "
           f"{[round(x) for x in base]}, {CLIENTS} clients "
-          f"{[round(x[0]) for w in many for x in many[w]]}", file=sys.stderr)
+          f"{[round(x[0]) for w in many for x in many[w]]}, batch receipts "
+          f"{[round(x[0]) for w in many_b for x in many_b[w]]}", file=sys.stderr)
+    return rows
+
+
+def receipt_signing(sizes: tuple[int, ...] = (1, 16, 64)) -> list[list[Any]]:
+    """In-process: receipt cost per appended item, a JWT each vs one batch receipt for ``n``
+    items (what the group committer's finish step pays), best of 20."""
+    import hashlib
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from ledger.api.receipts import sign_batch_receipts, sign_receipt
+    from ledger.crypto.keys import public_jwk, raw_public
+    from ledger.crypto.tokens import JwtSigner
+    from ledger.ops.append import AppendResult
+
+    key = Ed25519PrivateKey.generate()
+    jwk = public_jwk("bench.example/receipts", raw_public(key), "2026-12-01T00:00:00Z")
+    signer = JwtSigner(jwk["kid"], key, {"keys": [jwk]})
+    results = [AppendResult(ok=True, seq=i, entry_hash="sha256:" + hashlib.sha256(
+        b"%d" % i).hexdigest(), recorded_at="2026-12-01T00:00:00.000001Z")
+        for i in range(max(sizes))]
+    rows = []
+    for n in sizes:
+        def each(n: int = n) -> None:
+            for r in results[:n]:
+                sign_receipt(signer, r, origin="o", ledger_id="l", producer="p", now_s=1)
+
+        def batch(n: int = n) -> None:
+            sign_batch_receipts(signer, [(r, "p") for r in results[:n]], origin="o",
+                                ledger_id="l", now_s=1)
+
+        best = {}
+        for name, fn in (("each", each), ("batch", batch)):
+            times = []
+            for _ in range(20):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            best[name] = 1e6 * min(times) / n
+        rows.append([n, best["each"], best["batch"], f"{best['each'] / best['batch']:.1f}"])
+    print_table("receipts: microseconds per appended item (one process, best of 20)",
+                ["items per commit", "JWT per entry", "batch receipt", "ratio"], rows)
     return rows
 
 
 def run(backends: list[str], scale: float = 1.0, rounds: int = 3) -> list[list[Any]]:
+    receipt_signing()
     rows: list[list[Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for kind in available(backends):
