@@ -36,8 +36,8 @@ def wants_batch(prefer: str | None) -> bool:
     """Whether a ``Prefer`` header (RFC 7240) asks for batch receipts."""
     if not prefer:
         return False
-    return any(p.strip().lower() == PREFER_BATCH for part in prefer.split(",")
-               for p in part.split(";")[:1])
+    return any(p.strip().lower().replace('"', "") == PREFER_BATCH
+               for part in prefer.split(",") for p in part.split(";")[:1])
 
 
 def receipt_claims(result: AppendResult, *, origin: str, ledger_id: str,

@@ -139,3 +139,14 @@ def test_a_forged_batch_receipt_is_refused_by_the_client(api: Server) -> None:  
         with pytest.raises(Exception, match="receipt"):
             client_verify(forged, jwks, origin=api.origin, ledger_id=None, seq=a["seq"],
                           entry_hash=a["entry_hash"])
+
+
+@pytest.mark.parametrize(("header", "wanted"), [
+    ("receipt=batch", True), ('receipt="batch"', True), ("return=minimal, receipt=batch", True),
+    ("Receipt=Batch; x=1", True), ("receipt=entry", False), ("", False), (None, False),
+    ("receipt=batches", False), ("respond-async", False),
+])
+def test_the_prefer_header_is_read_as_rfc7240_says(header: str | None, wanted: bool) -> None:
+    from ledger.api.receipts import wants_batch
+
+    assert wants_batch(header) is wanted

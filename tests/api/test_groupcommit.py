@@ -178,3 +178,41 @@ def test_stop_commits_the_batch_in_flight_and_everything_queued() -> None:
     out = run(main())
     assert all(isinstance(x, AppendResult) for x in out), out
     assert fake.committed == {f"s{i}" for i in range(5)}
+
+
+def test_finish_runs_once_per_committed_batch_with_each_callers_choice() -> None:
+    """One finish call per batch (so one batch-receipt signature), after the commit, with
+    every caller's outcome, producer and receipt choice in queue order; a producer's failed
+    transaction reaches finish as its exception and its callers get it."""
+    fake = FakeLedger(delay=0.02, fail_for="bad")
+    calls: list[tuple[list[Any], list[str | None], list[bool]]] = []
+
+    def finish(outcomes: list[Any], producers: list[str | None],
+               flags: list[bool]) -> list[Any]:
+        assert all(isinstance(o, Exception) or o.entry_hash.removeprefix("h-") in
+                   fake.committed for o in outcomes)
+        calls.append((list(outcomes), list(producers), list(flags)))
+        return [o if isinstance(o, Exception) else (o.entry_hash, f, len(outcomes))
+                for o, f in zip(outcomes, flags, strict=True)]
+
+    async def main() -> list[Any]:
+        gc = GroupCommitter(fake.append_many, finish=finish, max_wait_ms=10, max_items=64)
+        await gc.start()
+        try:
+            return await asyncio.gather(
+                *(gc.submit(f"i{i}", "bad" if i % 7 == 3 else "p", i % 2 == 0)
+                  for i in range(40)), return_exceptions=True)
+        finally:
+            await gc.stop()
+
+    results = run(main())
+    for i, r in enumerate(results):
+        if i % 7 == 3:
+            assert isinstance(r, StoreUnavailable)
+        else:
+            assert r[0] == f"h-i{i}" and r[1] is (i % 2 == 0)
+    assert len(calls) < 40 and sum(len(c[0]) for c in calls) == 40
+    for outcomes, producers, flags in calls:
+        assert len(outcomes) == len(producers) == len(flags)
+        assert all(isinstance(o, StoreUnavailable) == (p == "bad")
+                   for o, p in zip(outcomes, producers, strict=True))
