@@ -192,7 +192,7 @@ class GroupCommitter:
                 fut.set_result(outcome)
 
     def _work(self, items: list[Any], producers: list[str | None],
-              flags: list[bool] | None = None) -> list[Any]:
+              flags: list[bool]) -> list[Any]:
         """In the worker thread: one append_many per producer, outcomes in input order,
         then one ``finish`` for the whole batch (one signature for its batch receipts).
 
@@ -216,4 +216,4 @@ class GroupCommitter:
                 outcomes[i] = res
         if self._finish is None:
             return outcomes
-        return self._finish(outcomes, producers, flags or [False] * len(items))
+        return self._finish(outcomes, producers, flags)

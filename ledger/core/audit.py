@@ -19,7 +19,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, Protocol
 
 from ledger.core import contract
-from ledger.core.contract import VERIFIED, _document_clean, _envelope_clean
+from ledger.core.contract import DOCUMENT_RULES, ENVELOPE_RULES, VERIFIED
 from ledger.core.digest import digest_text
 from ledger.core.entry import (
     COLUMN_MAP,
@@ -129,6 +129,7 @@ _GETTERS = {**{(k, FORMAT_VERSION): _pair(m) for k, m in COLUMN_MAP.items()},
 Slots = dict[int, tuple[bytes | None, bytes]]
 _REORDER_WINDOW = 16
 _V2_RESULT_SLOTS = tuple(PAYLOAD_MAP_V2["result"].items())
+_V2_MARK = b'"v":%d' % FORMAT_V2  # in every canonical (compact) v2 envelope
 
 
 @dataclass
@@ -264,8 +265,11 @@ class ChainAuditor:
         start.  Nothing here may pass a row that the plain path would not."""
         envelope, body, prev = row.envelope, row.body_hash, row.prev_hash
         stored_hash, seq, t = row.entry_hash, row.seq, row.recorded_at
+        # (the substring test: a v1 envelope -- every row of an older ledger -- never gets as
+        # far as the hashes and the parse, which the plain path would then do again)
         if type(envelope) is not bytes or type(body) is not bytes or type(prev) is not bytes \
                 or type(stored_hash) is not bytes or row.kind != "result" \
+                or _V2_MARK not in envelope \
                 or seq != self.expected_seq or prev != self.prev_hash \
                 or type(t) is not int or t < self.last_time or seq in self._redacted_seqs:
             return 0
@@ -276,7 +280,7 @@ class ChainAuditor:
         env = fast_loads(envelope)
         if type(env) is not dict or env.get("v") != FORMAT_V2 \
                 or env.get("ledger") != self.ledger_id or env.get("kind") != "result" \
-                or row.subject is not None or not _envelope_clean(env):
+                or row.subject is not None or contract.violations(env, ENVELOPE_RULES):
             return 0
         env_get, row_get = _GETTERS[("result", FORMAT_V2)]
         if env_get(env) != row_get(row):
@@ -305,7 +309,7 @@ class ChainAuditor:
         result = texts.get("result")
         doc = fast_loads(result) if result is not None else None
         if type(doc) is not dict or doc.get("status") != status \
-                or doc.get("proof_ref") != proof_ref or not _document_clean(doc):
+                or doc.get("proof_ref") != proof_ref or contract.violations(doc, DOCUMENT_RULES):
             return 0
         if self.policy.rules and self.policy.violations(env.get("engine"), status,
                                                         env.get("constraint_id")):

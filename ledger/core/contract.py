@@ -222,7 +222,6 @@ def _document_clean(doc: Mapping[str, Any]) -> bool:
     return True
 
 
-
 def finding_codes(view: Mapping[str, Any]) -> list[str]:
     """The audit finding codes ``view`` violates (rules the audit checks), in rule order."""
     return [v.code for v in violations(view) if v.code is not None]

@@ -228,8 +228,6 @@ def _validate_result(res: dict[str, Any]) -> None:
     _reject_first(contract.violations(view, contract.ATTESTATION_RULES))
 
 
-
-
 def _reject_first(found: list[contract.Violation], prefix: str = "result.") -> None:
     if found:
         v = found[0]
