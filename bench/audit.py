@@ -113,7 +113,9 @@ def physical_scan(url: str) -> float:
     eng = Ledger.open(url).engine
     raw = eng.raw_connection()
     try:
-        cur = raw.cursor()
+        # the fastest way the driver reads: on PostgreSQL the binary format, as the audit's
+        # page reader does
+        cur = raw.cursor(binary=True) if eng.dialect.name == "postgresql" else raw.cursor()
         sha = hashlib.sha256
         t0 = time.perf_counter()
         cur.execute(f"SELECT env, p0, p1, p2, p3, p4, p5 FROM {PHYSICAL} ORDER BY seq")

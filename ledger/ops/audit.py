@@ -140,6 +140,22 @@ def _tally(t: Tally, outcome: Any) -> None:
     t.abstentions += [x.to_dict() for x in outcome.abstentions]
 
 
+def _join_gap(before: Tally, part: Tally, boundary: int, part_end: int) -> None:
+    """One ``seq_gap`` for a run of deleted rows that crosses a worker boundary, as one
+    worker reports it: the range before ends in a gap open to ``boundary`` (no actual
+    seq), and ``part`` -- the range ``[boundary, part_end)`` -- starts with one."""
+    tail = next((f for f in reversed(before.findings) if f["code"] == "seq_gap"
+                 and f["actual"] is None and f["seq"] < boundary), None)
+    head = next((f for f in part.findings if f["code"] == "seq_gap"
+                 and f["seq"] == boundary), None)
+    if tail is None or head is None:
+        return
+    part.findings.remove(head)
+    upto = head["actual"] if head["actual"] is not None else part_end
+    tail["actual"] = head["actual"]
+    tail["message"] = f"entries {tail['seq']}..{upto - 1} are missing"
+
+
 def _worker(args: tuple[Any, ...]) -> Tally:
     url, ledger_id, start, end, policy_path, check_att = args
     from ledger.store.db import make_engine
@@ -213,7 +229,9 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
                  opts.check_attestations) for i in range(opts.workers)]
         method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
         with mp.get_context(method).Pool(opts.workers) as pool:
-            for part in pool.imap(_worker, args):
+            for i, part in enumerate(pool.imap(_worker, args)):
+                if i:
+                    _join_gap(tally, part, bounds[i], bounds[i + 1])
                 tally.add(part)
                 if progress:
                     progress(part.rows)

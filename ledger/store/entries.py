@@ -232,6 +232,7 @@ def iter_entries(conn: Connection, start: int = 0, end: int | None = None,
 
 _ENTRY_PAGE = ("SELECT " + ", ".join(ENTRY_COLUMNS) + " FROM entries WHERE seq >= {ph} "
                "AND seq < {ph} ORDER BY seq LIMIT {limit}")
+_NEXT_SEQ = "SELECT MIN(seq) FROM entries WHERE seq >= {ph} AND seq < {ph}"
 # SQLite: CAST(... AS BLOB) gives back the stored bytes of a value tampered into TEXT (the
 # driver would otherwise fail on TEXT that is not UTF-8); a no-op for a BLOB.
 _PAYLOAD_PAGE = ("SELECT pid, salt, {data}, codec FROM payloads WHERE pid >= {ph} "
@@ -249,17 +250,34 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
     """
     ph = placeholder(is_pg(conn))
     esql = _ENTRY_PAGE.format(ph=ph, limit=int(page))
+    nsql = _NEXT_SEQ.format(ph=ph)
     psql = _PAYLOAD_PAGE.format(ph=ph, data="data" if is_pg(conn) else "CAST(data AS BLOB)")
-    # the DBAPI cursor of the connection's transaction: no result-row objects per row
+    # the DBAPI cursor of the connection's transaction: no result-row objects per row.  On
+    # PostgreSQL a binary-format cursor: bytea and bigint arrive as they are stored instead of
+    # as hex and decimal text for psycopg to parse (half the reader's CPU a row; the values
+    # and their Python types are the same -- docs/performance.md)
     with translate_errors("audit read"):
-        cur = conn.connection.cursor()
+        cur = conn.connection.cursor(binary=True) if is_pg(conn) else conn.connection.cursor()
     pos = start
     while pos < end:
+        # a window of seqs, not "the next ``page`` rows from pos": a planner that misjudges the
+        # table (PostgreSQL before its first ANALYZE) then still reads one page a query, where
+        # ``seq >= pos ... LIMIT`` had it fetch and sort every row to the end of the range for
+        # every page (quadratic in the range: docs/performance.md)
+        hi = min(end, pos + page)
         with translate_errors("audit read"):
-            cur.execute(esql, (pos, end))
+            cur.execute(esql, (pos, hi))
             raw = cur.fetchall()
         if not raw:
-            return
+            # a gap of a whole window (rows deleted behind the ledger's back): on to the next
+            # stored row, if any
+            with translate_errors("audit read"):
+                cur.execute(nsql, (hi, end))
+                nxt = cur.fetchone()[0]
+            if nxt is None:
+                return
+            pos = int(nxt)
+            continue
         first, last = raw[0][0], raw[-1][0]
         by_seq: dict[int, Slots] = {}
         with translate_errors("audit read"):
@@ -277,4 +295,4 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
                 by_seq[pid >> 3] = slots = {}
             slots[pid & 7] = (salt, data)  # a plain (salt, data) pair: the hot path
         yield [(EntryRow(*t), by_seq.get(t[0]) or {}) for t in raw]
-        pos = last + 1
+        pos = hi

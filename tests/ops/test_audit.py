@@ -486,3 +486,37 @@ def test_a_recorded_run_whose_document_was_modified_is_no_baseline(db_url):
     assert report["range"]["start"] == 0  # everything again, the modified run included
     assert "rewritten_since_audit" not in {f["code"] for f in report["findings"]}
     assert ("payload_digest_mismatch", seq) in finding_set(report)
+
+
+def test_a_gap_wider_than_a_page_is_one_finding_and_the_rows_after_it_are_audited(
+        db_url, monkeypatch):
+    # the reader reads windows of seqs; a deleted run longer than a window must neither end
+    # the walk nor hide the rows after it
+    monkeypatch.setattr(audit_mod, "PAGE", 4)
+    with Ledger.init(db_url) as L:
+        L.append_many(realistic(30))
+        with T.unlocked(db_url) as conn:
+            conn.execute(text("DELETE FROM entries WHERE seq >= 5 AND seq < 17"))
+            conn.execute(text("DELETE FROM entries WHERE seq >= 26"))
+            T.update_entry(conn, 20, status="BLOCKED")
+        rep = audit(L)
+        two = audit(L, workers=2)
+    assert finding_set(rep) == {("seq_gap", 5), ("column_mismatch", 20), ("seq_gap", 26),
+                                ("head_beyond_entries", 26)}
+    assert rep["summary"]["rows"] == 5 + 9
+    assert finding_set(two) == finding_set(rep) and two["summary"] == rep["summary"]
+    gaps = [f for f in rep["findings"] if f["code"] == "seq_gap"]
+    assert [f for f in two["findings"] if f["code"] == "seq_gap"] == gaps
+    assert gaps[0]["message"] == "entries 5..16 are missing" and gaps[0]["actual"] == 17
+
+
+def test_a_gap_across_three_worker_ranges_is_one_finding(db_url):
+    with Ledger.init(db_url) as L:
+        L.append_many(realistic(30))
+        with T.unlocked(db_url) as conn:  # ranges [0,10) [10,20) [20,30): the middle one gone
+            conn.execute(text("DELETE FROM entries WHERE seq >= 5 AND seq < 23"))
+        one, three = audit(L), audit(L, workers=3)
+    assert three["findings"] == one["findings"]
+    assert [(f["code"], f["seq"], f["actual"]) for f in one["findings"]] == [("seq_gap", 5, 23)]
+    assert three["summary"] == one["summary"] == {"rows": 12, "verified": 12, "failed": 0,
+                                                  "unverified": 0}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from sqlalchemy import text
+
+from ledger import Ledger
 from ledger.ops.samples import realistic
 from ledger.store import db
 from ledger.store import entries as repo
@@ -36,3 +39,21 @@ def test_a_fresh_database_has_no_schema(db_url):
             assert not repo.has_schema(conn)
     finally:
         engine.dispose()
+
+
+def test_pages_are_windows_of_seqs_and_skip_a_gap_of_any_width(db_url):
+    from tests import tamper as T
+
+    with Ledger.init(db_url) as L:
+        L.append_many(realistic(20))
+        with T.unlocked(db_url) as conn:
+            conn.execute(text("DELETE FROM entries WHERE (seq >= 3 AND seq < 11) OR seq = 19"))
+        with db.connect(L.engine) as conn:
+            pages = [[row.seq for row, _ in p] for p in repo.iter_entry_pages(conn, 0, 20, 3)]
+            # [0,3) [3,6) empty -> next stored row is 11: [11,14) [14,17) [17,20)
+            assert pages == [[0, 1, 2], [11, 12, 13], [14, 15, 16], [17, 18]]
+            assert [[r.seq for r, _ in p] for p in repo.iter_entry_pages(conn, 3, 11, 3)] == []
+            tail = [[r.seq for r, _ in p] for p in repo.iter_entry_pages(conn, 16, 10**12, 3)]
+            assert tail == [[16, 17, 18]]
+            for row, blobs in (x for p in repo.iter_entry_pages(conn, 0, 20, 3) for x in p):
+                assert blobs == repo.get_payloads(conn, row.seq)
