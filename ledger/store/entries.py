@@ -217,17 +217,20 @@ def payload_rows(conn: Connection, start: int, end: int,
 
 def iter_entries(conn: Connection, start: int = 0, end: int | None = None,
                  batch: int = 2000) -> Iterator[Row[Any]]:
-    """Entries with ``start <= seq < end`` in seq order, fetched in keyset pages."""
+    """Entries with ``start <= seq < end`` in seq order, fetched in windows of ``batch``
+    seqs (as :func:`iter_entry_pages`, which says why)."""
     pos = start
-    while True:
-        stmt = select(entries).where(entries.c.seq >= pos).order_by(entries.c.seq).limit(batch)
-        if end is not None:
-            stmt = stmt.where(entries.c.seq < end)
-        rows = conn.execute(stmt).all()
-        if not rows:
-            return
+    while end is None or pos < end:
+        hi = pos + batch if end is None else min(end, pos + batch)
+        rows = conn.execute(select(entries).where(entries.c.seq >= pos, entries.c.seq < hi)
+                            .order_by(entries.c.seq)).all()
         yield from rows
-        pos = rows[-1].seq + 1
+        nxt = conn.execute(select(func.min(entries.c.seq)).where(
+            entries.c.seq >= hi, *([] if end is None else [entries.c.seq < end]))).scalar() \
+            if not rows else hi
+        if nxt is None:
+            return
+        pos = int(nxt)
 
 
 _ENTRY_PAGE = ("SELECT " + ", ".join(ENTRY_COLUMNS) + " FROM entries WHERE seq >= {ph} "

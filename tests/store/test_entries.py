@@ -57,3 +57,6 @@ def test_pages_are_windows_of_seqs_and_skip_a_gap_of_any_width(db_url):
             assert tail == [[16, 17, 18]]
             for row, blobs in (x for p in repo.iter_entry_pages(conn, 0, 20, 3) for x in p):
                 assert blobs == repo.get_payloads(conn, row.seq)
+            got = [r.seq for r in repo.iter_entries(conn, 0, None, batch=3)]
+            assert got == [0, 1, 2, 11, 12, 13, 14, 15, 16, 17, 18]
+            assert [r.seq for r in repo.iter_entries(conn, 2, 13, batch=4)] == [2, 11, 12]
