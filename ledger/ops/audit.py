@@ -111,7 +111,7 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
                                redactions=load_redaction_map(conn))
         if state:
             auditor.prev_failed_hash = state.get("prev_failed_hash", False)
-        for page in repo.iter_entry_pages(conn, start, end, PAGE):
+        for page in repo.iter_entry_pages(conn, start, end, PAGE, prefetch=True):
             for r, blobs in page:
                 _tally(tally, auditor.check_row(r, blobs))
             if progress:

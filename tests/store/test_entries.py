@@ -60,3 +60,20 @@ def test_pages_are_windows_of_seqs_and_skip_a_gap_of_any_width(db_url):
             got = [r.seq for r in repo.iter_entries(conn, 0, None, batch=3)]
             assert got == [0, 1, 2, 11, 12, 13, 14, 15, 16, 17, 18]
             assert [r.seq for r in repo.iter_entries(conn, 2, 13, batch=4)] == [2, 11, 12]
+
+
+def test_prefetching_pages_gives_the_same_pages_and_can_stop_early(db_url):
+    from tests import tamper as T
+
+    with Ledger.init(db_url) as L:
+        L.append_many(realistic(25))
+        with T.unlocked(db_url) as conn:
+            conn.execute(text("DELETE FROM entries WHERE seq >= 6 AND seq < 15"))
+        with db.connect(L.engine) as conn:
+            plain = list(repo.iter_entry_pages(conn, 0, 25, 4))
+            ahead = list(repo.iter_entry_pages(conn, 0, 25, 4, prefetch=True))
+            assert ahead == plain and [len(p) for p in plain] == [4, 2, 4, 4, 2]
+            it = repo.iter_entry_pages(conn, 0, 25, 4, prefetch=True)
+            assert [r.seq for r, _ in next(it)] == [0, 1, 2, 3]
+            it.close()  # the read ahead finishes; the connection is usable again
+            assert repo.max_seq(conn) == 24
