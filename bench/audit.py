@@ -4,7 +4,9 @@
   joined query, same page size) and SHA-256s the same bytes (envelope and payloads);
 * rows without attestations vs the *physical* baseline: the same bytes the audit hashes
   (each entry's envelope and payloads) stored in one table in seq order, scanned with
-  the same driver (sqlite3 / psycopg, no ORM) and one SHA-256 per part, in the same run;
+  the same driver (sqlite3 / psycopg, no ORM; psycopg in the binary format, as the audit
+  reads, and for comparison with earlier runs also in the text format) and one SHA-256
+  per part, in the same run;
 * attested rows vs the raw ES256 verify rate per core (pyjwt, same tokens);
 * ``--workers 2`` vs one worker;
 * peak RSS of an audit process at two ledger sizes (the ratio shows whether
@@ -107,15 +109,17 @@ def build_physical(url: str) -> None:
     eng.dispose()
 
 
-def physical_scan(url: str) -> float:
+def physical_scan(url: str, binary: bool = True) -> float:
     """Entries per second: scan the physical table with the bare driver (no ORM) and
-    SHA-256 every part."""
+    SHA-256 every part.  ``binary=False``: PostgreSQL's text format, the baseline as it was
+    measured before the audit's reader moved to the binary format."""
     eng = Ledger.open(url).engine
     raw = eng.raw_connection()
     try:
         # the fastest way the driver reads: on PostgreSQL the binary format, as the audit's
         # page reader does
-        cur = raw.cursor(binary=True) if eng.dialect.name == "postgresql" else raw.cursor()
+        pg = eng.dialect.name == "postgresql"
+        cur = raw.cursor(binary=binary) if pg else raw.cursor()
         sha = hashlib.sha256
         t0 = time.perf_counter()
         cur.execute(f"SELECT env, p0, p1, p2, p3, p4, p5 FROM {PHYSICAL} ORDER BY seq")
@@ -219,10 +223,13 @@ def run(backends: list[str], scale: float = 1.0, memory_sizes: tuple[int, int] |
                 build_physical(url)
                 # ROUNDS interleaved rounds (the machine is shared and drifts); the ratios
                 # are of the medians, the range is over the rounds
-                got: dict[str, list[float]] = {"raw": [], "phys": [], "one": [], "two": []}
+                got: dict[str, list[float]] = {"raw": [], "phys": [], "text": [], "one": [],
+                                               "two": []}
                 for _ in range(ROUNDS):
                     got["raw"].append(raw_scan(url, n))
                     got["phys"].append(physical_scan(url))
+                    if kind == "postgresql":
+                        got["text"].append(physical_scan(url, binary=False))
                     got["one"].append(audit_rate(url, attestations=False))
                     got["two"].append(audit_rate(url, workers=2, attestations=False))
                 raw, phys, one, two = (statistics.median(got[k])
@@ -233,6 +240,11 @@ def run(backends: list[str], scale: float = 1.0, memory_sizes: tuple[int, int] |
                 rows.append([kind, "audit, no attestations vs physical baseline", one, phys,
                              f"{one / phys:.2f} ({_spread(got, 'one', 'phys')})",
                              ">= 0.4" if kind == "sqlite" else ">= 0.25"])
+                if got["text"]:
+                    text = statistics.median(got["text"])
+                    rows.append([kind, "audit vs physical baseline in text format (as before)",
+                                 one, text, f"{one / text:.2f} ({_spread(got, 'one', 'text')})",
+                                 "-"])
                 rows.append([kind, "audit --workers 2 vs 1", two, one,
                              f"{two / one:.2f} ({_spread(got, 'two', 'one')})", ">= 1.8"])
             ctx = sqlite_url(Path(tmp)) if kind == "sqlite" else pg_url()
