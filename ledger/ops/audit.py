@@ -101,8 +101,11 @@ def _anchor(conn: Connection, ledger_id: str, start: int) -> tuple[bytes | None,
 def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Policy,
                 store: TrustStore | None, progress: Callable[[int], None] | None = None,
                 on_page: Callable[[int, Tally, ChainAuditor], None] | None = None,
-                state: dict[str, Any] | None = None) -> Tally:
-    """Audit ``[start, end)`` (the caller checks the head).  Never raises for bad data."""
+                state: dict[str, Any] | None = None, prefetch: bool = True) -> Tally:
+    """Audit ``[start, end)`` (the caller checks the head).  Never raises for bad data.
+    ``prefetch``: read the next page ahead while this one is checked (PostgreSQL; off in
+    the workers of a parallel audit, which keep the cores busy themselves and where the
+    thread's GIL hand-offs only cost CPU: docs/performance.md)."""
     tally = Tally()
     with connect(engine) as conn:
         anchor, last_time = _anchor(conn, ledger_id, start)
@@ -111,7 +114,7 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
                                redactions=load_redaction_map(conn))
         if state:
             auditor.prev_failed_hash = state.get("prev_failed_hash", False)
-        for page in repo.iter_entry_pages(conn, start, end, PAGE, prefetch=True):
+        for page in repo.iter_entry_pages(conn, start, end, PAGE, prefetch=prefetch):
             for r, blobs in page:
                 _tally(tally, auditor.check_row(r, blobs))
             if progress:
@@ -163,7 +166,8 @@ def _worker(args: tuple[Any, ...]) -> Tally:
     engine = make_engine(url)
     try:
         store = load_trust_store(engine) if check_att else None
-        return audit_range(engine, ledger_id, start, end, _policy(policy_path), store)
+        return audit_range(engine, ledger_id, start, end, _policy(policy_path), store,
+                           prefetch=False)
     finally:
         engine.dispose()
 
