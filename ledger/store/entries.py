@@ -220,15 +220,18 @@ def iter_entries(conn: Connection, start: int = 0, end: int | None = None,
                  batch: int = 2000) -> Iterator[Row[Any]]:
     """Entries with ``start <= seq < end`` in seq order, fetched in windows of ``batch``
     seqs (as :func:`iter_entry_pages`, which says why)."""
+    below_end = [] if end is None else [entries.c.seq < end]
     pos = start
     while end is None or pos < end:
         hi = pos + batch if end is None else min(end, pos + batch)
         rows = conn.execute(select(entries).where(entries.c.seq >= pos, entries.c.seq < hi)
                             .order_by(entries.c.seq)).all()
-        yield from rows
+        if rows:
+            yield from rows
+            pos = hi
+            continue
         nxt = conn.execute(select(func.min(entries.c.seq)).where(
-            entries.c.seq >= hi, *([] if end is None else [entries.c.seq < end]))).scalar() \
-            if not rows else hi
+            entries.c.seq >= hi, *below_end)).scalar()
         if nxt is None:
             return
         pos = int(nxt)
@@ -261,16 +264,17 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000, *
     that does nothing else with ``conn`` until the iterator is done or closed: the thread
     uses its cursor.
     """
-    ph = placeholder(is_pg(conn))
+    pg = is_pg(conn)
+    ph = placeholder(pg)
     sql = (_ENTRY_PAGE.format(ph=ph, limit=int(page)), _NEXT_SEQ.format(ph=ph),
-           _PAYLOAD_PAGE.format(ph=ph, data="data" if is_pg(conn) else "CAST(data AS BLOB)"))
+           _PAYLOAD_PAGE.format(ph=ph, data="data" if pg else "CAST(data AS BLOB)"))
     # the DBAPI cursor of the connection's transaction: no result-row objects per row.  On
     # PostgreSQL a binary-format cursor: bytea and bigint arrive as they are stored instead of
     # as hex and decimal text for psycopg to parse (half the reader's CPU a row; the values
     # and their Python types are the same -- docs/performance.md)
     with translate_errors("audit read"):
-        cur = conn.connection.cursor(binary=True) if is_pg(conn) else conn.connection.cursor()
-    if not (prefetch and is_pg(conn)):
+        cur = conn.connection.cursor(binary=True) if pg else conn.connection.cursor()
+    if not (prefetch and pg):
         got = _read_window(cur, sql, start, end, page)
         while got is not None:
             yield _page(*got[:2])

@@ -8,6 +8,7 @@ from ledger import Ledger
 from ledger.ops.samples import realistic
 from ledger.store import db
 from ledger.store import entries as repo
+from tests import tamper as T
 
 
 def test_readers_agree_with_what_was_appended(ledger):
@@ -41,13 +42,17 @@ def test_a_fresh_database_has_no_schema(db_url):
         engine.dispose()
 
 
-def test_pages_are_windows_of_seqs_and_skip_a_gap_of_any_width(db_url):
-    from tests import tamper as T
+def _with_rows_deleted(db_url: str, n: int, where: str) -> Ledger:
+    """A ledger of ``n`` realistic entries, the rows ``where`` then deleted behind its back."""
+    L = Ledger.init(db_url)
+    L.append_many(realistic(n))
+    with T.unlocked(db_url) as conn:
+        conn.execute(text(f"DELETE FROM entries WHERE {where}"))
+    return L
 
-    with Ledger.init(db_url) as L:
-        L.append_many(realistic(20))
-        with T.unlocked(db_url) as conn:
-            conn.execute(text("DELETE FROM entries WHERE (seq >= 3 AND seq < 11) OR seq = 19"))
+
+def test_pages_are_windows_of_seqs_and_skip_a_gap_of_any_width(db_url):
+    with _with_rows_deleted(db_url, 20, "(seq >= 3 AND seq < 11) OR seq = 19") as L:
         with db.connect(L.engine) as conn:
             pages = [[row.seq for row, _ in p] for p in repo.iter_entry_pages(conn, 0, 20, 3)]
             # [0,3) [3,6) empty -> next stored row is 11: [11,14) [14,17) [17,20)
@@ -63,12 +68,7 @@ def test_pages_are_windows_of_seqs_and_skip_a_gap_of_any_width(db_url):
 
 
 def test_prefetching_pages_gives_the_same_pages_and_can_stop_early(db_url):
-    from tests import tamper as T
-
-    with Ledger.init(db_url) as L:
-        L.append_many(realistic(25))
-        with T.unlocked(db_url) as conn:
-            conn.execute(text("DELETE FROM entries WHERE seq >= 6 AND seq < 15"))
+    with _with_rows_deleted(db_url, 25, "seq >= 6 AND seq < 15") as L:
         with db.connect(L.engine) as conn:
             plain = list(repo.iter_entry_pages(conn, 0, 25, 4))
             ahead = list(repo.iter_entry_pages(conn, 0, 25, 4, prefetch=True))
