@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
@@ -24,9 +25,12 @@ from ledger.core.digest import digest_text
 from ledger.core.entry import (
     COLUMN_MAP,
     COLUMN_MAP_V2,
+    ENTRY_TAG,
     ENVELOPE_TAG,
     FORMAT_V2,
     FORMAT_VERSION,
+    HASH_SIZE,
+    MAX_U63,
     PAYLOAD_MAP_V2,
     PAYLOAD_TAG,
     SALT_SIZE,
@@ -41,6 +45,7 @@ from ledger.core.entry import (
 )
 from ledger.core.erasure import RedactionMap, absent_payload, present_payload
 from ledger.core.fastjson import loads as fast_loads
+from ledger.core.fastjson import orjson_loads as _orjson_loads
 from ledger.core.finding import (
     EXIT_CODES,
     Abstention,
@@ -130,6 +135,7 @@ Slots = dict[int, tuple[bytes | None, bytes]]
 _REORDER_WINDOW = 16
 _V2_RESULT_SLOTS = tuple(PAYLOAD_MAP_V2["result"].items())
 _V2_MARK = b'"v":%d' % FORMAT_V2  # in every canonical (compact) v2 envelope
+_TWO_U64 = struct.Struct(">QQ")  # seq and recorded_at in the entry hash's preimage
 
 
 @dataclass
@@ -186,12 +192,24 @@ class ChainAuditor:
         values cannot even be read (wrong types written behind the ledger's back)
         is one ``row_unreadable`` finding, and the walk goes on."""
         if self.fast:
-            try:
-                checks = self._clean_v2_result(row, blobs)
-            except Exception:  # noqa: BLE001 - anything unusual is the plain path's to report
-                checks = 0
+            checks = self.clean_checks(row, blobs)
             if checks:
                 return RowOutcome(row.seq, verified_checks=checks)
+        return self.check_plain(row, blobs)
+
+    def clean_checks(self, row: Any, blobs: Slots) -> int:
+        """The fused pass alone (:meth:`_clean_v2_result`): the number of verified checks of
+        a row that passes every check, with the walk moved on past it; 0 (state untouched)
+        for any other row, which :meth:`check_plain` must then check.  A caller that only
+        counts clean rows (the audit job) saves the :class:`RowOutcome` of each."""
+        try:
+            return self._clean_v2_result(row, blobs)
+        except Exception:  # noqa: BLE001 - anything unusual is the plain path's to report
+            return 0
+
+    def check_plain(self, row: Any, blobs: Slots) -> RowOutcome:
+        """Every check of :meth:`check_row` without the fused pass (which only ever gives
+        the same outcome sooner)."""
         try:
             return self._check_row(row, blobs)
         except (TypeError, ValueError, AttributeError, OverflowError) as exc:
@@ -274,10 +292,19 @@ class ChainAuditor:
                 or type(t) is not int or t < self.last_time or seq in self._redacted_seqs:
             return 0
         sha = hashlib.sha256
-        if sha(ENVELOPE_TAG + envelope).digest() != body \
-                or entry_hash(prev, seq, t, body) != stored_hash:
+        # ledger.core.entry.entry_hash, inlined (a negative seq or time makes the pack raise:
+        # the plain path then reports the row)
+        if len(prev) != HASH_SIZE or seq > MAX_U63 or t > MAX_U63 \
+                or sha(ENVELOPE_TAG + envelope).digest() != body \
+                or sha(ENTRY_TAG + prev + _TWO_U64.pack(seq, t) + body).digest() != stored_hash:
             return 0
-        env = fast_loads(envelope)
+        # orjson itself, without ledger.core.fastjson's guard for integers beyond 64 bits
+        # (which orjson reads as floats where json.loads keeps them exact): every value this
+        # pass reads from the two documents must be a str, None, a bool or a dict/list, or
+        # equal a str column (every column compared is a string column:
+        # tests/core/test_audit_fast.py), so such a float fails here exactly where the exact
+        # integer fails the plain path's checks, and the plain path then words it
+        env = _orjson_loads(envelope)
         if type(env) is not dict or env.get("v") != FORMAT_V2 \
                 or env.get("ledger") != self.ledger_id or env.get("kind") != "result" \
                 or row.subject is not None or contract.violations(env, ENVELOPE_RULES):
@@ -307,7 +334,7 @@ class ChainAuditor:
                 return 0
             checks += 1
         result = texts.get("result")
-        doc = fast_loads(result) if result is not None else None
+        doc = _orjson_loads(result) if result is not None else None
         if type(doc) is not dict or doc.get("status") != status \
                 or doc.get("proof_ref") != proof_ref or contract.violations(doc, DOCUMENT_RULES):
             return 0

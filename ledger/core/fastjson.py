@@ -28,9 +28,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["loads"]
+__all__ = ["loads", "orjson_loads"]
 
-_orjson_loads = orjson.loads
+_orjson_loads = orjson_loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
 _json_loads = json.loads
 # digits -> "0", every other byte -> " ": a run of 19 digits becomes 19 zeros, found

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+import sqlite3
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Row, and_, func, select, text, union_all
+from sqlalchemy import Connection, Row, String, and_, func, select, text, union_all
 
 from ledger.store.codec import decode
 from ledger.store.db import is_pg, placeholder, translate_errors
@@ -240,10 +241,18 @@ def iter_entries(conn: Connection, start: int = 0, end: int | None = None,
 _ENTRY_PAGE = ("SELECT " + ", ".join(ENTRY_COLUMNS) + " FROM entries WHERE seq >= {ph} "
                "AND seq < {ph} ORDER BY seq LIMIT {limit}")
 _NEXT_SEQ = "SELECT MIN(seq) FROM entries WHERE seq >= {ph} AND seq < {ph}"
-# SQLite: CAST(... AS BLOB) gives back the stored bytes of a value tampered into TEXT (the
-# driver would otherwise fail on TEXT that is not UTF-8); a no-op for a BLOB.
-_PAYLOAD_PAGE = ("SELECT pid, salt, {data}, codec FROM payloads WHERE pid >= {ph} "
+_PAYLOAD_PAGE = ("SELECT pid, salt, data, codec FROM payloads WHERE pid >= {ph} "
                  "AND pid < {ph} ORDER BY pid")
+# SQLite: a value written behind the ledger's back as TEXT that is not UTF-8 makes sqlite3
+# fail the whole fetch ("Could not decode to UTF-8 column ...").  The window is then read
+# again with the connection's text_factory set to bytes, so that every value comes back as
+# stored: the binary columns as their bytes (as for any TEXT they hold), a string column's
+# TEXT decoded where it is UTF-8 and left as bytes where not (which the audit then reports
+# as differing from the envelope); typeof() tells a string column's TEXT from its BLOB.
+_TEXT_COLUMNS = tuple(i for i, c in enumerate(entries.columns) if isinstance(c.type, String))
+_ENTRY_PAGE_AS_STORED = ("SELECT " + ", ".join(ENTRY_COLUMNS) + ", "
+                         + ", ".join(f"typeof({ENTRY_COLUMNS[i]})" for i in _TEXT_COLUMNS)
+                         + " FROM entries WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT {limit}")
 
 
 def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000, *,
@@ -267,7 +276,7 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000, *
     pg = is_pg(conn)
     ph = placeholder(pg)
     sql = (_ENTRY_PAGE.format(ph=ph, limit=int(page)), _NEXT_SEQ.format(ph=ph),
-           _PAYLOAD_PAGE.format(ph=ph, data="data" if pg else "CAST(data AS BLOB)"))
+           _PAYLOAD_PAGE.format(ph=ph))
     # the DBAPI cursor of the connection's transaction: no result-row objects per row.  On
     # PostgreSQL a binary-format cursor: bytea and bigint arrive as they are stored instead of
     # as hex and decimal text for psycopg to parse (half the reader's CPU a row; the values
@@ -299,11 +308,10 @@ def _read_window(cur: Any, sql: tuple[str, str, str], pos: int, end: int, page: 
             # page a query, where ``seq >= pos ... LIMIT`` had it fetch and sort every row to
             # the end of the range for every page (quadratic in the range: docs/performance.md)
             hi = min(end, pos + page)
-            cur.execute(esql, (pos, hi))
-            raw = cur.fetchall()
+            raw = _fetch(cur, esql, (pos, hi), page)
             if raw:
-                cur.execute(psql, (raw[0][0] * SLOT_COUNT, (raw[-1][0] + 1) * SLOT_COUNT))
-                return raw, cur.fetchall(), hi
+                return raw, _fetch(cur, psql, (raw[0][0] * SLOT_COUNT,
+                                               (raw[-1][0] + 1) * SLOT_COUNT)), hi
             # a gap of a whole window (rows deleted behind the ledger's back): on to the
             # next stored row, if any
             cur.execute(nsql, (hi, end))
@@ -312,6 +320,40 @@ def _read_window(cur: Any, sql: tuple[str, str, str], pos: int, end: int, page: 
                 return None
             pos = int(nxt)
     return None
+
+
+def _fetch(cur: Any, sql: str, params: tuple[int, int], page: int | None = None) -> list[Any]:
+    """All rows of ``sql``; on SQLite, rows holding TEXT that is not UTF-8 as stored (see
+    :data:`_ENTRY_PAGE_AS_STORED`; ``page`` given: the entries query)."""
+    try:
+        cur.execute(sql, params)
+        return cur.fetchall()
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc):
+            raise
+    con = cur.connection
+    factory = con.text_factory
+    con.text_factory = bytes
+    try:
+        if page is None:  # the payload query: salt and data are binary columns
+            cur.execute(sql, params)
+            return cur.fetchall()
+        cur.execute(_ENTRY_PAGE_AS_STORED.format(limit=int(page)), params)
+        rows = cur.fetchall()
+    finally:
+        con.text_factory = factory
+    width = len(ENTRY_COLUMNS)
+    out = []
+    for r in rows:
+        values = list(r[:width])
+        for i, kind in zip(_TEXT_COLUMNS, r[width:], strict=True):
+            if kind == b"text":  # (typeof's own answer is TEXT, read as bytes here)
+                try:
+                    values[i] = values[i].decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # as stored: bytes, which no envelope field equals
+        out.append(tuple(values))
+    return out
 
 
 def _page(raw: list[Any], prow: list[Any]) -> list[tuple[EntryRow, Slots]]:

@@ -81,7 +81,15 @@ KINDS = ["flip_envelope", "flip_body", "flip_prev", "flip_entry", "seq", "time_b
          "env_ledger", "env_v", "env_kind", "env_drop_digest", "env_engine",
          "drop_payload", "flip_payload", "salt_short", "salt_none", "doc_status",
          "doc_message", "doc_authoritative", "doc_not_json", "preimage_changed",
-         "swap", "delete", "redaction", "text_envelope", "attestation_swap", "time_far"]
+         "swap", "delete", "redaction", "text_envelope", "attestation_swap", "time_far",
+         "env_bigint", "doc_bigint"]
+# Integers beyond 64 bits, which orjson (the fused pass's parser) reads as floats and
+# json.loads (the plain path's) keeps exact; 2**64 + 1 and 2**64 + 2 read as the same float.
+BIG = [2**64, 2**64 + 1, 2**64 + 2, -(2**63) - 1, 10**30]
+ENV_BIG_FIELDS = ["engine", "constraint_id", "proof_ref", "status", "att_kid", "v", "ledger",
+                  "payloads", "idempotency_key"]
+DOC_BIG_FIELDS = ["status", "proof_ref", "is_authoritative", "agent_message",
+                  "advisory_only"]
 
 
 def _tamper(rows: list[Any], kind: str, i: int, at: int,
@@ -133,6 +141,15 @@ def _tamper(rows: list[Any], kind: str, i: int, at: int,
         elif field == "engine":
             env["engine"] = "fact"
             row = row._replace(engine="fact")
+        elif field == "bigint":
+            name = ENV_BIG_FIELDS[at % len(ENV_BIG_FIELDS)]
+            big = BIG[at // len(ENV_BIG_FIELDS) % len(BIG)]
+            if name == "payloads" and isinstance(env.get("payloads"), dict) and env["payloads"]:
+                env["payloads"][sorted(env["payloads"])[at % len(env["payloads"])]] = big
+            else:
+                env[name] = big
+                if name in row._fields:  # the column says the same (as text, as SQLite would)
+                    row = row._replace(**{name: str(big)})
         row = _rehash(row, env)
     elif kind in ("drop_payload", "flip_payload", "salt_short", "salt_none"):
         if blobs:
@@ -159,6 +176,14 @@ def _tamper(rows: list[Any], kind: str, i: int, at: int,
                 doc["agent_message"] = "  "
             elif kind == "doc_authoritative":
                 doc["is_authoritative"] = not doc.get("is_authoritative")
+            elif kind == "doc_bigint":
+                name = DOC_BIG_FIELDS[at % len(DOC_BIG_FIELDS)]
+                big = BIG[at // len(DOC_BIG_FIELDS) % len(BIG)]
+                if name == "advisory_only":
+                    doc.setdefault("developer_fields", {}).setdefault(
+                        "advisory_checks", [{"constraint_id": "c"}])[0]["advisory_only"] = big
+                else:
+                    doc[name] = big
             data = json.dumps(doc).encode() if kind != "doc_not_json" else b"{not json"
             row = _recommit(row, blobs, slots["result"], "result", data)
     elif kind == "preimage_changed" and slots["preimage"] in blobs and env and env.get("v") == 2 \
@@ -245,3 +270,35 @@ def test_untampered_rows_take_the_fast_pass(walk: dict[str, Any]) -> None:
     assert fast_rows >= 30, fast_rows
     plain = _walk(walk["rows"], walk, False, {}, load_policy(), True)
     assert all(not f and not a for _, f, a, _, _ in plain[0][:30])
+
+
+@pytest.mark.parametrize("kind", ["env_bigint", "doc_bigint"])
+def test_integers_beyond_64_bits_give_the_plain_outcome_in_every_field(
+        walk: dict[str, Any], kind: str) -> None:
+    """Every field and every big integer of the two tampers above, on a verified row: the
+    fused pass reads such an integer as a float (orjson), the plain path exactly; both must
+    give the same outcome (the row fails in both, or passes in both)."""
+    fields = ENV_BIG_FIELDS if kind == "env_bigint" else DOC_BIG_FIELDS
+    i = next(n for n, (r, b) in enumerate(walk["rows"])
+             if r.kind == "result" and r.proof_ref is not None and 1 in b)
+    for at in range(len(fields) * len(BIG)):
+        rows = _tamper(list(walk["rows"]), kind, i, at, {})
+        policy = load_policy()
+        fast = _walk(rows, walk, True, {}, policy, True)
+        assert fast == _walk(rows, walk, False, {}, policy, True), (
+            fields[at % len(fields)], BIG[at // len(fields) % len(BIG)])
+        assert fast[0][i][1], "the tampered row must fail"
+
+
+def test_every_column_the_fused_pass_compares_is_a_string_column() -> None:
+    """The fused pass reads the documents with orjson alone (ledger.core.audit): sound only
+    while every column it compares an envelope field with holds text (SQLite's TEXT affinity
+    then turns any number written into it into text), so that no float read from an integer
+    beyond 64 bits can equal a stored value that the exact integer would not."""
+    from sqlalchemy import String
+
+    from ledger.core.entry import COLUMN_MAP_V2
+    from ledger.store.schema import entries
+
+    for column in COLUMN_MAP_V2["result"].values():
+        assert isinstance(entries.c[column].type, String), column
