@@ -20,7 +20,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, Protocol
 
 from ledger.core import contract
-from ledger.core.contract import DOCUMENT_RULES, ENVELOPE_RULES, VERIFIED
+from ledger.core.contract import VERIFIED, document_clean, envelope_clean
 from ledger.core.digest import digest_text
 from ledger.core.entry import (
     COLUMN_MAP,
@@ -136,6 +136,14 @@ _REORDER_WINDOW = 16
 _V2_RESULT_SLOTS = tuple(PAYLOAD_MAP_V2["result"].items())
 _V2_MARK = b'"v":%d' % FORMAT_V2  # in every canonical (compact) v2 envelope
 _TWO_U64 = struct.Struct(">QQ")  # seq and recorded_at in the entry hash's preimage
+# SHA-256 states that have taken a domain tag, copied for each hash of the fused pass: a
+# copy costs less than a new hash object (OpenSSL 3 looks the digest up for each new one),
+# and the tag is not concatenated to the data first (never updated themselves: safe to share)
+_ENVELOPE_H = hashlib.sha256(ENVELOPE_TAG)
+_ENTRY_H = hashlib.sha256(ENTRY_TAG)
+_PAYLOAD_H = hashlib.sha256(PAYLOAD_TAG)
+_V2_ENV_GET, _V2_ROW_GET = _GETTERS[("result", FORMAT_V2)]
+_POLICY_MEMO = 4096  # (engine, status, constraint id) -> no rule matches, per walk
 
 
 @dataclass
@@ -178,6 +186,9 @@ class ChainAuditor:
         self.judge = judge_attestation
         # seqs with a redaction recorded for any payload: never on the fast path
         self._redacted_seqs = frozenset(seq for seq, _ in self.redactions)
+        # the policy's verdict by (engine, status, constraint id), for the fused pass (a
+        # policy is a pure function of the three: ledger.core.policy)
+        self._policy_ok: dict[tuple[Any, Any, Any], bool] = {}
 
     # Rows that pass every check take one fused pass (:meth:`_clean_v2_result`); any other
     # row -- and any row at all with ``fast = False`` -- takes the plain checks.  Both give
@@ -294,9 +305,15 @@ class ChainAuditor:
         sha = hashlib.sha256
         # ledger.core.entry.entry_hash, inlined (a negative seq or time makes the pack raise:
         # the plain path then reports the row)
-        if len(prev) != HASH_SIZE or seq > MAX_U63 or t > MAX_U63 \
-                or sha(ENVELOPE_TAG + envelope).digest() != body \
-                or sha(ENTRY_TAG + prev + _TWO_U64.pack(seq, t) + body).digest() != stored_hash:
+        if len(prev) != HASH_SIZE or seq > MAX_U63 or t > MAX_U63:
+            return 0
+        h = _ENVELOPE_H.copy()
+        h.update(envelope)
+        if h.digest() != body:
+            return 0
+        h = _ENTRY_H.copy()
+        h.update(prev + _TWO_U64.pack(seq, t) + body)
+        if h.digest() != stored_hash:
             return 0
         # orjson itself, without ledger.core.fastjson's guard for integers beyond 64 bits
         # (which orjson reads as floats where json.loads keeps them exact): every value this
@@ -307,10 +324,9 @@ class ChainAuditor:
         env = _orjson_loads(envelope)
         if type(env) is not dict or env.get("v") != FORMAT_V2 \
                 or env.get("ledger") != self.ledger_id or env.get("kind") != "result" \
-                or row.subject is not None or contract.violations(env, ENVELOPE_RULES):
+                or row.subject is not None or not envelope_clean(env):
             return 0
-        env_get, row_get = _GETTERS[("result", FORMAT_V2)]
-        if env_get(env) != row_get(row):
+        if _V2_ENV_GET(env) != _V2_ROW_GET(row):
             return 0
         digests = env.get("payloads") or {}
         texts: dict[str, bytes] = {}
@@ -322,8 +338,12 @@ class ChainAuditor:
             if got is None:
                 return 0
             salt, data = got
-            if type(salt) is not bytes or len(salt) != SALT_SIZE or \
-                    "sha256:" + sha(PAYLOAD_TAG + salt + data).hexdigest() != d:
+            if type(salt) is not bytes or len(salt) != SALT_SIZE:
+                return 0
+            h = _PAYLOAD_H.copy()
+            h.update(salt)
+            h.update(data)
+            if "sha256:" + h.hexdigest() != d:
                 return 0
             texts[name] = data
         checks = 1 + len(texts)
@@ -336,11 +356,17 @@ class ChainAuditor:
         result = texts.get("result")
         doc = _orjson_loads(result) if result is not None else None
         if type(doc) is not dict or doc.get("status") != status \
-                or doc.get("proof_ref") != proof_ref or contract.violations(doc, DOCUMENT_RULES):
+                or doc.get("proof_ref") != proof_ref or not document_clean(doc):
             return 0
-        if self.policy.rules and self.policy.violations(env.get("engine"), status,
-                                                        env.get("constraint_id")):
-            return 0
+        if self.policy.rules:
+            key = (env.get("engine"), status, env.get("constraint_id"))
+            ok = self._policy_ok.get(key)
+            if ok is None:
+                if len(self._policy_ok) >= _POLICY_MEMO:
+                    self._policy_ok.clear()
+                ok = self._policy_ok[key] = not self.policy.violations(*key)
+            if not ok:
+                return 0
         if digests.get("attestation") is not None:
             token = texts.get("attestation")
             if status != VERIFIED or token is None or self.judge is None:

@@ -180,9 +180,9 @@ SUBMISSION_RULES: tuple[Rule, ...] = tuple(r for r in RULES if r not in ATTESTAT
 
 def violations(view: Mapping[str, Any], rules: tuple[Rule, ...] = RULES) -> list[Violation]:
     """Every violation of ``rules`` by the result ``view``, in rule order."""
-    if (rules is ENVELOPE_RULES and _envelope_clean(view)) \
-            or (rules is DOCUMENT_RULES and _document_clean(view)) \
-            or (rules is SUBMISSION_RULES and _envelope_clean(view) and _document_clean(view)
+    if (rules is ENVELOPE_RULES and envelope_clean(view)) \
+            or (rules is DOCUMENT_RULES and document_clean(view)) \
+            or (rules is SUBMISSION_RULES and envelope_clean(view) and document_clean(view)
                 and _proof_ref_clean(view)) \
             or (rules is ATTESTATION_RULES and (view.get("attestation") is None
                                                 or view.get("status") == VERIFIED)):
@@ -195,7 +195,8 @@ def violations(view: Mapping[str, Any], rules: tuple[Rule, ...] = RULES) -> list
 # For the rule sets applied to every row and every submission, one test that is true
 # exactly when the rules find nothing; tests/core/test_contract_fast.py pins each to its rules
 # (property-tested on arbitrary documents).  When it is false, the rules themselves run.
-def _envelope_clean(view: Mapping[str, Any]) -> bool:
+def envelope_clean(view: Mapping[str, Any]) -> bool:
+    """True exactly when :data:`ENVELOPE_RULES` find nothing in ``view``."""
     status, ref = view.get("status"), view.get("proof_ref")
     return (type(status) is str and status in STATUSES
             and (ref is not None) == (status == VERIFIED))
@@ -206,7 +207,8 @@ def _proof_ref_clean(view: Mapping[str, Any]) -> bool:
     return ref is None or (isinstance(ref, str) and PROOF_REF_RE.fullmatch(ref) is not None)
 
 
-def _document_clean(doc: Mapping[str, Any]) -> bool:
+def document_clean(doc: Mapping[str, Any]) -> bool:
+    """True exactly when :data:`DOCUMENT_RULES` find nothing in ``doc``."""
     if doc.get("is_authoritative") is not (doc.get("proof_ref") is not None):
         return False
     msg = doc.get("agent_message")

@@ -6,10 +6,10 @@ Never hashes or signs.  Functions take a SQLAlchemy Connection (from
 
 from __future__ import annotations
 
+import sqlite3
 from collections import namedtuple
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-import sqlite3
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -358,15 +358,18 @@ def _fetch(cur: Any, sql: str, params: tuple[int, int], page: int | None = None)
 
 def _page(raw: list[Any], prow: list[Any]) -> list[tuple[EntryRow, Slots]]:
     by_seq: dict[int, Slots] = {}
-    for pid, salt, data, how in prow:
+    seq = -1
+    slots: Slots = {}
+    for pid, salt, data, how in prow:  # in pid order: an entry's payloads are adjacent
         if type(data) is not bytes:
             data = _bytes(data)
         if how:
             data = decode(how, data)
         if salt is not None and type(salt) is not bytes:
             salt = _bytes(salt)
-        slots = by_seq.get(pid >> 3)  # SLOT_COUNT == 8
-        if slots is None:
-            by_seq[pid >> 3] = slots = {}
+        if pid >> 3 != seq:  # SLOT_COUNT == 8
+            seq = pid >> 3
+            by_seq[seq] = slots = {}
         slots[pid & 7] = (salt, data)  # a plain (salt, data) pair: the hot path
-    return [(EntryRow(*t), by_seq.get(t[0]) or {}) for t in raw]
+    get = by_seq.get
+    return [(EntryRow(*t), get(t[0]) or {}) for t in raw]

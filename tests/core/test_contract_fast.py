@@ -52,7 +52,7 @@ def test_the_clean_cases_are_taken_and_each_rule_still_fires():
     good = {"status": "VERIFIED", "proof_ref": REF, "is_authoritative": True,
             "agent_message": "ok", "developer_fields": {"advisory_checks": [
                 {"advisory_only": True}, {"advisory_only": 1}]}}
-    assert c._envelope_clean(good) and c._document_clean(good)
+    assert c.envelope_clean(good) and c.document_clean(good)
     assert c.violations(good, c.ENVELOPE_RULES) == c.violations(good, c.DOCUMENT_RULES) == []
     for change, rule in (({"status": "verified"}, "invalid_status"),
                          ({"proof_ref": None}, "verified_without_proof"),
