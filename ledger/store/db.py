@@ -10,9 +10,11 @@ the pool pings a connection before handing it out, so it recovers by itself
 after a server restart.
 
 Every driver error is translated once, by :func:`translate` (driver exception
-type and SQLSTATE, never message text), through :func:`translate_errors` around
-every connection the store opens; the engine's ``handle_error`` hook also turns a
-connection-level fault on any other connection into StoreUnavailable.
+type and SQLSTATE, never message text -- with one exception: ``sqlite3``'s own failure to
+read back TEXT that is not UTF-8, which has neither a code nor a type of its own),
+through :func:`translate_errors` around every connection the store opens; the engine's
+``handle_error`` hook also turns a connection-level fault, and stored text that cannot be
+read, on any other connection into the ledger's error.
 The table is in docs/storage.md.
 """
 
@@ -29,7 +31,14 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from ledger.errors import LedgerError, NotInitialized, StoreDataError, StoreUnavailable, UsageError
+from ledger.errors import (
+    IntegrityError,
+    LedgerError,
+    NotInitialized,
+    StoreDataError,
+    StoreUnavailable,
+    UsageError,
+)
 
 DEFAULT_URL = "sqlite:///ledger.db"
 WRITE_OPTION = "ledger_write"
@@ -111,9 +120,20 @@ def _translate_pg(orig: Any, psycopg: Any, what: str) -> LedgerError | None:
     return None
 
 
+# sqlite3's message (Modules/_sqlite/cursor.c) when a TEXT value is not UTF-8: SQLite keeps
+# whatever is written, so only a value written behind the ledger's back gives it
+_NOT_UTF8 = "Could not decode to UTF-8"
+STORED_TEXT_UNREADABLE = "stored_text_unreadable"
+
+
 def _translate_sqlite(orig: sqlite3.Error, what: str) -> LedgerError | None:
     code = getattr(orig, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
+    if primary is None and isinstance(orig, sqlite3.OperationalError) \
+            and str(orig).startswith(_NOT_UTF8):
+        return IntegrityError(f"{what}: a stored value is not UTF-8 text ({orig}); it was "
+                              "written behind the ledger's back: `ledger audit` names the "
+                              "entry", code=STORED_TEXT_UNREADABLE)
     reason = f"{what}: {type(orig).__name__} ({getattr(orig, 'sqlite_errorname', '?')})"
     if primary in _SQLITE_RETRY:
         return StoreUnavailable(f"{reason}; retry shortly", detail={"sqlite_code": code})
@@ -143,8 +163,8 @@ def _on_error(ctx: Any) -> None:
     if ctx.is_pre_ping or ctx.original_exception is None:
         return
     err = translate(ctx.original_exception)
-    if isinstance(err, StoreUnavailable) and err.detail.get("sqlstate") not in \
-            _REFUSED_WRITE_STATES:
+    if (isinstance(err, StoreUnavailable) and err.detail.get("sqlstate") not in
+            _REFUSED_WRITE_STATES) or (err is not None and err.code == STORED_TEXT_UNREADABLE):
         raise err from ctx.sqlalchemy_exception or ctx.original_exception
 
 

@@ -4,19 +4,26 @@ PostgreSQL's column types refuse them).
 SQLite keeps whatever a superuser writes: TEXT in a BLOB column, a BLOB in a string column,
 TEXT that is not UTF-8 (which ``sqlite3`` cannot even read back as ``str``).  The audit must
 hash what is stored, report the row that holds such a value and go on with the rest -- never
-stop with a driver error.
+stop with a driver error; the other readers (``ledger show``, ``query``, the service) refuse
+that one entry with an error that names the column, and read the others as ever.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from ledger import Ledger
+from ledger.cli.main import cli
 from ledger.core.entry import SLOTS
 from ledger.ops.audit import AuditOptions, run_audit
 from ledger.ops.samples import realistic
 from tests import tamper as T
+from tests.api.server import Server, prepare_ledger, start_server
 
 N = 12
 NOT_UTF8 = "CAST(X'FFFE41' AS TEXT)"  # TEXT whose bytes are not UTF-8
@@ -67,3 +74,48 @@ def test_a_value_of_the_wrong_storage_class_is_reported_and_the_audit_goes_on(
     assert summary["rows"] == N
     assert summary["verified"] == N - (1 if expected else 0)
     assert report["outcome"] == ("failed" if expected else "passed")
+
+
+@pytest.fixture
+def not_utf8_engine(tmp_path: Path) -> tuple[str, Path, str, int]:
+    """A SQLite ledger (with a signing key) whose entry ``seq`` has TEXT that is not UTF-8 in
+    its engine column: (url, keys dir, origin, seq)."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    keys, origin = tmp_path / "keys", "test.example/types"
+    prepare_ledger(url, keys, origin)
+    with Ledger.open(url) as L:
+        assert all(r.ok for r in L.append_many(realistic(N)))
+    seq = 4
+    with T.unlocked(url) as conn:
+        conn.execute(text(f"UPDATE entries SET engine = {NOT_UTF8} WHERE seq = {seq}"))
+    return url, keys, origin, seq
+
+
+@pytest.mark.parametrize("args", [["show", "{seq}"], ["query"]], ids=["show", "query"])
+def test_readers_name_stored_text_that_is_not_utf8_and_exit_1(
+        not_utf8_engine: tuple[str, Path, str, int], args: list[str]) -> None:
+    url, _, _, seq = not_utf8_engine
+    r = CliRunner().invoke(cli, ["--db", url, *[a.format(seq=seq) for a in args]])
+    assert r.exit_code == 1, r.output
+    assert "stored_text_unreadable" in r.output and "column 'engine'" in r.output
+    assert "Traceback" not in r.output and not isinstance(r.exception, OperationalError)
+    ok = CliRunner().invoke(cli, ["--db", url, "show", str(seq + 1)])
+    assert ok.exit_code == 0, ok.output  # the other entries read as ever
+
+
+def test_the_service_answers_409_for_that_entry_and_serves_the_others(
+        not_utf8_engine: tuple[str, Path, str, int], tmp_path: Path) -> None:
+    url, keys, origin, seq = not_utf8_engine
+    proc, base = start_server(url, keys, tmp_path / "serve.log")
+    srv = Server("sqlite", url, keys, origin, proc, base, tmp_path / "serve.log")
+    try:
+        srv.tokens = {"auditor": srv.token("auditor", "test-auditor")}
+        with srv.client("auditor") as c:
+            bad = c.get(f"/v1/entries/{seq}")
+            good = c.get(f"/v1/entries/{seq + 1}")
+        assert bad.status_code == 409, bad.text
+        assert bad.headers["content-type"].startswith("application/problem+json")
+        assert bad.json()["code"] == "stored_text_unreadable"
+        assert good.status_code == 200, good.text
+    finally:
+        srv.stop()
