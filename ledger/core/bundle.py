@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from ledger.core.entry import COLUMN_MAP, FORMAT_V2, column_map, parse_hash_hex, payload_map
-from ledger.core.fastjson import dumps_line, is_canonical_line, loads_text
+from ledger.core.fastjson import dumps_line, is_canonical_line, loads_line, loads_text
 from ledger.core.timestamp import format_us, parse_rfc3339
 
 EXPORT_FORMAT = "ledger-export/1"
@@ -168,7 +168,7 @@ class BundleRow:
     :func:`read_entry`; the other columns are the envelope's fields, unverified JSON values
     (None where the envelope lacks them)."""
 
-    __slots__ = _COLUMNS + ("redacted_by",)
+    __slots__ = _COLUMNS + ("redacted_by", "envelope_doc")
     seq: int
     kind: str
     recorded_at: int
@@ -189,11 +189,15 @@ class BundleRow:
     att_iss: Any
     payload_subject: Any
     redacted_by: dict[str, int]
+    # the envelope as json.loads reads it (None when it is no JSON), for the audit's fused
+    # pass (ChainAuditor.parsed_envelopes), which then does not parse it again
+    envelope_doc: Any
 
     def __init__(self, values: dict[str, Any]) -> None:
         for c in _COLUMNS:
             setattr(self, c, values.get(c))
         self.redacted_by: dict[str, int] = {}
+        self.envelope_doc = None
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -215,7 +219,7 @@ class BundleLine:
         self.seq: int | None = None
         try:
             # no duplicate-key hook: a duplicate key fails the canonical comparison below
-            obj = loads_text(raw)
+            obj, canonical = loads_line(raw)
         except (ValueError, RecursionError):
             self.problem = ("line_unreadable", f"line {lineno} is not a JSON object")
             self._guess_seq()
@@ -226,7 +230,7 @@ class BundleLine:
         self.obj = obj
         seq = obj.get("seq")
         self.seq = seq if type(seq) is int and seq >= 0 else None
-        if is_canonical_line(obj, raw) is None and dump_line(obj) != raw:
+        if not canonical and is_canonical_line(obj, raw) is None and dump_line(obj) != raw:
             self.problem = ("line_not_canonical", f"line {lineno} is not byte-identical "
                             + "to its canonical form (edited, re-encoded or truncated)")
 
@@ -254,10 +258,10 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | 
     envelope = obj["envelope"].encode("utf-8")
     hashes = {k: parse_hash_hex(obj[k]) for k in ("body_hash", "prev_hash", "entry_hash")}
     try:
-        env = loads_text(envelope)
+        parsed = loads_text(envelope)
     except ValueError:
-        env = None
-    env = env if isinstance(env, dict) else {}
+        parsed = None
+    env = parsed if isinstance(parsed, dict) else {}
     cols = envelope_columns(kind, env)
     env_payloads = env.get("payloads")
     committed: dict[str, Any] = {n: d for n, d in env_payloads.items() if d is not None} \
@@ -288,14 +292,8 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | 
         data = p["data_b64"]
         if data is None:
             continue
-        try:
-            # strict decoding (only the alphabet, padding only at the end), then the
-            # canonical check: re-encoding gives back the very text
-            raw = binascii.a2b_base64(data, strict_mode=True) if isinstance(data, str) \
-                else None
-        except (binascii.Error, ValueError):
-            raw = None
-        if raw is None or binascii.b2a_base64(raw, newline=False).decode("ascii") != data:
+        raw = canonical_b64(data)
+        if raw is None:
             problems.append(("payload_encoding_invalid",
                              f"payload {name} is not canonical base64"))
             continue
@@ -306,7 +304,26 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | 
                      **hashes, "payload_subject": None if subject is None
                      else subject[1].decode("utf-8", "replace")})
     row.redacted_by = redacted_by
+    row.envelope_doc = parsed
     return row, blobs, problems
+
+
+def canonical_b64(text: Any) -> bytes | None:
+    """The bytes of ``text`` when it is canonical base64 (RFC 4648 §4 -- the alphabet, the
+    padding -- and the one encoding of its bytes: re-encoding them gives back the very
+    text), else None.  Strict decoding already refuses everything but the alphabet, padding
+    other than at the end and a length that is no multiple of 4; what is left is a last
+    group whose unused bits are not zero, so only that group is encoded again."""
+    if not isinstance(text, str):
+        return None
+    try:
+        raw = binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return None
+    tail = len(raw) % 3
+    if tail and binascii.b2a_base64(raw[-tail:], newline=False) != text[-4:].encode("ascii"):
+        return None
+    return raw
 
 
 def _b64(text: Any) -> bytes | None:

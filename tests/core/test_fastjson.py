@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.core.fastjson import is_canonical_line, loads, loads_text
+from ledger.core.fastjson import is_canonical_line, loads, loads_line, loads_text
 
 
 def _same(text: bytes | str) -> None:
@@ -140,3 +140,48 @@ def test_every_code_point_is_escaped_as_the_standard_encoder_does():
             continue
         obj = {chr(cp): chr(cp), "k": [chr(cp)]}
         assert is_canonical_line(obj, _dump_line(obj)) is True, hex(cp)
+
+
+# -- loads_line: loads_text's value, and True only where raw is dump_line of it ----------
+def _same_line(raw: bytes) -> None:
+    try:
+        want = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        with pytest.raises(ValueError):
+            loads_line(raw)
+        return
+    got, canonical = loads_line(raw)
+    assert _key(got) == _key(want)
+    if canonical:
+        assert _dump_line(want) == raw
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_values, st.booleans())
+def test_loads_line_agrees_with_json_loads_and_the_standard_encoder(value, compact):
+    obj = {"v": value, "n": 1}
+    try:
+        raw = _dump_line(obj) if compact else json.dumps(obj).encode("utf-8")
+    except UnicodeEncodeError:
+        return
+    _same_line(raw)
+    _same_line(raw.rstrip(b"\n"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40))
+def test_loads_line_agrees_on_arbitrary_bytes(data):
+    _same_line(data)
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"seq":18446744073709551617}\n',      # beyond 64 bits: orjson reads a float
+    b'{"seq":18446744073709551616}\n', b'{"a":1.0}\n', b'{"a":1e16}\n', b'{"a":[0.5]}\n',
+    b'{"a":1,"a":2}\n', b'{"b":1,"a":2}\n', b'{"a":"\\u00e9"}\n', b'{"a":"\xc3\xa9"}\n',
+    b'{"a":"\\ud800"}\n', b'[NaN]\n', b'\xef\xbb\xbf{}\n', b'{"a":2}', b'{"a": 2}\n',
+])
+def test_loads_line_agrees_on_edge_inputs(raw):
+    _same_line(raw)
+    if raw in (b'{"seq":18446744073709551617}\n', b'{"a":1.0}\n'):
+        assert loads_line(raw)[1] is False  # a float: the standard encoder decides
+    assert loads_line(b'{"a":2}\n') == ({"a": 2}, True)

@@ -196,6 +196,7 @@ def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: Pro
         if auditor is None or row.seq != last_seq + 1:
             auditor = ChainAuditor(ledger_id, row.seq, row.prev_hash, last_time, ctx.policy,
                                    judge, redactions)
+            auditor.parsed_envelopes = True  # read_entry parsed each envelope
         out = auditor.check_row(row, blobs)
         for name, by in row.redacted_by.items():
             if (redactions or {}).get((row.seq, name)) != by:
