@@ -122,7 +122,7 @@ def _translate_pg(orig: Any, psycopg: Any, what: str) -> LedgerError | None:
 
 # sqlite3's message (Modules/_sqlite/cursor.c) when a TEXT value is not UTF-8: SQLite keeps
 # whatever is written, so only a value written behind the ledger's back gives it
-_NOT_UTF8 = "Could not decode to UTF-8"
+NOT_UTF8 = "Could not decode to UTF-8"
 STORED_TEXT_UNREADABLE = "stored_text_unreadable"
 
 
@@ -130,7 +130,7 @@ def _translate_sqlite(orig: sqlite3.Error, what: str) -> LedgerError | None:
     code = getattr(orig, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
     if primary is None and isinstance(orig, sqlite3.OperationalError) \
-            and str(orig).startswith(_NOT_UTF8):
+            and str(orig).startswith(NOT_UTF8):
         return IntegrityError(f"{what}: a stored value is not UTF-8 text ({orig}); it was "
                               "written behind the ledger's back: `ledger audit` names the "
                               "entry", code=STORED_TEXT_UNREADABLE)

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, Row, String, and_, func, select, text, union_all
 
 from ledger.store.codec import decode
-from ledger.store.db import is_pg, placeholder, translate_errors
+from ledger.store.db import NOT_UTF8, is_pg, placeholder, translate_errors
 from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
 
 
@@ -329,7 +329,7 @@ def _fetch(cur: Any, sql: str, params: tuple[int, int], page: int | None = None)
         cur.execute(sql, params)
         return cur.fetchall()
     except sqlite3.OperationalError as exc:
-        if "decode" not in str(exc):
+        if not str(exc).startswith(NOT_UTF8):
             raise
     con = cur.connection
     factory = con.text_factory
