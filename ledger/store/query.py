@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection, LargeBinary, and_, cast, select
 
+from ledger.errors import IntegrityError
 from ledger.store.codec import decode
+from ledger.store.db import STORED_TEXT_UNREADABLE
 from ledger.store.entries import (
     ENTRY_COLUMNS,
     SLOT_COUNT,
@@ -95,11 +97,22 @@ def summary_rows(conn: Connection, lo: int, hi: int | None, page: int = 5000,
     c = entries.c
     after = lo - 1
     while True:
-        q = select(c.seq, c.recorded_at, c.kind, c.status, c.engine, c.att_verdict).where(
-            c.seq > after)
-        if hi is not None:
-            q = q.where(c.seq < hi)
-        rows = conn.execute(q.order_by(c.seq).limit(page)).all()
+        bounds = [c.seq > after] + ([c.seq < hi] if hi is not None else [])
+        try:
+            rows = conn.execute(select(c.seq, c.recorded_at, c.kind, c.status, c.engine,
+                                       c.att_verdict).where(*bounds)
+                                .order_by(c.seq).limit(page)).all()
+        except IntegrityError as exc:
+            if exc.code != STORED_TEXT_UNREADABLE:
+                raise
+            # (SQLite) text that is not UTF-8, written behind the ledger's back: this page's
+            # labels as stored, undecodable bytes replaced -- a report's figures, not evidence
+            # (the audit the report shows names the entry)
+            raw = conn.execute(select(c.seq, c.recorded_at, *(
+                cast(col, LargeBinary) for col in (c.kind, c.status, c.engine, c.att_verdict)))
+                .where(*bounds).order_by(c.seq).limit(page)).all()
+            rows = [(r[0], r[1], *(None if v is None else bytes(v).decode("utf-8", "replace")
+                                   for v in r[2:])) for r in raw]
         for r in rows:
             yield int(r[0]), int(r[1]), r[2], r[3], r[4], r[5]
         if len(rows) < page:

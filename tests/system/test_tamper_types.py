@@ -5,7 +5,8 @@ SQLite keeps whatever a superuser writes: TEXT in a BLOB column, a BLOB in a str
 TEXT that is not UTF-8 (which ``sqlite3`` cannot even read back as ``str``).  The audit must
 hash what is stored, report the row that holds such a value and go on with the rest -- never
 stop with a driver error; the other readers (``ledger show``, ``query``, the service) refuse
-that one entry with an error that names the column, and read the others as ever.
+that one entry with an error that names the column, and read the others as ever; the HTML
+report draws the value as stored and shows the audit that names the entry.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlalchemy.exc import OperationalError
 from ledger import Ledger
 from ledger.cli.main import cli
 from ledger.core.entry import SLOTS
+from ledger.errors import IntegrityError
 from ledger.ops.audit import AuditOptions, run_audit
 from ledger.ops.samples import realistic
 from tests import tamper as T
@@ -119,3 +121,17 @@ def test_the_service_answers_409_for_that_entry_and_serves_the_others(
         assert good.status_code == 200, good.text
     finally:
         srv.stop()
+
+
+def test_the_html_report_shows_the_audit_that_names_the_entry(
+        not_utf8_engine: tuple[str, Path, str, int], tmp_path: Path) -> None:
+    """``ledger report`` audits the period and draws its figures from the entries' columns:
+    the unreadable label is drawn as stored (undecodable bytes replaced), and the audit in
+    the report names the entry; the exit code is the audit's (1: findings)."""
+    url, _, _, seq = not_utf8_engine
+    out = tmp_path / "report.html"
+    r = CliRunner().invoke(cli, ["--db", url, "report", "--html", str(out)])
+    assert r.exit_code == 1, r.output
+    assert not isinstance(r.exception, (OperationalError, IntegrityError)), r.exception
+    page = out.read_text("utf-8")
+    assert "column_mismatch" in page and "\ufffd\ufffdA" in page
