@@ -114,20 +114,16 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
                                redactions=load_redaction_map(conn))
         if state:
             auditor.prev_failed_hash = state.get("prev_failed_hash", False)
-        # the fused pass first (ChainAuditor.clean_checks, inlined): a row that passes it is
-        # only counted, with no RowOutcome; any other row takes the plain checks
-        clean = auditor._clean_v2_result if auditor.fast else None
+        # the fused pass first: a row that passes it is only counted, with no RowOutcome;
+        # any other row takes the plain checks
+        clean = auditor.clean_checks if auditor.fast else None
         plain = auditor.check_plain
         for page in repo.iter_entry_pages(conn, start, end, PAGE, prefetch=prefetch):
             n_clean = 0
             for r, blobs in page:
-                if clean is not None:
-                    try:
-                        if clean(r, blobs):
-                            n_clean += 1
-                            continue
-                    except Exception:  # noqa: BLE001 - the plain path reports the row
-                        pass
+                if clean is not None and clean(r, blobs):
+                    n_clean += 1
+                    continue
                 _tally(tally, plain(r, blobs))
             tally.rows += n_clean
             tally.verified += n_clean
