@@ -14,8 +14,30 @@ import click
 from ledger.cli.witness import anchor_policy_options
 from ledger.errors import IntegrityError
 from ledger.facade import Ledger
-from ledger.ops.audit import EXIT_CODES, AuditOptions, summary_line
+from ledger.ops.audit import EXIT_CODES, AuditOptions, auto_workers, summary_line
 from ledger.ops.report import write_html
+
+
+class Workers(click.ParamType):
+    """A whole number from 1 to 64, or ``auto``: the processors this process may use."""
+
+    name = "N|auto"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            n = value
+        elif str(value).strip().lower() == "auto":
+            return auto_workers()
+        else:
+            try:
+                n = int(str(value))
+            except ValueError:
+                self.fail(f"{value!r} is neither a whole number from 1 to 64 nor 'auto'",
+                          param, ctx)
+        if not 1 <= n <= 64:
+            self.fail(f"{n} is not a whole number from 1 to 64 (or 'auto')", param, ctx)
+        return n
 
 
 @click.command()
@@ -23,13 +45,15 @@ from ledger.ops.report import write_html
               help="First seq to audit.")
 @click.option("--to", "end", type=click.IntRange(min=0), default=None,
               help="Audit up to (not including) this seq; default: the head.")
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Split the range across this many processes.")
+@click.option("--workers", type=Workers(), default="1", show_default=True,
+              help="Split the range across this many processes ('auto': one per processor "
+              "this process may use); a parallel run is resumable like any other.")
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False), default=None,
               help="Engine policy file (default: the packaged policy).")
 @click.option("--since-last", is_flag=True,
               help="Only what is new since the last recorded audit (plus the link to it).")
-@click.option("--resume", is_flag=True, help="Continue the last interrupted audit run.")
+@click.option("--resume", is_flag=True, help="Continue the last interrupted audit run (a "
+              "parallel one with its own parts, one process each).")
 @click.option("--record", is_flag=True,
               help="Append an audit_run entry (summary and report digest) to the ledger.")
 @click.option("--no-attestations", is_flag=True,

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
+import queue
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from sqlalchemy import Connection
@@ -153,33 +156,151 @@ def _tally(t: Tally, outcome: Any) -> None:
     t.abstentions += [x.to_dict() for x in outcome.abstentions]
 
 
-def _join_gap(before: Tally, part: Tally, boundary: int, part_end: int) -> None:
-    """One ``seq_gap`` for a run of deleted rows that crosses a worker boundary, as one
-    worker reports it: the range before ends in a gap open to ``boundary`` (no actual
-    seq), and ``part`` -- the range ``[boundary, part_end)`` -- starts with one."""
-    tail = next((f for f in reversed(before.findings) if f["code"] == "seq_gap"
-                 and f["actual"] is None and f["seq"] < boundary), None)
-    head = next((f for f in part.findings if f["code"] == "seq_gap"
-                 and f["seq"] == boundary), None)
-    if tail is None or head is None:
-        return
-    part.findings.remove(head)
-    upto = head["actual"] if head["actual"] is not None else part_end
-    tail["actual"] = head["actual"]
-    tail["message"] = f"entries {tail['seq']}..{upto - 1} are missing"
+def join_gaps(findings: list[dict[str, Any]], bounds: list[int]) -> None:
+    """Make the findings of a range audited in parts ``[bounds[i], bounds[i + 1])`` read as
+    one worker reports them: a run of deleted rows that crosses a part boundary is one
+    ``seq_gap``, and a gap that ends a part ends where the next part's first row stands.
+
+    A part reports the gap at its end with ``actual`` None (no row after it in its range)
+    and the gap at its start with ``seq`` = its first seq.  Changes ``findings`` in place."""
+    gaps = [f for f in findings if f["code"] == "seq_gap"]
+    open_gap: dict[str, Any] | None = None  # the gap open up to the boundary ahead
+    for lo, hi in pairwise(bounds):
+        if lo == hi:  # an empty part reports nothing
+            continue
+        if open_gap is not None:
+            head = next((f for f in gaps if f["seq"] == lo and f is not open_gap), None)
+            if head is None:  # the part's first row stands at lo
+                open_gap["actual"] = lo
+                open_gap = None
+            else:
+                findings.remove(head)
+                gaps.remove(head)
+                upto = head["actual"] if head["actual"] is not None else hi
+                open_gap["actual"] = head["actual"]
+                open_gap["message"] = f"entries {open_gap['seq']}..{upto - 1} are missing"
+                if head["actual"] is not None:
+                    open_gap = None
+        if open_gap is None:
+            open_gap = next((f for f in gaps if f["actual"] is None and lo <= f["seq"] < hi),
+                            None)
+
+
+# -- parallel parts ---------------------------------------------------------------
+# A parallel audit splits its range into parts, one worker process each.  A worker sends
+# its progress after every page through one queue (part, next seq, counts so far, the
+# findings and abstentions new since its last message, its walk's state); the parent is
+# the only writer of the run's row, saves every PROGRESS_EVERY rows, and so a parallel run
+# is resumable part by part like a sequential one (docs/audit.md).
+_PROGRESS: Any = None  # the queue, in a worker process
+
+
+def _init_worker(progress: Any) -> None:
+    global _PROGRESS
+    _PROGRESS = progress
+
+
+def auto_workers() -> int:
+    """The processors this process may run on (``--workers auto``), at most 64."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        n = os.cpu_count() or 1
+    return max(1, min(64, n))
 
 
 def _worker(args: tuple[Any, ...]) -> Tally:
-    url, ledger_id, start, end, policy_path, check_att = args
+    part, url, ledger_id, start, end, policy_path, check_att, state = args
     from ledger.store.db import make_engine
+
+    sent = [0, 0]  # findings, abstentions already sent
+
+    def on_page(pos: int, tally: Tally, auditor: ChainAuditor) -> None:
+        if _PROGRESS is None:
+            return
+        _PROGRESS.put((part, pos, tally.counts(), tally.findings[sent[0]:],
+                       tally.abstentions[sent[1]:], bool(auditor.prev_failed_hash)))
+        sent[:] = [len(tally.findings), len(tally.abstentions)]
 
     engine = make_engine(url)
     try:
         store = load_trust_store(engine) if check_att else None
         return audit_range(engine, ledger_id, start, end, _policy(policy_path), store,
-                           prefetch=False)
+                           on_page=on_page, state=state, prefetch=False)
     finally:
         engine.dispose()
+
+
+def split(start: int, end: int, workers: int) -> list[dict[str, Any]]:
+    """The parts of a new parallel run over ``[start, end)``."""
+    bounds = [start + (end - start) * i // workers for i in range(workers + 1)]
+    return [{"start": lo, "end": hi, "next_seq": lo, "state": {}}
+            for lo, hi in pairwise(bounds)]
+
+
+def _run_parts(engine: Any, ledger_id: str, run_id: int, parts: list[dict[str, Any]],
+               base: Tally, opts: AuditOptions, progress: Callable[[int], None] | None,
+               ) -> Tally:
+    """Audit every part of ``parts`` not yet done, one process each; ``base`` is what the
+    run saved before (a resumed run).  Returns the whole run's tally, gaps joined, and
+    leaves the run complete."""
+    todo = [i for i, p in enumerate(parts) if p["next_seq"] < p["end"]]
+    live = {i: Tally() for i in todo}  # each part's counts and findings in this session
+    unsaved: list[tuple[str, dict[str, Any]]] = []
+    since_save = 0
+    url = engine.url.render_as_string(hide_password=False)
+    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    mpc = mp.get_context(method)
+    pipe = mpc.Queue()
+
+    def moved(i: int, pos: int, counts: dict[str, int], found: list[dict[str, Any]],
+              abst: list[dict[str, Any]], failed_hash: bool) -> None:
+        nonlocal since_save
+        t = live[i]
+        delta = counts["rows"] - t.rows
+        t.rows, t.verified = counts["rows"], counts["verified"]
+        t.failed, t.unverified = counts["failed"], counts["unverified"]
+        t.findings += found
+        t.abstentions += abst
+        unsaved.extend([("finding", f) for f in found] + [("abstention", a) for a in abst])
+        parts[i]["next_seq"] = pos
+        parts[i]["state"] = {"prev_failed_hash": failed_hash}
+        since_save += delta
+        if progress and delta:
+            progress(delta)
+
+    def whole() -> Tally:
+        t = Tally()
+        t.add(base)
+        for part in live.values():
+            t.add(part)
+        return t
+
+    with mpc.Pool(max(1, len(todo)), initializer=_init_worker, initargs=(pipe,)) as pool:
+        running = {i: pool.apply_async(_worker, ((i, url, ledger_id, parts[i]["next_seq"],
+                                                  parts[i]["end"], opts.policy_path,
+                                                  opts.check_attestations,
+                                                  parts[i]["state"]),))
+                   for i in todo}
+        while running:
+            try:
+                msg = pipe.get(timeout=0.05)
+            except queue.Empty:
+                msg = None
+            if msg is not None and msg[0] in running:  # (late ones of a finished part: no)
+                moved(*msg)
+            for i in [i for i, h in running.items() if h.ready()]:
+                final = running.pop(i).get()  # a worker's error is raised here
+                t = live[i]
+                moved(i, parts[i]["end"], final.counts(), final.findings[len(t.findings):],
+                      final.abstentions[len(t.abstentions):], False)
+            if since_save >= PROGRESS_EVERY and running:
+                _save_parts(engine, run_id, parts, whole(), unsaved)
+                unsaved, since_save = [], 0
+    tally = whole()
+    join_gaps(tally.findings, [p["start"] for p in parts] + [parts[-1]["end"]])
+    _save_parts(engine, run_id, parts, tally, None)
+    return tally
 
 
 def check_head(conn: Connection, h: repo.Head | None) -> list[Finding]:
@@ -227,30 +348,19 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
     if start < 0 or start > end:
         raise UsageError(f"empty or invalid range [{start}, {end})", field="from")
     store = load_trust_store(engine) if opts.check_attestations else None
-    run_id, tally, state = None, Tally(), {}
-    parallel = opts.workers > 1 and not opts.resume and end - start > opts.workers
+    tally, state, parts = Tally(), {}, None
     if opts.resume:
-        run_id, start, tally, state = _resume(engine, opts)
+        run_id, start, tally, state, parts = _resume(engine, opts)
         end = opts.end if opts.end is not None else end
         policy = _policy(opts.policy_path)
         store = load_trust_store(engine) if opts.check_attestations else None
-    elif not parallel:
-        run_id = _new_run(engine, ctx, opts, start, end)
-    if parallel:
-        bounds = [start + (end - start) * i // opts.workers for i in range(opts.workers + 1)]
-        url = engine.url.render_as_string(hide_password=False)
-        args = [(url, ctx.meta.ledger_id, bounds[i], bounds[i + 1], opts.policy_path,
-                 opts.check_attestations) for i in range(opts.workers)]
-        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-        with mp.get_context(method).Pool(opts.workers) as pool:
-            for i, part in enumerate(pool.imap(_worker, args)):
-                if i:
-                    _join_gap(tally, part, bounds[i], bounds[i + 1])
-                tally.add(part)
-                if progress:
-                    progress(part.rows)
     else:
-        assert run_id is not None  # every audit but a parallel one is a recorded run
+        if opts.workers > 1 and end - start > opts.workers:
+            parts = split(start, end, opts.workers)
+        run_id = _new_run(engine, ctx, opts, start, end, parts)
+    if parts:
+        tally = _run_parts(engine, ctx.meta.ledger_id, run_id, parts, tally, opts, progress)
+    else:
         saver = _saver(engine, run_id, tally)
         tally.add(audit_range(engine, ctx.meta.ledger_id, start, end, policy, store,
                               progress, saver, state))
@@ -262,7 +372,8 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
         "range": {"start": opts.start if not opts.since_last else start, "end": end},
         "summary": tally.counts(), "findings": sorted(tally.findings, key=lambda f: f["seq"]),
         "abstentions": tally.abstentions, "policy": policy.source,
-        "attestations_checked": opts.check_attestations, "workers": opts.workers,
+        "attestations_checked": opts.check_attestations,
+        "workers": len(parts) if parts else opts.workers,
         "started_at": format_us(started), "finished_at": format_us(ctx.clock.now_us()),
         "run_id": run_id,
     }
@@ -309,10 +420,13 @@ def _since_last(conn: Connection, ctx: LedgerContext) -> tuple[int, list[Finding
     return covered, findings
 
 
-def _new_run(engine: Any, ctx: LedgerContext, opts: AuditOptions, start: int, end: int) -> int:
+def _new_run(engine: Any, ctx: LedgerContext, opts: AuditOptions, start: int, end: int,
+             parts: list[dict[str, Any]] | None = None) -> int:
     now = ctx.clock.now_us()
-    options = {"policy": opts.policy_path, "attestations": opts.check_attestations,
-               "state": {}}
+    options: dict[str, Any] = {"policy": opts.policy_path,
+                               "attestations": opts.check_attestations, "state": {}}
+    if parts:
+        options["parts"] = parts
     with transaction(engine) as conn:
         return runs.new_run(conn, now, start, end, json.dumps(options),
                             json.dumps(Tally().counts()))
@@ -365,7 +479,33 @@ def _finish_run(engine: Any, run_id: int, end: int, tally: Tally) -> None:
                                              "at": 0}, state="complete")
 
 
-def _resume(engine: Any, opts: AuditOptions) -> tuple[int, int, Tally, dict[str, Any]]:
+def _save_parts(engine: Any, run_id: int, parts: list[dict[str, Any]], tally: Tally,
+                unsaved: list[tuple[str, dict[str, Any]]] | None) -> None:
+    """Save a parallel run: each part's position and walk state, the whole run's counts,
+    and the findings and abstentions in ``unsaved``; ``unsaved`` None: the run is complete
+    and ``tally`` holds all of them (gaps joined), which replace what was saved."""
+    done = unsaved is None
+    if unsaved is None:
+        unsaved = [("finding", f) for f in tally.findings]
+        unsaved += [("abstention", a) for a in tally.abstentions]
+    rows = [{"run_id": run_id, "seq": body["seq"], "kind": kind, "body": json.dumps(body)}
+            for kind, body in unsaved]
+    with transaction(engine) as conn:
+        if done:
+            runs.delete_findings(conn, run_id)
+        runs.add_findings(conn, rows)
+        opts = json.loads(runs.run_options(conn, run_id))
+        opts["parts"] = parts
+        # the run's next_seq: the first seq not yet audited (its end once complete)
+        runs.update_run(conn, run_id, next_seq=min([p["next_seq"] for p in parts if p[
+                            "next_seq"] < p["end"]] or [parts[-1]["end"]]),
+                        counts=json.dumps(tally.counts()),
+                        state="complete" if done else "running", options=json.dumps(opts),
+                        updated_at=_now_us())
+
+
+def _resume(engine: Any, opts: AuditOptions,
+            ) -> tuple[int, int, Tally, dict[str, Any], list[dict[str, Any]] | None]:
     with connect(engine) as conn:
         run = runs.latest_running(conn)
         if run is None:
@@ -379,7 +519,7 @@ def _resume(engine: Any, opts: AuditOptions) -> tuple[int, int, Tally, dict[str,
     opts.policy_path, opts.check_attestations = saved.get("policy"), saved.get(
         "attestations", True)
     state = saved.get("state", {})
-    return int(run.id), int(run.next_seq), tally, state
+    return int(run.id), int(run.next_seq), tally, state, saved.get("parts")
 
 
 def record_run(ctx: LedgerContext, report: dict[str, Any], producer: str | None) -> int:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, delete, func, select, update
 
 from ledger.store.schema import audit_findings, audit_runs
 
@@ -29,6 +29,12 @@ def add_findings(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Rows of ``run_id``, ``seq``, ``kind`` (finding | abstention), ``body`` (JSON)."""
     if rows:
         conn.execute(audit_findings.insert(), list(rows))
+
+
+def delete_findings(conn: Connection, run_id: int) -> None:
+    """Drop the saved findings and abstentions of ``run_id`` (a parallel run replaces them
+    with its joined set when it completes)."""
+    conn.execute(delete(audit_findings).where(audit_findings.c.run_id == run_id))
 
 
 def run_options(conn: Connection, run_id: int) -> str:

@@ -8,6 +8,7 @@ Exit codes: 0 every row verified; 1 findings; 3 complete with abstentions only
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,23 @@ def test_bad_options_exit_2(sqlite_url, args):
     Ledger.init(sqlite_url).close()
     res = run(sqlite_url, "audit", *args)
     assert res.exit_code == 2
+
+
+@pytest.mark.parametrize("value", ["0", "65", "lots", "2.5", ""])
+def test_a_bad_worker_count_exits_2_naming_the_option(sqlite_url, value):
+    Ledger.init(sqlite_url).close()
+    res = run(sqlite_url, "audit", "--workers", value)
+    assert res.exit_code == 2 and "--workers" in res.stderr and "Traceback" not in res.output
+
+
+def test_workers_auto_uses_the_processors_and_records_the_run(sqlite_url):
+    with Ledger.init(sqlite_url) as L:
+        L.append_many(realistic(40))
+    res = run(sqlite_url, "audit", "--workers", "AUTO", "--json-report", "-")
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["workers"] == min(64, len(os.sched_getaffinity(0)))
+    assert report["summary"]["rows"] == 40 and report["run_id"] is not None
 
 
 def test_invalid_policy_json_exits_2(sqlite_url, tmp_path):

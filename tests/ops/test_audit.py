@@ -450,13 +450,15 @@ def test_an_empty_ledger_passes_and_records_a_run_without_a_head_hash(db_url):
     assert doc["range"] == {"start": 0, "end": 0} and doc["head_hash"] is None
 
 
-def test_parallel_workers_report_progress_for_every_row(db_url):
+def test_parallel_workers_report_progress_for_every_row_and_record_the_run(db_url):
     seen: list[int] = []
     with Ledger.init(db_url) as L:
         L.append_many([_blocked(i) for i in range(12)])
         report = run_audit(L, AuditOptions(workers=3), progress=seen.append)
+        run = L.audit_run(report["run_id"])
     assert report["summary"]["rows"] == 12 and sum(seen) == 12 and len(seen) == 3
-    assert report["run_id"] is None  # parallel runs are not resumable
+    assert run["state"] == "complete" and run["summary"] == report["summary"]
+    assert run["range"] == {"start": 0, "end": 12} and run["next_seq"] == 12
 
 
 @pytest.mark.parametrize("doc", [b"not json", b'{"range": {"start": 0}}',

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from sqlalchemy import text
 
 from ledger import Ledger
 from ledger.cli.main import cli
@@ -73,3 +74,54 @@ def test_sigkilled_cli_audit_resumes_to_the_same_report(sqlite_url):
         "rows": 60_000, "verified": 59_998, "failed": 2, "unverified": 0}
     assert finding_set(resumed) == finding_set(fresh) == {("column_mismatch", 1_000),
                                                           ("column_mismatch", 55_000)}
+
+
+@pytest.mark.slow
+def test_sigkilled_parallel_cli_audit_resumes_to_the_same_report(sqlite_url):
+    """``ledger audit --workers 2`` (the process and its workers) is SIGKILLed after its
+    first progress save; ``ledger audit --resume`` finishes both parts with the summary and
+    findings of a fresh run, as the same recorded run."""
+    with Ledger.init(sqlite_url) as L:
+        for i in range(0, 60_000, 5_000):
+            L.append_many([_blocked(i + j) for j in range(5_000)])
+    with T.unlocked(sqlite_url) as conn:
+        T.update_entry(conn, 1_000, status="VERIFIED")
+        T.update_entry(conn, 45_000, subject="rewritten")
+        # deleted across the boundary of the two parts
+        conn.execute(text("DELETE FROM entries WHERE seq >= 29990 AND seq < 30010"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("LEDGER_DB_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "ledger", "--db", sqlite_url, "audit",
+                             "--workers", "2"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                runs = audit_runs(sqlite_url)
+            except Exception:  # noqa: BLE001 - schema not readable yet / busy
+                runs = []
+            if runs and runs[-1].next_seq > 0:
+                os.killpg(proc.pid, signal.SIGKILL)  # the audit and its worker processes
+                break
+            time.sleep(0.002)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the audit finished before it could be killed"
+    (run,) = audit_runs(sqlite_url)
+    assert run.state == "running" and 0 < run.next_seq < 60_000
+
+    res = CliRunner().invoke(cli, ["--db", sqlite_url, "audit", "--resume",
+                                   "--json-report", "-"])
+    assert res.exit_code == 1, res.output
+    resumed = json.loads(res.stdout)
+    with Ledger.open(sqlite_url) as L:
+        fresh = audit(L)
+    assert resumed["run_id"] == run.id and resumed["workers"] == 2
+    assert resumed["summary"] == fresh["summary"] == {
+        "rows": 59_980, "verified": 59_978, "failed": 2, "unverified": 0}
+    assert resumed["findings"] == fresh["findings"]
+    assert finding_set(fresh) == {("column_mismatch", 1_000), ("seq_gap", 29_990),
+                                  ("column_mismatch", 45_000)}
