@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import queue
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -193,6 +192,7 @@ def join_gaps(findings: list[dict[str, Any]], bounds: list[int]) -> None:
 # the only writer of the run's row, saves every PROGRESS_EVERY rows, and so a parallel run
 # is resumable part by part like a sequential one (docs/audit.md).
 _PROGRESS: Any = None  # the queue, in a worker process
+_DONE = "done"  # the message that a part's worker has returned (or raised)
 
 
 def _init_worker(progress: Any) -> None:
@@ -277,23 +277,23 @@ def _run_parts(engine: Any, ledger_id: str, run_id: int, parts: list[dict[str, A
         return t
 
     with mpc.Pool(max(1, len(todo)), initializer=_init_worker, initargs=(pipe,)) as pool:
-        running = {i: pool.apply_async(_worker, ((i, url, ledger_id, parts[i]["next_seq"],
-                                                  parts[i]["end"], opts.policy_path,
-                                                  opts.check_attestations,
-                                                  parts[i]["state"]),))
-                   for i in todo}
+        # a finished part says so through the same queue (the pool's result thread runs the
+        # callbacks), so the loop below blocks on one queue and wakes for either
+        running = {i: pool.apply_async(
+            _worker, ((i, url, ledger_id, parts[i]["next_seq"], parts[i]["end"],
+                       opts.policy_path, opts.check_attestations, parts[i]["state"]),),
+            callback=lambda _r, i=i: pipe.put((_DONE, i)),
+            error_callback=lambda _e, i=i: pipe.put((_DONE, i))) for i in todo}
         while running:
-            try:
-                msg = pipe.get(timeout=0.05)
-            except queue.Empty:
-                msg = None
-            if msg is not None and msg[0] in running:  # (late ones of a finished part: no)
-                moved(*msg)
-            for i in [i for i, h in running.items() if h.ready()]:
+            msg = pipe.get()
+            if msg[0] == _DONE:
+                i = msg[1]
                 final = running.pop(i).get()  # a worker's error is raised here
                 t = live[i]
                 moved(i, parts[i]["end"], final.counts(), final.findings[len(t.findings):],
                       final.abstentions[len(t.abstentions):], False)
+            elif msg[0] in running:  # (a late message of a finished part: the result has it)
+                moved(*msg)
             if since_save >= PROGRESS_EVERY and running:
                 _save_parts(engine, run_id, parts, whole(), unsaved)
                 unsaved, since_save = [], 0
