@@ -40,6 +40,7 @@ _COLUMNS = tuple(dict.fromkeys(
 # payload; redacted_by for an erased one.
 PAYLOAD_KEYS = frozenset({"digest", "data_b64"})
 PAYLOAD_EXTRA_KEYS = frozenset({"salt_b64", "redacted_by"})
+_PAYLOAD_ALLOWED = PAYLOAD_KEYS | PAYLOAD_EXTRA_KEYS
 Extra = dict[str, Any]
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -249,7 +250,7 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | 
     """(row, {slot: (salt, bytes)}, problems) from an entry line object.  Raises ValueError
     when the line lacks its fields or their types are wrong.  ``row.redacted_by`` maps the
     names of payloads exported as erased to the redaction seq the record cites."""
-    if set(obj) != LINE_KEYS:
+    if obj.keys() != LINE_KEYS:
         raise ValueError(f"keys are {sorted(obj)}, expected {sorted(LINE_KEYS)}")
     seq, kind, t = obj["seq"], obj["kind"], obj["recorded_at_us"]
     if not all(type(v) is int and v >= 0 for v in (seq, t)) or not isinstance(kind, str) \
@@ -277,8 +278,7 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | 
         slots = {}
     redacted_by: dict[str, int] = {}
     for name, p in obj["payloads"].items():
-        if not isinstance(p, dict) or not PAYLOAD_KEYS <= set(p) <= PAYLOAD_KEYS \
-                | PAYLOAD_EXTRA_KEYS:
+        if not isinstance(p, dict) or not PAYLOAD_KEYS <= p.keys() <= _PAYLOAD_ALLOWED:
             raise ValueError(f"payload {name} is not {{digest, data_b64[, salt_b64]"
                              "[, redacted_by]}")
         if "redacted_by" in p:
@@ -312,13 +312,17 @@ def canonical_b64(text: Any) -> bytes | None:
     """The bytes of ``text`` when it is canonical base64 (RFC 4648 §4 -- the alphabet, the
     padding -- and the one encoding of its bytes: re-encoding them gives back the very
     text), else None.  Strict decoding already refuses everything but the alphabet, padding
-    other than at the end and a length that is no multiple of 4; what is left is a last
-    group whose unused bits are not zero, so only that group is encoded again."""
+    other than at the end and a length that is no multiple of 4; what is left is padding
+    after a whole last group (a length longer than the bytes' encoding) and a last group
+    whose unused bits are not zero, so the length is compared and only that group is
+    encoded again."""
     if not isinstance(text, str):
         return None
     try:
         raw = binascii.a2b_base64(text, strict_mode=True)
     except (binascii.Error, ValueError):
+        return None
+    if len(text) != (len(raw) + 2) // 3 * 4:  # e.g. "0000=": padding after a whole group
         return None
     tail = len(raw) % 3
     if tail and binascii.b2a_base64(raw[-tail:], newline=False) != text[-4:].encode("ascii"):

@@ -132,7 +132,7 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
             if progress:
                 progress(len(page))
             if on_page:
-                on_page(page[-1][0].seq + 1, tally, auditor)
+                on_page(page.next_seq, tally, auditor)
         if auditor.expected_seq < end:  # rows missing at the end of the range
             tally.findings.append(Finding(
                 "seq_gap", auditor.expected_seq, DELETED,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from ledger import Ledger
@@ -72,8 +74,31 @@ def test_prefetching_pages_gives_the_same_pages_and_can_stop_early(db_url):
         with db.connect(L.engine) as conn:
             plain = list(repo.iter_entry_pages(conn, 0, 25, 4))
             ahead = list(repo.iter_entry_pages(conn, 0, 25, 4, prefetch=True))
-            assert ahead == plain and [len(p) for p in plain] == [4, 2, 4, 4, 2]
+            assert [list(p) for p in ahead] == [list(p) for p in plain]
+            assert [len(p) for p in plain] == [4, 2, 4, 4, 2]
             it = repo.iter_entry_pages(conn, 0, 25, 4, prefetch=True)
             assert [r.seq for r, _ in next(it)] == [0, 1, 2, 3]
             it.close()  # the read ahead finishes; the connection is usable again
             assert repo.max_seq(conn) == 24
+
+
+# -- a page's entries are built one at a time (Page), as one dict of the page would give --
+@given(seqs=st.lists(st.integers(0, 60), unique=True, max_size=12).map(sorted),
+       pids=st.lists(st.integers(0, 8 * 61), unique=True, max_size=60).map(sorted),
+       raw_salt=st.booleans())
+def test_a_page_gives_each_entry_exactly_its_stored_payloads(seqs, pids, raw_salt):
+    salt = bytearray(b"s" * 16) if raw_salt else b"s" * 16  # a driver may give a bytearray
+    entries = [(seq, *["x"] * (len(repo.ENTRY_COLUMNS) - 1)) for seq in seqs]
+    payloads = [(pid, None if pid % 3 == 0 else salt, b"d%d" % pid, 0) for pid in pids]
+    page = repo.Page(entries, payloads)
+    by_seq: dict[int, dict[int, tuple[bytes | None, bytes]]] = {}
+    for pid, s_, data, _ in payloads:  # the model: every payload row under its entry
+        by_seq.setdefault(pid // 8, {})[pid % 8] = (None if s_ is None else bytes(s_), data)
+    got = list(page)
+    assert [row for row, _ in got] == [repo.EntryRow(*t) for t in entries]
+    assert [blobs for _, blobs in got] == [by_seq.get(seq, {}) for seq in seqs]
+    assert all(type(s_) is bytes for _, b in got for s_, _ in b.values() if s_ is not None)
+    assert len(page) == len(seqs)
+    if seqs:
+        assert page.next_seq == seqs[-1] + 1
+    assert list(page) == got  # iterable again
