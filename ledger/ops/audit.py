@@ -519,7 +519,29 @@ def _resume(engine: Any, opts: AuditOptions,
     opts.policy_path, opts.check_attestations = saved.get("policy"), saved.get(
         "attestations", True)
     state = saved.get("state", {})
-    return int(run.id), int(run.next_seq), tally, state, saved.get("parts")
+    parts = saved.get("parts")
+    if parts is not None and not _parts_ok(parts, run.range_start, run.range_end):
+        raise UsageError(f"audit run {run.id} cannot be resumed: its saved parts are not "
+                         "contiguous ranges that cover the run's range; start a new audit",
+                         code="resume_state_invalid", field="resume")
+    return int(run.id), int(run.next_seq), tally, state, parts
+
+
+def _parts_ok(parts: Any, start: int, end: int) -> bool:
+    """Whether a parallel run's saved ``parts`` (operational state, written by this module;
+    checked because nothing stops an operator editing it) are contiguous ranges covering
+    ``[start, end)``, each with its position inside it."""
+    if not isinstance(parts, list) or not parts:
+        return False
+    at = start
+    for p in parts:
+        if not isinstance(p, dict) or not isinstance(p.get("state", {}), dict) or not all(
+                type(p.get(k)) is int for k in ("start", "end", "next_seq")):
+            return False
+        if p["start"] != at or not p["start"] <= p["next_seq"] <= p["end"]:
+            return False
+        at = p["end"]
+    return at == end
 
 
 def record_run(ctx: LedgerContext, report: dict[str, Any], producer: str | None) -> int:

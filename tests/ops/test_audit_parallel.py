@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 import ledger.ops.audit as audit_mod
 from ledger import Ledger
+from ledger.errors import UsageError
 from ledger.ops.audit import AuditOptions, join_gaps, run_audit, split
 from ledger.ops.samples import realistic
 from tests import tamper as T
@@ -163,3 +164,26 @@ def test_a_run_stopped_after_its_parts_but_before_it_completed_resumes_to_the_sa
     assert again["run_id"] == done["run_id"]
     assert again["summary"] == done["summary"] and again["findings"] == done["findings"]
     assert audit_runs(db_url)[-1].state == "complete"
+
+
+@pytest.mark.parametrize("parts", [
+    "not a list", [], [{"start": 0, "end": 20, "next_seq": 5}],  # does not cover the range
+    [{"start": 0, "end": 20, "next_seq": 25}, {"start": 20, "end": 40, "next_seq": 20}],
+    [{"start": 0, "end": 20, "next_seq": 5}, {"start": 21, "end": 40, "next_seq": 21}],
+    [{"start": 0, "end": 20, "next_seq": "5"}, {"start": 20, "end": 40, "next_seq": 20}],
+    [{"start": 0, "end": 20, "next_seq": 5, "state": []}, {"start": 20, "end": 40,
+                                                          "next_seq": 20}]])
+def test_a_run_whose_saved_parts_were_edited_is_refused_naming_the_rule(sqlite_url, parts):
+    with Ledger.init(sqlite_url) as L:
+        L.append_many(realistic(40))
+        run_id = run_audit(L, AuditOptions(workers=2))["run_id"]
+        with T.connect(sqlite_url) as conn:
+            opts = json.loads(conn.execute(text("SELECT options FROM audit_runs WHERE id = :r"),
+                                           {"r": run_id}).scalar_one())
+            opts["parts"] = parts
+            conn.execute(text("UPDATE audit_runs SET state = 'running', options = :o "
+                              "WHERE id = :r"), {"o": json.dumps(opts), "r": run_id})
+        with pytest.raises(UsageError) as info:
+            run_audit(L, AuditOptions(resume=True))
+    assert info.value.code == "resume_state_invalid" and info.value.field == "resume"
+    assert "contiguous" in str(info.value)
