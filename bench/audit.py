@@ -135,25 +135,20 @@ def build_physical_stored(url: str) -> None:
     eng.dispose()
 
 
-def physical_stored_scan(url: str) -> float:
-    """Entries per second: scan the stored-form table with the bare driver, decode every
-    payload (``codec.decode``, as every reader of the ledger must) and SHA-256 every part."""
+def _bare_scan(url: str, sql: str, per_batch: Any, binary: bool = True) -> float:
+    """Entries per second: run ``sql`` with the bare driver (no ORM; on PostgreSQL the
+    binary format unless ``binary`` is False, as the audit's page reader reads) and hand
+    every batch of 2,000 rows to ``per_batch``."""
     eng = Ledger.open(url).engine
     raw = eng.raw_connection()
     try:
         pg = eng.dialect.name == "postgresql"
-        cur = raw.cursor(binary=True) if pg else raw.cursor()
-        sha, decode = hashlib.sha256, codec.decode
-        cols = ", ".join(f"c{i}, d{i}" for i in range(_PARTS))
+        cur = raw.cursor(binary=binary) if pg else raw.cursor()
         t0 = time.perf_counter()
-        cur.execute(f"SELECT env, {cols} FROM {STORED} ORDER BY seq")
+        cur.execute(sql)
         count = 0
         while batch := cur.fetchmany(2000):
-            for r in batch:
-                sha(r[0]).digest()
-                for i in range(1, 1 + 2 * _PARTS, 2):
-                    if r[i + 1] is not None:
-                        sha(decode(r[i], r[i + 1]) if r[i] else r[i + 1]).digest()
+            per_batch(batch)
             count += len(batch)
         dt = time.perf_counter() - t0
         cur.close()
@@ -161,35 +156,38 @@ def physical_stored_scan(url: str) -> float:
         raw.close()
         eng.dispose()
     return count / dt
+
+
+def physical_stored_scan(url: str) -> float:
+    """Entries per second: scan the stored-form table with the bare driver, decode every
+    payload (``codec.decode``, as every reader of the ledger must) and SHA-256 every part."""
+    sha, decode = hashlib.sha256, codec.decode
+
+    def per_batch(batch: list[Any]) -> None:
+        for r in batch:
+            sha(r[0]).digest()
+            for i in range(1, 1 + 2 * _PARTS, 2):
+                if r[i + 1] is not None:
+                    sha(decode(r[i], r[i + 1]) if r[i] else r[i + 1]).digest()
+
+    cols = ", ".join(f"c{i}, d{i}" for i in range(_PARTS))
+    return _bare_scan(url, f"SELECT env, {cols} FROM {STORED} ORDER BY seq", per_batch)
 
 
 def physical_scan(url: str, binary: bool = True) -> float:
     """Entries per second: scan the physical table with the bare driver (no ORM) and
     SHA-256 every part.  ``binary=False``: PostgreSQL's text format, the baseline as it was
     measured before the audit's reader moved to the binary format."""
-    eng = Ledger.open(url).engine
-    raw = eng.raw_connection()
-    try:
-        # the fastest way the driver reads: on PostgreSQL the binary format, as the audit's
-        # page reader does
-        pg = eng.dialect.name == "postgresql"
-        cur = raw.cursor(binary=binary) if pg else raw.cursor()
-        sha = hashlib.sha256
-        t0 = time.perf_counter()
-        cur.execute(f"SELECT env, p0, p1, p2, p3, p4, p5 FROM {PHYSICAL} ORDER BY seq")
-        count = 0
-        while batch := cur.fetchmany(2000):
-            for r in batch:
-                for part in r:
-                    if part is not None:
-                        sha(part).digest()
-            count += len(batch)
-        dt = time.perf_counter() - t0
-        cur.close()
-    finally:
-        raw.close()
-        eng.dispose()
-    return count / dt
+    sha = hashlib.sha256
+
+    def per_batch(batch: list[Any]) -> None:
+        for r in batch:
+            for part in r:
+                if part is not None:
+                    sha(part).digest()
+
+    return _bare_scan(url, f"SELECT env, p0, p1, p2, p3, p4, p5 FROM {PHYSICAL} ORDER BY seq",
+                      per_batch, binary)
 
 
 def audit_rate(url: str, workers: int = 1, attestations: bool = True) -> float:

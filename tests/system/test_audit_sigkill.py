@@ -29,6 +29,36 @@ def _blocked(i: int) -> dict[str, Any]:
             "engine": "math", "subject": f"s{i}"}
 
 
+def _killed_after_first_save(url: str, *args: str) -> Any:
+    """Run ``ledger audit ARGS`` in a session of its own and SIGKILL the whole process group
+    (the audit and any worker processes) once the run has saved progress; returns the run
+    row (asserting it is still ``running``)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("LEDGER_DB_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "ledger", "--db", url, "audit", *args],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                runs = audit_runs(url)
+            except Exception:  # noqa: BLE001 - schema not readable yet / busy
+                runs = []
+            if runs and runs[-1].next_seq > 0:
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.002)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the audit finished before it could be killed"
+    (run,) = audit_runs(url)
+    assert run.state == "running" and 0 < run.next_seq < 60_000
+    return run
+
+
 @pytest.mark.slow
 def test_sigkilled_cli_audit_resumes_to_the_same_report(sqlite_url):
     """``ledger audit`` on 60k rows is SIGKILLed after its first progress save; ``ledger
@@ -39,29 +69,7 @@ def test_sigkilled_cli_audit_resumes_to_the_same_report(sqlite_url):
     with T.unlocked(sqlite_url) as conn:
         T.update_entry(conn, 1_000, status="VERIFIED")
         T.update_entry(conn, 55_000, subject="rewritten")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("LEDGER_DB_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "ledger", "--db", sqlite_url, "audit"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                runs = audit_runs(sqlite_url)
-            except Exception:  # noqa: BLE001 - schema not readable yet / busy
-                runs = []
-            if runs and runs[-1].next_seq > 0:
-                proc.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.002)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the audit finished before it could be killed"
-    (run,) = audit_runs(sqlite_url)
-    assert run.state == "running" and 0 < run.next_seq < 60_000
+    run = _killed_after_first_save(sqlite_url)
 
     res = CliRunner().invoke(cli, ["--db", sqlite_url, "audit", "--resume",
                                    "--json-report", "-"])
@@ -89,29 +97,7 @@ def test_sigkilled_parallel_cli_audit_resumes_to_the_same_report(sqlite_url):
         T.update_entry(conn, 45_000, subject="rewritten")
         # deleted across the boundary of the two parts
         conn.execute(text("DELETE FROM entries WHERE seq >= 29990 AND seq < 30010"))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("LEDGER_DB_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "ledger", "--db", sqlite_url, "audit",
-                             "--workers", "2"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                runs = audit_runs(sqlite_url)
-            except Exception:  # noqa: BLE001 - schema not readable yet / busy
-                runs = []
-            if runs and runs[-1].next_seq > 0:
-                os.killpg(proc.pid, signal.SIGKILL)  # the audit and its worker processes
-                break
-            time.sleep(0.002)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the audit finished before it could be killed"
-    (run,) = audit_runs(sqlite_url)
-    assert run.state == "running" and 0 < run.next_seq < 60_000
+    run = _killed_after_first_save(sqlite_url, "--workers", "2")
 
     res = CliRunner().invoke(cli, ["--db", sqlite_url, "audit", "--resume",
                                    "--json-report", "-"])
