@@ -51,7 +51,7 @@ def raw_scan(url: str, n: int) -> float:
     with Ledger.open(url) as L, L.engine.connect() as conn:
         t0 = time.perf_counter()
         count = 0
-        for page in iter_entry_pages(conn, 0, n, prefetch=True):  # as the audit reads
+        for page in iter_entry_pages(conn, 0, n):  # as the audit reads
             for row, blobs in page:
                 hashlib.sha256(row.envelope).digest()
                 for b in blobs.values():

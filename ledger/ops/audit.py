@@ -103,11 +103,11 @@ def _anchor(conn: Connection, ledger_id: str, start: int) -> tuple[bytes | None,
 def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Policy,
                 store: TrustStore | None, progress: Callable[[int], None] | None = None,
                 on_page: Callable[[int, Tally, ChainAuditor], None] | None = None,
-                state: dict[str, Any] | None = None, prefetch: bool = True) -> Tally:
+                state: dict[str, Any] | None = None, prefetch: bool = False) -> Tally:
     """Audit ``[start, end)`` (the caller checks the head).  Never raises for bad data.
-    ``prefetch``: read the next page ahead while this one is checked (PostgreSQL; off in
-    the workers of a parallel audit, which keep the cores busy themselves and where the
-    thread's GIL hand-offs only cost CPU: docs/performance.md)."""
+    ``prefetch``: read the next page ahead in a thread while this one is checked
+    (PostgreSQL).  Off by default: it paid (-11 % a row) while a page was built whole, and
+    costs 10-25 % a row since pages are built one entry at a time (docs/performance.md)."""
     tally = Tally()
     with connect(engine) as conn:
         anchor, last_time = _anchor(conn, ledger_id, start)
@@ -226,7 +226,7 @@ def _worker(args: tuple[Any, ...]) -> Tally:
     try:
         store = load_trust_store(engine) if check_att else None
         return audit_range(engine, ledger_id, start, end, _policy(policy_path), store,
-                           on_page=on_page, state=state, prefetch=False)
+                           on_page=on_page, state=state)
     finally:
         engine.dispose()
 

@@ -268,7 +268,10 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000, *
 
     ``prefetch`` (PostgreSQL; ignored on SQLite): one thread reads the next window while
     the caller checks this one, so the server's time -- its executor and the socket, spent
-    outside the GIL -- overlaps the caller's (-11 % wall time of the audit a row).  On SQLite
+    outside the GIL -- overlaps the caller's.  That saved 11 % of the audit's time a row
+    while a page was built whole; with :class:`Page` the audit measured 10-25 % slower with
+    the thread than without (also when the thread only ran the queries and the caller
+    fetched), and reads without it (docs/performance.md).  On SQLite
     the same thread costs more than it saves: ``sqlite3`` hands the GIL back and forth at
     every row it steps, and the audit measured 51 against 42 us a row.  Only for a caller
     that does nothing else with ``conn`` until the iterator is done or closed: the thread
