@@ -103,11 +103,8 @@ def _anchor(conn: Connection, ledger_id: str, start: int) -> tuple[bytes | None,
 def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Policy,
                 store: TrustStore | None, progress: Callable[[int], None] | None = None,
                 on_page: Callable[[int, Tally, ChainAuditor], None] | None = None,
-                state: dict[str, Any] | None = None, prefetch: bool = False) -> Tally:
-    """Audit ``[start, end)`` (the caller checks the head).  Never raises for bad data.
-    ``prefetch``: read the next page ahead in a thread while this one is checked
-    (PostgreSQL).  Off by default: it paid (-11 % a row) while a page was built whole, and
-    costs 10-25 % a row since pages are built one entry at a time (docs/performance.md)."""
+                state: dict[str, Any] | None = None) -> Tally:
+    """Audit ``[start, end)`` (the caller checks the head).  Never raises for bad data."""
     tally = Tally()
     with connect(engine) as conn:
         anchor, last_time = _anchor(conn, ledger_id, start)
@@ -120,7 +117,7 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
         # any other row takes the plain checks
         clean = auditor.clean_checks if auditor.fast else None
         plain = auditor.check_plain
-        for page in repo.iter_entry_pages(conn, start, end, PAGE, prefetch=prefetch):
+        for page in repo.iter_entry_pages(conn, start, end, PAGE):
             n_clean = 0
             for r, blobs in page:
                 if clean is not None and clean(r, blobs):

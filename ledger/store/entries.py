@@ -9,7 +9,6 @@ from __future__ import annotations
 import sqlite3
 from collections import namedtuple
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -255,27 +254,20 @@ _ENTRY_PAGE_AS_STORED = ("SELECT " + ", ".join(ENTRY_COLUMNS) + ", "
                          + " FROM entries WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT {limit}")
 
 
-def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000, *,
-                     prefetch: bool = False) -> Iterator[Page]:
+def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
+                     ) -> Iterator[Page]:
     """Pages (:class:`Page`) of (entry, {slot: payload}) for ``start <= seq < end``, in seq
     order.
 
     Two ordered range reads per page -- the entries of a window of ``page`` seqs, then the
     payload rows ``[first seq * 8, (last seq + 1) * 8)`` of the payload table, which is
     laid out by entry -- and no per-row round trip.  This is the audit's streaming read:
-    memory is one page (two with ``prefetch``).  A missing payload is absent from its
-    entry's dict.
+    memory is one page.  A missing payload is absent from its entry's dict.
 
-    ``prefetch`` (PostgreSQL; ignored on SQLite): one thread reads the next window while
-    the caller checks this one, so the server's time -- its executor and the socket, spent
-    outside the GIL -- overlaps the caller's.  That saved 11 % of the audit's time a row
-    while a page was built whole; with :class:`Page` the audit measured 10-25 % slower with
-    the thread than without (also when the thread only ran the queries and the caller
-    fetched), and reads without it (docs/performance.md).  On SQLite
-    the same thread costs more than it saves: ``sqlite3`` hands the GIL back and forth at
-    every row it steps, and the audit measured 51 against 42 us a row.  Only for a caller
-    that does nothing else with ``conn`` until the iterator is done or closed: the thread
-    uses its cursor.
+    (A read-ahead thread that fetched the next window while the caller checked this one
+    saved 11 % of the audit's time on PostgreSQL while a page was built whole; with
+    :class:`Page` the audit measured 10-25 % slower with it than without, also when the
+    thread only ran the queries, and it was removed: docs/performance.md.)
     """
     pg = is_pg(conn)
     ph = placeholder(pg)
@@ -287,17 +279,10 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000, *
     # and their Python types are the same -- docs/performance.md)
     with translate_errors("audit read"):
         cur = conn.connection.cursor(binary=True) if pg else conn.connection.cursor()
-    if not (prefetch and pg):
-        got = _read_window(cur, sql, start, end, page)
-        while got is not None:
-            yield Page(*got[:2])
-            got = _read_window(cur, sql, got[2], end, page)
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="ledger-page-read") as pool:
-        ahead = pool.submit(_read_window, cur, sql, start, end, page)
-        while (got := ahead.result()) is not None:
-            ahead = pool.submit(_read_window, cur, sql, got[2], end, page)
-            yield Page(*got[:2])
+    got = _read_window(cur, sql, start, end, page)
+    while got is not None:
+        yield Page(*got[:2])
+        got = _read_window(cur, sql, got[2], end, page)
 
 
 def _read_window(cur: Any, sql: tuple[str, str, str], pos: int, end: int, page: int,

@@ -69,19 +69,6 @@ def test_pages_are_windows_of_seqs_and_skip_a_gap_of_any_width(db_url):
             assert [r.seq for r in repo.iter_entries(conn, 2, 13, batch=4)] == [2, 11, 12]
 
 
-def test_prefetching_pages_gives_the_same_pages_and_can_stop_early(db_url):
-    with _with_rows_deleted(db_url, 25, "seq >= 6 AND seq < 15") as L:
-        with db.connect(L.engine) as conn:
-            plain = list(repo.iter_entry_pages(conn, 0, 25, 4))
-            ahead = list(repo.iter_entry_pages(conn, 0, 25, 4, prefetch=True))
-            assert [list(p) for p in ahead] == [list(p) for p in plain]
-            assert [len(p) for p in plain] == [4, 2, 4, 4, 2]
-            it = repo.iter_entry_pages(conn, 0, 25, 4, prefetch=True)
-            assert [r.seq for r, _ in next(it)] == [0, 1, 2, 3]
-            it.close()  # the read ahead finishes; the connection is usable again
-            assert repo.max_seq(conn) == 24
-
-
 # -- a page's entries are built one at a time (Page), as one dict of the page would give --
 @given(seqs=st.lists(st.integers(0, 60), unique=True, max_size=12).map(sorted),
        pids=st.lists(st.integers(0, 8 * 61), unique=True, max_size=60).map(sorted),

@@ -59,6 +59,15 @@ def _killed_after_first_save(url: str, *args: str) -> Any:
     return run
 
 
+def _resumed_and_fresh(url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The report of ``ledger audit --resume`` (which must exit 1: findings) and of a
+    fresh audit of the same ledger."""
+    res = CliRunner().invoke(cli, ["--db", url, "audit", "--resume", "--json-report", "-"])
+    assert res.exit_code == 1, res.output
+    with Ledger.open(url) as L:
+        return json.loads(res.stdout), audit(L)
+
+
 @pytest.mark.slow
 def test_sigkilled_cli_audit_resumes_to_the_same_report(sqlite_url):
     """``ledger audit`` on 60k rows is SIGKILLed after its first progress save; ``ledger
@@ -71,12 +80,7 @@ def test_sigkilled_cli_audit_resumes_to_the_same_report(sqlite_url):
         T.update_entry(conn, 55_000, subject="rewritten")
     run = _killed_after_first_save(sqlite_url)
 
-    res = CliRunner().invoke(cli, ["--db", sqlite_url, "audit", "--resume",
-                                   "--json-report", "-"])
-    assert res.exit_code == 1, res.output
-    resumed = json.loads(res.stdout)
-    with Ledger.open(sqlite_url) as L:
-        fresh = audit(L)
+    resumed, fresh = _resumed_and_fresh(sqlite_url)
     assert resumed["run_id"] == run.id
     assert resumed["summary"] == fresh["summary"] == {
         "rows": 60_000, "verified": 59_998, "failed": 2, "unverified": 0}
@@ -99,12 +103,7 @@ def test_sigkilled_parallel_cli_audit_resumes_to_the_same_report(sqlite_url):
         conn.execute(text("DELETE FROM entries WHERE seq >= 29990 AND seq < 30010"))
     run = _killed_after_first_save(sqlite_url, "--workers", "2")
 
-    res = CliRunner().invoke(cli, ["--db", sqlite_url, "audit", "--resume",
-                                   "--json-report", "-"])
-    assert res.exit_code == 1, res.output
-    resumed = json.loads(res.stdout)
-    with Ledger.open(sqlite_url) as L:
-        fresh = audit(L)
+    resumed, fresh = _resumed_and_fresh(sqlite_url)
     assert resumed["run_id"] == run.id and resumed["workers"] == 2
     assert resumed["summary"] == fresh["summary"] == {
         "rows": 59_980, "verified": 59_978, "failed": 2, "unverified": 0}
