@@ -143,11 +143,11 @@ class Ledger:
 
     def iter_query(self, f: query_ops.Filters, **kw: Any) -> Iterable[dict[str, Any]]:
         """Every entry matching ``f`` as views of ``layer`` (streaming)."""
-        return query_ops.iter_query(self.ctx.engine, f, **kw)
+        return query_ops.iter_query(self.ctx, f, **kw)
 
     def query_page(self, f: query_ops.Filters, **kw: Any) -> query_ops.QueryPage:
         """One keyset page of the entries matching ``f``."""
-        return query_ops.query(self.ctx.engine, f, **kw)
+        return query_ops.query(self.ctx, f, **kw)
 
     def explain(self, f: query_ops.Filters, **kw: Any) -> Any:
         """The database's plan for a query."""

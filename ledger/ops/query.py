@@ -35,9 +35,11 @@ from ledger.ops.view import (  # noqa: F401 -- the layers and views, re-exported
     DEVELOPER_FIELDS,
     LAYER_FIELDS,
     LAYERS,
+    layer_view,
     project,
-    row_view,
 )
+from ledger.ops.verified import check_page, findings_of
+from ledger.store import audit_runs as runs_repo
 from ledger.store import entries
 from ledger.store import query as sq
 from ledger.store.db import connect
@@ -86,6 +88,7 @@ class Filters:
     until_us: int | None = None
     start: int = 0
     end: int | None = None
+    has_findings: bool = False  # only entries the audit runs in scope found something on
 
     def to_doc(self) -> dict[str, Any]:
         """The filters that are set, as JSON (times as RFC 3339); used in export manifests."""
@@ -95,7 +98,16 @@ class Filters:
             doc["since"] = format_us(self.since_us)
         if self.until_us is not None:
             doc["until"] = format_us(self.until_us)
+        if self.has_findings:
+            doc["has_findings"] = True
         return doc
+
+    def matches(self, values: dict[str, Any]) -> bool:
+        """Whether an entry whose *proven* values are ``values`` (column -> envelope value,
+        ``ledger.core.readcheck``) satisfies the text filters (the index found it by its
+        columns, which may have been rewritten)."""
+        return all(not want or values.get(name) in want
+                   for name, want in ((n, getattr(self, n)) for n in STRING_FILTERS))
 
 
 def _text_values(name: str, value: Any) -> tuple[str, ...]:
@@ -142,7 +154,8 @@ def make_filters(**kw: Any) -> Filters:
     """Validated :class:`Filters` from keyword arguments (a value or a list of values per
     text filter; ``since``/``until`` as RFC 3339 text, aware datetimes or µs; ``start``,
     ``end`` seqs).  Raises UsageError for an unknown name or a bad value."""
-    unknown = set(kw) - set(STRING_FILTERS) - {"since", "until", "start", "end"}
+    unknown = set(kw) - set(STRING_FILTERS) - {"since", "until", "start", "end",
+                                                "has_findings"}
     if unknown:
         raise UsageError(f"unknown filter(s): {', '.join(sorted(unknown))}",
                          field=min(unknown))
@@ -153,15 +166,30 @@ def make_filters(**kw: Any) -> Filters:
     for name, v in (("start", start), ("end", end)):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
             raise UsageError(f"{name} must be a non-negative seq", field=name)
-    return Filters(**args, start=start, end=end)
+    has_findings = kw.get("has_findings") or False
+    if not isinstance(has_findings, bool):
+        raise UsageError("has_findings must be true or false", field="has_findings")
+    return Filters(**args, start=start, end=end, has_findings=has_findings)
 
 
 @dataclass
 class QueryPage:
+    """One page: its rows (each with its ``integrity`` verdict), the ``after`` of the next
+    page, and how many rows are ``flagged`` (not verified), ``matched`` (their proven
+    values satisfy the filters: a row found through a rewritten column is returned flagged
+    but not counted) and ``with_findings`` (the audit found something on them)."""
+
     rows: list[dict[str, Any]]
     next_after: int | None  # pass as ``after`` for the next page; None: no more rows now
     layer: str = "agent"
     filters: Filters = field(default_factory=Filters)
+    flagged: int = 0
+    matched: int = 0
+    with_findings: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return {"flagged": self.flagged, "matched": self.matched,
+                "with_findings": self.with_findings}
 
 
 # -- pages -------------------------------------------------------------------------------
@@ -202,7 +230,8 @@ def iter_pages(conn: Connection, f: Filters, *, after: int = -1, page: int = 100
     lo, hi = seq_window(conn, f)
     if hi is not None and lo >= hi:
         return
-    if digest_columns == _ALL_SLOTS and not any(_equal(f).values()) \
+    runs = _finding_runs(conn, f)
+    if digest_columns == _ALL_SLOTS and not any(_equal(f).values()) and runs is None \
             and f.since_us is None and f.until_us is None:
         # every entry of a seq range (a whole export): the audit's reader, two ordered
         # range reads per page instead of one join per payload slot
@@ -210,7 +239,7 @@ def iter_pages(conn: Connection, f: Filters, *, after: int = -1, page: int = 100
                                             _NO_END if hi is None else hi, page)
         return
     while True:
-        rows = sq.select_page(conn, _equal(f), lo, hi, after, page, digest_columns)
+        rows = sq.select_page(conn, _equal(f), lo, hi, after, page, digest_columns, runs)
         if not rows:
             return
         kept = [r for r in rows if _in_window(f, r[0].recorded_at)]
@@ -236,31 +265,59 @@ def _check_page(after: int, limit: int, layer: str) -> None:
         raise UsageError(f"limit must be 1..{MAX_LIMIT}", field="limit")
 
 
-def query(engine: Engine, f: Filters, *, after: int = -1, limit: int = 100,
+def _finding_runs(conn: Connection, f: Filters) -> tuple[int, ...] | None:
+    """The audit runs whose findings select rows (``has_findings``), else None."""
+    return runs_repo.finding_scope(conn) if f.has_findings else None
+
+
+def _shape(conn: Connection, ctx: LedgerContext, f: Filters, rows: list[tuple[Any, Any]],
+           layer: str) -> tuple[list[dict[str, Any]], int, int, int]:
+    """The layered views of ``rows`` (checked on the way out) and the page's flagged,
+    matched and with-findings counts."""
+    checked = check_page(conn, ctx.ledger_id, ctx.reads, rows, _payload_names(layer))
+    found = findings_of(conn, (r.seq for r, _ in checked)) if checked else {}
+    out: list[dict[str, Any]] = []
+    flagged = matched = with_findings = 0
+    for r, c in checked:
+        view = layer_view(r, c, layer, found.get(r.seq))
+        if not f.matches(c.values):
+            view["integrity"]["filter_match"] = False
+        else:
+            matched += 1
+        flagged += not c.integrity.verified
+        with_findings += r.seq in found
+        out.append(view)
+    return out, flagged, matched, with_findings
+
+
+def query(ctx: LedgerContext, f: Filters, *, after: int = -1, limit: int = 100,
           layer: str = "agent") -> QueryPage:
-    """One keyset page of matching rows projected for ``layer``.  Raises UsageError."""
+    """One keyset page of matching rows projected for ``layer``, each checked against what
+    was hashed (docs/reads.md).  Raises UsageError."""
     _check_page(after, limit, layer)
     names = _payload_names(layer)
-    with connect(engine) as conn:
+    with connect(ctx.engine) as conn:
         lo, hi = seq_window(conn, f)
         rows = [] if hi is not None and lo >= hi else sq.select_page(
-            conn, _equal(f), lo, hi, after, limit + 1, names)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    out = [project(row_view(r, blobs), layer) for r, blobs in rows
-           if _in_window(f, r.recorded_at)]
-    return QueryPage(out, rows[-1][0].seq if more else None, layer, f)
+            conn, _equal(f), lo, hi, after, limit + 1, names, _finding_runs(conn, f))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        kept = [(r, b) for r, b in rows if _in_window(f, r.recorded_at)]
+        out, flagged, matched, with_findings = _shape(conn, ctx, f, kept, layer)
+    return QueryPage(out, rows[-1][0].seq if more else None, layer, f, flagged, matched,
+                     with_findings)
 
 
-def iter_query(engine: Engine, f: Filters, *, after: int = -1, layer: str = "agent",
+def iter_query(ctx: LedgerContext, f: Filters, *, after: int = -1, layer: str = "agent",
                page: int = 1000) -> Iterator[dict[str, Any]]:
-    """Every matching row (as of each page's read), projected, streamed page by page."""
+    """Every matching row (as of each page's read), projected and checked, streamed page
+    by page."""
     _check_page(after, page, layer)
     names = _payload_names(layer)
-    with connect(engine) as conn:
+    with connect(ctx.engine) as conn:
         for chunk in iter_pages(conn, f, after=after, page=page, digest_columns=names):
-            for r, blobs in chunk:
-                yield project(row_view(r, blobs), layer)
+            out, _, _, _ = _shape(conn, ctx, f, list(chunk), layer)
+            yield from out
 
 
 def explain(engine: Engine, f: Filters, *, after: int = -1, limit: int = 100,
@@ -269,7 +326,7 @@ def explain(engine: Engine, f: Filters, *, after: int = -1, limit: int = 100,
     with connect(engine) as conn:
         lo, hi = seq_window(conn, f)
         return sq.explain_page(conn, _equal(f), lo, hi, after, limit + 1,
-                               _payload_names(layer))
+                               _payload_names(layer), _finding_runs(conn, f))
 
 
 def with_window(f: Filters, start: int, end: int | None) -> Filters:
@@ -283,4 +340,4 @@ def query_filtered(ctx: LedgerContext, **filters: Any) -> QueryPage:
     """``query`` with the filters of ``make_filters`` and ``after``/``limit``/``layer``
     as keywords (the Python API's form).  Raises UsageError."""
     page = {k: filters.pop(k) for k in ("after", "limit", "layer") if k in filters}
-    return query(ctx.engine, make_filters(**filters), **page)
+    return query(ctx, make_filters(**filters), **page)

@@ -9,6 +9,7 @@ from ledger.clock import format_us
 from ledger.core.entry import hash_hex
 from ledger.errors import IntegrityError, NotFound
 from ledger.ops.context import LedgerContext
+from ledger.ops.verified import check_page, findings_of
 from ledger.ops.view import entry_detail
 from ledger.store import entries as repo
 from ledger.store.db import connect
@@ -26,13 +27,16 @@ def head(ctx: LedgerContext) -> dict[str, Any]:
 
 
 def get_entry(ctx: LedgerContext, seq: int) -> dict[str, Any]:
-    """One entry with its payloads (auditor view).  Raises NotFound."""
+    """One entry with its payloads (auditor view), checked against what was hashed, with
+    the audit findings about it.  Raises NotFound."""
     with connect(ctx.engine) as conn:
         row = repo.get_entry(conn, seq)
         if row is None:
             raise NotFound(f"no entry with seq {seq}", field="seq")
         blobs = repo.get_payloads(conn, seq)
-    return entry_detail(row, blobs)
+        [(_, checked)] = check_page(conn, ctx.ledger_id, ctx.reads, [(row, blobs)])
+        findings = findings_of(conn, [seq]).get(seq)
+    return entry_detail(row, checked, findings)
 
 
 def iter_entries(ctx: LedgerContext, start: int = 0, end: int | None = None) -> Iterator[Any]:

@@ -1,11 +1,15 @@
 """Entry -> JSON views, one per audience; the only place a stored entry is shaped for
 output.
 
-* :func:`agent_view`, :func:`developer_view`, :func:`auditor_view` (:func:`layer_view`):
-  a query row cut down to a disclosure layer (allow-lists, :data:`LAYER_FIELDS`) —
-  ``ledger query``, ``GET /v1/entries``, ``GET /v1/export?format=rows``.
-* :func:`entry_detail`: one entry with its payload texts and hashes — ``Ledger.get``,
-  ``ledger show``, ``GET /v1/entries/{seq}``.
+* :func:`layer_view`: a checked entry cut down to a disclosure layer (allow-lists,
+  :data:`LAYER_FIELDS`) with its ``integrity`` verdict — ``ledger query``,
+  ``GET /v1/entries[/{seq}]``, ``GET /v1/export?format=rows``, the console.
+* :func:`entry_detail`: one checked entry with its payload texts and hashes —
+  ``Ledger.get``, ``ledger show``.
+
+The two read views are built from a ``ledger.core.readcheck.CheckedEntry`` (the
+envelope's values and the payloads that matched their commitments; docs/reads.md), never
+from the indexed columns.
 * :func:`export_record` / :func:`export_line`: the ``entries.jsonl`` record of an export
   bundle (``ledger export``, ``GET /v1/export?format=records``).
 * :func:`proof_entry`: the ``entry`` object of an inclusion-proof bundle.
@@ -25,14 +29,17 @@ from ledger.clock import format_us
 from ledger.core.bundle import entry_line, entry_record
 from ledger.core.entry import FORMAT_V2, hash_hex, payload_map
 from ledger.core.erasure import RedactionMap
+from ledger.core.readcheck import CheckedEntry
 from ledger.core.fastjson import loads as fast_loads
 from ledger.errors import UsageError
 
 LAYERS = ("agent", "developer", "auditor")
 # Allow-lists, never deny-lists: a field not named here is never shown to that layer.
-AGENT_FIELDS = ("seq", "recorded_at", "kind", "status", "agent_message")
+# ``integrity`` (every layer) is the read verdict, cut to the layer (docs/reads.md);
+# ``findings`` (developers: codes, auditors: the findings) what the audit found on the entry.
+AGENT_FIELDS = ("seq", "recorded_at", "kind", "status", "agent_message", "integrity")
 DEVELOPER_FIELDS = AGENT_FIELDS + ("engine", "constraint_id", "subject", "admission",
-                                   "developer_fields")
+                                   "developer_fields", "findings")
 AUDITOR_FIELDS = DEVELOPER_FIELDS + (
     "producer", "idempotency_key", "proof_ref", "att_verdict", "att_kid", "att_iss",
     "preimage", "attestation", "query", "meta", "document", "payloads", "envelope",
@@ -87,30 +94,43 @@ def subject_of(row: Any, stored: dict[str, Any]) -> str | None:
     return row.subject if row.subject is not None else _text(_data(stored, "subject"))
 
 
-def row_view(row: Any, blobs: Any) -> dict[str, Any]:
-    """Every field of a stored entry, JSON-ready (what the auditor layer may see)."""
-    digests, stored = named_payloads(row, blobs)
-    doc_name = {"result": "result", "key_event": "event", "audit_run": "report",
-                "redaction": "request", "hold": "order"}.get(row.kind)
-    doc = _json(_data(stored, doc_name)) if doc_name else None
-    result = doc if row.kind == "result" and isinstance(doc, dict) else None
+def _utf8_text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def row_view(row: Any, c: CheckedEntry) -> dict[str, Any]:
+    """Every field of a checked entry, JSON-ready (what the auditor layer may see): the
+    envelope's values and the payloads that matched their commitments, never the indexed
+    columns (``ledger.core.readcheck``); a payload that did not check is null."""
+    doc = c.document
+    result = doc if c.kind == "result" else None
+    v, t = c.values, c.texts
     return {
-        "seq": row.seq, "recorded_at": format_us(row.recorded_at), "kind": row.kind,
-        "status": row.status,
+        "seq": c.seq, "recorded_at": format_us(c.recorded_at), "kind": c.kind,
+        "status": v["status"],
         "agent_message": result.get("agent_message") if result else None,
-        "engine": row.engine, "constraint_id": row.constraint_id,
-        "subject": subject_of(row, stored), "admission": row.admission,
+        "engine": v["engine"], "constraint_id": v["constraint_id"],
+        "subject": v["subject"], "admission": v["admission"],
         "developer_fields": result.get("developer_fields") if result else None,
-        "producer": row.producer, "idempotency_key": row.idempotency_key,
-        "proof_ref": row.proof_ref, "att_verdict": row.att_verdict, "att_kid": row.att_kid,
-        "att_iss": row.att_iss, "preimage": _text(_data(stored, "preimage")),
-        "attestation": _text(_data(stored, "attestation")),
-        "query": _text(_data(stored, "query")),
-        "meta": _json(_data(stored, "meta")), "document": doc if result is None else None,
-        "payloads": digests, "envelope": bytes(row.envelope).decode("utf-8", "replace"),
-        "body_hash": hash_hex(bytes(row.body_hash)), "prev_hash": hash_hex(bytes(row.prev_hash)),
-        "entry_hash": hash_hex(bytes(row.entry_hash)),
+        "producer": v["producer"], "idempotency_key": v["idempotency_key"],
+        "proof_ref": v["proof_ref"], "att_verdict": v["att_verdict"], "att_kid": v["att_kid"],
+        "att_iss": v["att_iss"], "preimage": _utf8_text(t.get("preimage")),
+        "attestation": _utf8_text(t.get("attestation")),
+        "query": _utf8_text(t.get("query")),
+        "meta": _json(t.get("meta")), "document": doc if result is None else None,
+        "payloads": c.commitments,
+        "envelope": _bytes_of(row.envelope).decode("utf-8", "replace"),
+        "body_hash": _hex(row.body_hash), "prev_hash": _hex(row.prev_hash),
+        "entry_hash": _hex(row.entry_hash),
     }
+
+
+def _bytes_of(value: Any) -> bytes:
+    return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
+
+
+def _hex(value: Any) -> str:
+    return hash_hex(_bytes_of(value))
 
 
 def project(view: dict[str, Any], layer: str) -> dict[str, Any]:
@@ -123,54 +143,45 @@ def project(view: dict[str, Any], layer: str) -> dict[str, Any]:
     return {k: view.get(k) for k in allowed}
 
 
-def layer_view(row: Any, blobs: dict[str, bytes], layer: str) -> dict[str, Any]:
-    """``row`` as ``layer`` (agent, developer, auditor) sees it.  Raises UsageError."""
-    return project(row_view(row, blobs), layer)
-
-
-def agent_view(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
-    """Layer 1: the verdict and the agent message."""
-    return layer_view(row, blobs, "agent")
-
-
-def developer_view(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
-    """Layer 2: adds the engine, constraint, subject, admission and developer fields."""
-    return layer_view(row, blobs, "developer")
-
-
-def auditor_view(row: Any, blobs: dict[str, bytes]) -> dict[str, Any]:
-    """Layer 3: everything, payload texts and hashes included."""
-    return layer_view(row, blobs, "auditor")
+def layer_view(row: Any, c: CheckedEntry, layer: str,
+               findings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``row`` as ``layer`` (agent, developer, auditor) sees it, with its ``integrity``
+    object (docs/reads.md) and, above the agent layer, the audit findings about it
+    (developers: their codes; auditors: the findings).  Raises UsageError."""
+    view = row_view(row, c)
+    view["integrity"] = c.integrity.to_dict(layer)
+    view["findings"] = list(findings or ()) if layer == "auditor" else \
+        list(dict.fromkeys(f.get("code") for f in findings or ()))
+    return project(view, layer)
 
 
 # -- one entry in full ----------------------------------------------------------------
-def entry_detail(row: Any, blobs: Any) -> dict[str, Any]:
-    """One stored entry with its payloads (``Ledger.get``): every column, each payload's
-    digest and text (``missing`` when its bytes are not stored), the parsed document
-    and the hashes."""
-    digests, stored = named_payloads(row, blobs)
+def entry_detail(row: Any, c: CheckedEntry,
+                 findings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One stored entry with its payloads (``Ledger.get``, ``ledger show``): the
+    envelope's values, each committed payload's digest, its stored text and whether it
+    ``checked`` against the digest (``missing`` when its bytes are not stored,
+    ``redacted`` when a redaction erased them), the parsed main document (only when it
+    checked), the hashes, the ``integrity`` verdict and the audit findings about it."""
     payloads: dict[str, Any] = {}
-    for name, digest in digests.items():
-        data = _data(stored, name)
-        payloads[name] = {"digest": digest,
-                          "text": data.decode("utf-8") if data is not None else None,
-                          "missing": data is None}
-    doc = payloads.get("result") or payloads.get("event") or payloads.get("report") \
-        or payloads.get("request") or payloads.get("order")
-    parsed = json.loads(doc["text"]) if doc and doc["text"] else None
+    for name, digest in c.commitments.items():
+        data = c.stored.get(name)
+        payloads[name] = {"digest": digest, "text": _utf8_text(data),
+                          "missing": data is None, "checked": name in c.texts,
+                          "redacted": name in c.integrity.redacted}
+    v = c.values
     return {
-        "seq": row.seq, "kind": row.kind, "recorded_at": format_us(row.recorded_at),
-        "engine": row.engine, "status": row.status, "constraint_id": row.constraint_id,
-        "proof_ref": row.proof_ref, "subject": subject_of(row, stored),
-        "producer": row.producer,
-        "idempotency_key": row.idempotency_key, "admission": row.admission,
-        "attestation_verdict": row.att_verdict, "attestation_kid": row.att_kid,
-        "attestation_iss": row.att_iss,
-        "document": parsed, "payloads": payloads,
-        "envelope": bytes(row.envelope).decode("utf-8"),
-        "body_hash": hash_hex(bytes(row.body_hash)),
-        "prev_hash": hash_hex(bytes(row.prev_hash)),
-        "entry_hash": hash_hex(bytes(row.entry_hash)),
+        "seq": c.seq, "kind": c.kind, "recorded_at": format_us(c.recorded_at),
+        "engine": v["engine"], "status": v["status"], "constraint_id": v["constraint_id"],
+        "proof_ref": v["proof_ref"], "subject": v["subject"], "producer": v["producer"],
+        "idempotency_key": v["idempotency_key"], "admission": v["admission"],
+        "attestation_verdict": v["att_verdict"], "attestation_kid": v["att_kid"],
+        "attestation_iss": v["att_iss"],
+        "document": c.document, "payloads": payloads,
+        "envelope": _bytes_of(row.envelope).decode("utf-8", "replace"),
+        "body_hash": _hex(row.body_hash), "prev_hash": _hex(row.prev_hash),
+        "entry_hash": _hex(row.entry_hash),
+        "integrity": c.integrity.to_dict("auditor"), "findings": list(findings or ()),
     }
 
 

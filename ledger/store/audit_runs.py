@@ -112,3 +112,34 @@ def finding_counts(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[s
     for run_id, kind, n in conn.execute(q):
         out[int(run_id)][kind] = int(n)
     return out
+
+
+def finding_scope(conn: Connection) -> tuple[int, ...]:
+    """The runs whose findings are attached to entries: the latest ``complete`` run and
+    every run begun after it that is still ``running`` (docs/reads.md)."""
+    latest = conn.execute(select(func.max(audit_runs.c.id)).where(
+        audit_runs.c.state == "complete")).scalar()
+    later = select(audit_runs.c.id).where(audit_runs.c.state == "running")
+    if latest is not None:
+        later = later.where(audit_runs.c.id > latest)
+    ids = [int(i) for i in conn.execute(later)]
+    return tuple(sorted(([int(latest)] if latest is not None else []) + ids))
+
+
+def entry_findings(conn: Connection, run_ids: Sequence[int], seqs: Sequence[int],
+                   ) -> list[tuple[int, int, str]]:
+    """(run id, seq, body JSON) of the findings (not abstentions) of ``run_ids`` about the
+    entries ``seqs``, in saved order."""
+    if not run_ids or not seqs:
+        return []
+    return [(int(r), int(s), b) for r, s, b in conn.execute(
+        select(audit_findings.c.run_id, audit_findings.c.seq, audit_findings.c.body)
+        .where(audit_findings.c.run_id.in_(list(run_ids)),
+               audit_findings.c.seq.in_(list(seqs)), audit_findings.c.kind == "finding")
+        .order_by(audit_findings.c.id))]
+
+
+def finding_seq_select(run_ids: Sequence[int]) -> Any:
+    """A SELECT of the seqs the findings of ``run_ids`` are about (for ``seq IN (...)``)."""
+    return select(audit_findings.c.seq).where(audit_findings.c.run_id.in_(list(run_ids)),
+                                              audit_findings.c.kind == "finding")

@@ -391,3 +391,16 @@ class Page:
                 slots[pid & 7] = (salt, data)  # a plain (salt, data) pair: the hot path
                 nxt = next(rows, None)
             yield EntryRow(*t), slots
+
+
+def next_links(conn: Connection, seqs: Sequence[int]) -> dict[int, bytes]:
+    """seq -> the ``prev_hash`` stored by the entry at ``seq + 1``, for each of ``seqs``
+    whose next entry is stored (one indexed read; the hash the chain carries on with)."""
+    if not seqs:
+        return {}
+    nxt = sorted({s + 1 for s in seqs})
+    rows = conn.execute(select(entries.c.seq, entries.c.prev_hash).where(
+        entries.c.seq.in_(nxt) if len(nxt) < 2 or nxt[-1] - nxt[0] >= 4 * len(nxt)
+        else and_(entries.c.seq >= nxt[0], entries.c.seq <= nxt[-1])))
+    wanted = set(nxt)
+    return {int(s) - 1: _bytes(p) for s, p in rows if int(s) in wanted}

@@ -8,13 +8,14 @@ just text.  The rules (which filters, layers, time windows) are ``ledger.ops.que
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, LargeBinary, and_, cast, select
 
 from ledger.errors import IntegrityError
 from ledger.store.codec import decode
+from ledger.store.audit_runs import finding_seq_select
 from ledger.store.db import STORED_TEXT_UNREADABLE
 from ledger.store.entries import (
     ENTRY_COLUMNS,
@@ -37,11 +38,12 @@ def first_seq_at(conn: Connection, t_us: int) -> int | None:
 
 
 def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | None,
-              slots: Iterable[int] = (0,)) -> Any:
+              slots: Iterable[int] = (0,), finding_runs: Sequence[int] | None = None) -> Any:
     """The SELECT of one page: entries columns plus the joined payload salt and bytes of
     ``slots`` (labelled ``s<slot>_salt`` / ``s<slot>_data`` / ``s<slot>_codec``; ``pid = seq * 8
     + slot``).
-    ``subject`` matches the v1 column or the v2 subject payload."""
+    ``subject`` matches the v1 column or the v2 subject payload; ``finding_runs`` (not None)
+    keeps only the entries the findings of those audit runs are about."""
     joined, cols = entries, [entries]
     for slot in slots:
         p = payloads.alias(f"p_{slot}")
@@ -51,6 +53,8 @@ def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | No
     conds = [entries.c.seq >= lo, entries.c.seq > after]
     if hi is not None:
         conds.append(entries.c.seq < hi)
+    if finding_runs is not None:
+        conds.append(entries.c.seq.in_(finding_seq_select(finding_runs)))
     for name, values in equal.items():
         if name == "subject" and values:
             conds.append(subject_condition(tuple(values)))
@@ -64,11 +68,12 @@ def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | No
 
 def select_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: int,
                 limit: int | None, slots: tuple[int, ...],
+                finding_runs: Sequence[int] | None = None,
                 ) -> list[tuple[EntryRow, Slots]]:
     """One page of (entry as a namedtuple — cheap attribute access —, {slot: payload})
     in seq order; payloads of ``slots`` only, missing ones absent."""
     out = []
-    for t in conn.execute(statement(equal, lo, hi, after, limit, slots)):
+    for t in conn.execute(statement(equal, lo, hi, after, limit, slots, finding_runs)):
         blobs: Slots = {}
         for i, slot in enumerate(slots):
             salt, data, how = t[_N + 3 * i], t[_N + 3 * i + 1], t[_N + 3 * i + 2]
@@ -80,9 +85,10 @@ def select_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: 
 
 
 def explain_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: int,
-                 limit: int | None, slots: tuple[int, ...]) -> list[str]:
+                 limit: int | None, slots: tuple[int, ...],
+                 finding_runs: Sequence[int] | None = None) -> list[str]:
     """The database's plan for one page (EXPLAIN QUERY PLAN / EXPLAIN), one line each."""
-    stmt = statement(equal, lo, hi, after, limit, slots)
+    stmt = statement(equal, lo, hi, after, limit, slots, finding_runs)
     compiled = stmt.compile(conn, compile_kwargs={"literal_binds": True})
     sqlite = conn.dialect.name == "sqlite"
     prefix = "EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN "

@@ -103,7 +103,7 @@ def seqs(page_or_rows: Any) -> list[int]:
 
 
 def everything(led: Ledger, **filters: Any) -> list[int]:
-    return seqs(iter_query(led.engine, make_filters(**filters), page=7))
+    return seqs(iter_query(led.ctx, make_filters(**filters), page=7))
 
 
 def test_every_text_filter_alone_returns_exactly_the_matching_rows(led):
@@ -211,23 +211,23 @@ def test_next_after_is_none_exactly_when_nothing_follows(led):
 def test_layers_are_allow_lists_and_agent_never_sees_developer_data(led):
     for layer, allowed in (("agent", AGENT_FIELDS), ("developer", DEVELOPER_FIELDS),
                            ("auditor", AUDITOR_FIELDS)):
-        rows = list(iter_query(led.engine, make_filters(), layer=layer))
+        rows = list(iter_query(led.ctx, make_filters(), layer=layer))
         assert rows and all(tuple(r) == allowed for r in rows)
-    agent = json.dumps(list(iter_query(led.engine, make_filters(), layer="agent")),
+    agent = json.dumps(list(iter_query(led.ctx, make_filters(), layer="agent")),
                        ensure_ascii=False)
     for secret in SECRETS + tuple(h for h in HOSTILE if len(h) > 3 and h.lower() != "null"):
         assert secret not in agent, secret
-    dev = list(iter_query(led.engine, make_filters(subject="LEAK-subject"), layer="developer"))
+    dev = list(iter_query(led.ctx, make_filters(subject="LEAK-subject"), layer="developer"))
     assert dev[0]["developer_fields"]["constraint_id"] == "secret.rule_id.X9"
     assert dev[0]["agent_message"] == "Claim verified" and dev[0]["status"] == "VERIFIED"
     text = json.dumps(dev, ensure_ascii=False)
     assert "SECRET-EVIDENCE-text" not in text and "SECRET-QUERY" not in text
-    aud = list(iter_query(led.engine, make_filters(subject="LEAK-subject"), layer="auditor"))
+    aud = list(iter_query(led.ctx, make_filters(subject="LEAK-subject"), layer="auditor"))
     assert aud[0]["preimage"] == "SECRET-EVIDENCE-text" and aud[0]["query"] == "SECRET-QUERY"
     assert aud[0]["proof_ref"].startswith("sha256:") and aud[0]["meta"] == {"LEAK": True}
-    events = list(iter_query(led.engine, make_filters(kind="key_event"), layer="auditor"))
+    events = list(iter_query(led.ctx, make_filters(kind="key_event"), layer="auditor"))
     assert events[0]["document"]["issuer"] == T.ISSUER and events[0]["agent_message"] is None
-    attested = list(iter_query(led.engine, make_filters(att_kid=T.KID, kind="result"),
+    attested = list(iter_query(led.ctx, make_filters(att_kid=T.KID, kind="result"),
                                layer="auditor"))
     assert attested[0]["attestation"].count(".") == 2
 

@@ -14,6 +14,7 @@ from ledger.facade import Ledger
 from ledger.ops import view
 from ledger.ops.query import make_filters, query
 from ledger.ops.samples import realistic
+from ledger.ops.verified import check_page
 from ledger.store import entries as repo
 
 
@@ -25,20 +26,42 @@ def _rows(L: Ledger) -> list[tuple[object, dict[str, bytes]]]:
     return out
 
 
+def _checked(L: Ledger, rows, slots=None):
+    with L.engine.connect() as conn:
+        return [c for _, c in check_page(conn, L.ctx.ledger_id, L.ctx.reads, rows, slots)]
+
+
 def test_every_view_of_every_entry(db_url):
     with Ledger.init(db_url) as L:
         L.append_many(realistic(6), producer="p")
         rows = _rows(L)
+        checked = _checked(L, rows)
         for layer in view.LAYERS:  # what ledger query returns is the layer view
-            page = query(L.engine, make_filters(), layer=layer, limit=100)
-            assert page.rows == [view.layer_view(r, b, layer) for r, b in rows]
-        for row, blobs in rows:
-            full = view.row_view(row, blobs)
-            assert view.auditor_view(row, blobs) == full
-            assert view.developer_view(row, blobs) == {
-                k: full[k] for k in view.DEVELOPER_FIELDS}
-            assert list(view.agent_view(row, blobs)) == list(view.AGENT_FIELDS)
-            assert view.entry_detail(row, blobs) == L.get(row.seq)
+            page = query(L.ctx, make_filters(), layer=layer, limit=100)
+            read = _checked(L, rows, None if layer == "auditor" else (0, 5))
+            assert page.rows == [view.layer_view(r, c, layer) for (r, _), c in
+                                 zip(rows, read)]
+            assert page.flagged == 0 and page.matched == len(rows)
+        for (row, blobs), c in zip(rows, checked):
+            assert c.integrity.verified, c.integrity
+            full = view.row_view(row, c)
+            assert view.layer_view(row, c, "auditor") == {
+                **{k: full.get(k) for k in view.AUDITOR_FIELDS},
+                "integrity": c.integrity.to_dict("auditor"), "findings": []}
+            dev = view.layer_view(row, c, "developer")
+            plain = [k for k in view.DEVELOPER_FIELDS if k not in ("integrity", "findings")]
+            assert list(dev) == list(view.DEVELOPER_FIELDS)
+            assert {k: dev[k] for k in plain} == {k: full[k] for k in plain}
+            assert dev["integrity"] == {"verified": True, "codes": [], "fields": [],
+                                        "redacted": []}
+            agent = view.layer_view(row, c, "agent")
+            assert list(agent) == list(view.AGENT_FIELDS)
+            assert agent["integrity"] == {"verified": True, "codes": []}
+            assert view.entry_detail(row, c) == L.get(row.seq)
+            # the proven values are the stored columns on an untampered ledger
+            for col, value in c.values.items():
+                if not (col == "subject" and row.subject is None):
+                    assert getattr(row, col) == value, col
             record = view.export_record(row, blobs)
             assert view.export_line(row, blobs) == dump_line(record)
             for name, p in record["payloads"].items():
@@ -59,14 +82,21 @@ def test_the_layers_are_nested_allow_lists():
     assert "secret" not in view.project({"seq": 1, "secret": 2}, "auditor")
 
 
-def test_a_payload_that_is_not_json_is_shown_as_none(sqlite_url):
+def test_a_payload_that_does_not_check_is_shown_as_none_and_flagged(sqlite_url):
     sub = {**realistic(1)[0], "meta": {"run": 1}}
     with Ledger.init(sqlite_url) as L:
         L.append(sub)
-        [(row, blobs)] = _rows(L)
-    assert view.row_view(row, blobs)["meta"] == {"run": 1}
-    blobs = {**blobs, 4: blobs[4]._replace(data=b"{not json")}  # slot 4: meta
-    assert view.row_view(row, blobs)["meta"] is None
+        [(row, blobs)] = rows = _rows(L)
+        [c] = _checked(L, rows)
+        assert view.row_view(row, c)["meta"] == {"run": 1}
+        blobs = {**blobs, 4: blobs[4]._replace(data=b"{not json")}  # slot 4: meta
+        [c] = _checked(L, [(row, blobs)])
+    assert view.row_view(row, c)["meta"] is None
+    assert c.integrity.codes == ["payload_digest_mismatch"]
+    assert c.integrity.fields == ["meta"]
+    assert view.entry_detail(row, c)["payloads"]["meta"] == {
+        "digest": c.commitments["meta"], "text": "{not json", "missing": False,
+        "checked": False, "redacted": False}
 
 
 def test_an_unknown_layer_is_a_usage_error():

@@ -1,0 +1,79 @@
+"""Reads checked on the way out (docs/reads.md).
+
+Every read path gets its rows through :func:`check_page`: each stored entry is checked by
+``ledger.core.readcheck.check_entry`` against what was hashed -- its envelope against its
+body hash, the entry hash recomputed and compared with the hash the next entry links to
+(or the head), each served payload against its commitment, every indexed column against
+its envelope -- and shaped from the envelope and the checked payloads
+(``ledger.ops.view``).  The redaction map that tells an erased payload from a missing one
+is folded once and refolded only when a redaction was appended.
+
+:func:`findings_of` attaches to entries the findings of the latest complete audit run and
+of the runs begun after it that are still running.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection
+
+from ledger.core.erasure import RedactionMap
+from ledger.core.readcheck import CheckedEntry, check_entry
+from ledger.ops.redaction_map import load_redaction_map
+from ledger.store import audit_runs as runs_repo
+from ledger.store import entries as repo
+
+
+@dataclass
+class RedactionCache:
+    """The redaction map of the stored ledger, kept between reads; refolded when the last
+    stored redaction entry is not the one it was folded up to."""
+
+    last: int | None = -1
+    redactions: RedactionMap = field(default_factory=dict)
+
+    def get(self, conn: Connection) -> RedactionMap:
+        last = repo.max_seq(conn, "redaction")
+        if last != self.last:
+            self.redactions = load_redaction_map(conn) if last is not None else {}
+            self.last = last
+        return self.redactions
+
+
+def check_page(conn: Connection, ledger_id: str, cache: RedactionCache,
+               rows: Sequence[tuple[Any, Any]], slots: Collection[int] | None = None,
+               ) -> list[tuple[Any, CheckedEntry]]:
+    """``(row, CheckedEntry)`` for each ``(row, {slot: payload})`` of ``rows`` (in order;
+    ``slots``: the payload slots read, None: all): one read for the hashes the next entries
+    link to, and the head for the last entry."""
+    if not rows:
+        return []
+    seqs = [r.seq for r, _ in rows]
+    links = repo.next_links(conn, seqs)
+    head = repo.read_head(conn)
+    if head is not None and head.size > 0:
+        links.setdefault(head.size - 1, head.head_hash)
+    redactions = cache.get(conn)
+    return [(r, check_entry(r, blobs, ledger_id, redactions=redactions,
+                            next_prev=links.get(r.seq), slots=slots))
+            for r, blobs in rows]
+
+
+def findings_of(conn: Connection, seqs: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+    """seq -> the audit findings about it (each with its ``run_id``), of the runs in scope
+    (``ledger.store.audit_runs.finding_scope``)."""
+    wanted = sorted(set(seqs))
+    scope = runs_repo.finding_scope(conn) if wanted else ()
+    out: dict[int, list[dict[str, Any]]] = {}
+    for run_id, seq, body in runs_repo.entry_findings(conn, scope, wanted):
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            out.setdefault(seq, []).append({"run_id": run_id, **doc})
+    return out
