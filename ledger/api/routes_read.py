@@ -64,7 +64,8 @@ def check_filters(layer: str, given: dict[str, Any]) -> None:
     for name, value in given.items():
         if not value:
             continue
-        column = "recorded_at" if name in ("since", "until") else name
+        column = {"since": "recorded_at", "until": "recorded_at",
+                  "has_findings": "findings"}.get(name, name)
         if column not in visible:
             raise Forbidden(f"the {layer} layer cannot filter on {name}",
                             code="forbidden_filter", field=name)
@@ -141,17 +142,24 @@ def list_entries(
         given: dict[str, Any] = Depends(entry_filters),
         after: int = Query(-1, ge=-1, le=MAX_SEQ, description="keyset: rows with seq > after"),
         limit: int = Query(100, ge=1, le=1000),
+        has_findings: bool = Query(False, description="only entries the latest complete "
+                                   "audit run (or a later partial run) found something on"),
         principal: Principal = require("read")) -> dict[str, Any]:
-    """One page of matching entries in seq order, projected for the caller's layer.
-    Each text filter is repeatable (any of the values); different filters must all match.
-    ``next_after`` is the ``after`` of the next page (null: no more rows now)."""
-    names = set(STRING_FILTERS) | {"since", "until", "after", "limit"}
+    """One page of matching entries in seq order, projected for the caller's layer, each
+    checked against what was hashed on the way out (its ``integrity`` object,
+    docs/reads.md).  Each text filter is repeatable (any of the values); different filters
+    must all match.  ``next_after`` is the ``after`` of the next page (null: no more rows
+    now); ``flagged``, ``matched`` and ``with_findings`` count this page's rows that are
+    not verified, whose proven values match the filters, and that have audit findings."""
+    names = set(STRING_FILTERS) | {"since", "until", "after", "limit", "has_findings"}
     check_params(request, names)
     service = request.app.state.service
     layer = layer_of(principal)
-    check_filters(layer, given)
+    check_filters(layer, {**given, "has_findings": has_findings})
     given["kind"] = visible_kinds(layer, given["kind"])
     limit = min(limit, service.settings.page_max)
-    f = make_filters(**{k: (v or None) for k, v in given.items()})  # UsageError: 400
+    f = make_filters(**{k: (v or None) for k, v in given.items()},
+                     has_findings=has_findings)  # UsageError: 400
     page = service.ledger.query_page(f, after=after, limit=limit, layer=layer)
-    return {"layer": layer, "entries": page.rows, "next_after": page.next_after}
+    return {"layer": layer, "entries": page.rows, "next_after": page.next_after,
+            **page.counts()}
