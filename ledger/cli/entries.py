@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ledger.cli.input import Oversized, read_documents
-from ledger.cli.output import dumps, emit_json, emit_mapping, format_option
+from ledger.cli.output import dumps, emit_json, emit_mapping, format_option, integrity_text
 from ledger.core.submission import MAX_SUBMISSION_BYTES
 from ledger.facade import Ledger
 
@@ -89,19 +89,28 @@ def _flush(ledger: Ledger, batch: list[bytes], producer: str | None,
 @format_option(choices=("table", "json"))
 @click.pass_obj
 def show(obj: dict, seq: int, fmt: str) -> None:
-    """Show the entry at SEQ (json: stored result, evidence preimage, attestation,
-    envelope and hashes)."""
+    """Show the entry at SEQ, checked against what was hashed (json: stored result,
+    evidence preimage, attestation, envelope, hashes, the integrity verdict and the audit
+    findings).  The values are the hashed envelope's, never the indexed columns; exit 1
+    when the entry does not verify (what did not check is named on stderr)."""
     with Ledger.open(obj["db_url"]) as ledger:
         view = ledger.get(seq)
+    integrity = view["integrity"]
     if fmt == "json":
         emit_json(view)
-        return
-    summary: dict[str, Any] = {k: v for k, v in view.items()
-                               if k not in ("document", "payloads", "envelope")}
-    doc = view.get("document") or {}
-    if "agent_message" in doc:
-        summary["agent_message"] = doc["agent_message"]
-    emit_mapping(summary, "table")
+    else:
+        summary: dict[str, Any] = {"integrity": integrity_text(integrity)}
+        summary.update({k: v for k, v in view.items()
+                        if k not in ("document", "payloads", "envelope", "integrity")})
+        doc = view.get("document") or {}
+        if "agent_message" in doc:
+            summary["agent_message"] = doc["agent_message"]
+        emit_mapping(summary, "table")
+    if not integrity["verified"]:
+        for p in integrity.get("problems", ()):
+            click.echo(f"not verified: {p['code']} ({p['field']}): hashed {p['expected']!r},"
+                       f" stored {p['actual']!r}", err=True)
+        sys.exit(1)
 
 
 @click.command()

@@ -62,3 +62,16 @@ def _cell(v: Any) -> str:
     if isinstance(v, (dict, list)):
         return dumps(v)
     return str(v)
+
+
+def integrity_text(integrity: dict[str, Any] | None) -> str:
+    """A read verdict in one table cell: ``verified``, or ``NOT VERIFIED`` with each code
+    and the fields it names (docs/reads.md)."""
+    if not integrity:
+        return "-"
+    if integrity.get("verified"):
+        redacted = integrity.get("redacted") or []
+        return "verified" + (f" (redacted: {', '.join(redacted)})" if redacted else "")
+    fields = integrity.get("fields")
+    return "NOT VERIFIED: " + ", ".join(integrity.get("codes") or []) + (
+        f" [{', '.join(fields)}]" if fields else "")

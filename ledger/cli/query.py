@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ledger.cli.output import dumps, emit_rows, format_option
+from ledger.cli.output import dumps, emit_rows, format_option, integrity_text
 from ledger.ops.query import (
     CSV_COLUMNS,
     LAYERS,
@@ -49,14 +49,32 @@ def filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def filters_from(kw: dict[str, Any], start: int = 0, end: int | None = None) -> Filters:
     return make_filters(**{n: kw.pop(n) or None for n in STRING_FILTERS},
-                        since=kw.pop("since"), until=kw.pop("until"), start=start, end=end)
+                        since=kw.pop("since"), until=kw.pop("until"), start=start, end=end,
+                        has_findings=kw.pop("has_findings", False))
+
+
+class _Flagged:
+    """Counts the rows streamed through it that did not verify."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for r in rows:
+            self.n += not (r.get("integrity") or {}).get("verified", True)
+            yield r
 
 
 def _cells(rows: Iterable[dict[str, Any]], fmt: str) -> Iterator[dict[str, Any]]:
-    """CSV cells holding objects are JSON text (not Python reprs)."""
+    """CSV cells holding objects are JSON text (not Python reprs); a table shows the
+    integrity verdict as one word and what did not check."""
     for r in rows:
-        yield {k: dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()} \
-            if fmt == "csv" else r
+        if fmt == "csv":
+            yield {k: dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()}
+        elif fmt == "table":
+            yield {**r, "integrity": integrity_text(r.get("integrity"))}
+        else:
+            yield r
 
 
 @click.command()
@@ -67,6 +85,9 @@ def _cells(rows: Iterable[dict[str, Any]], fmt: str) -> Iterator[dict[str, Any]]
 @click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=100, show_default=True,
               help="Rows per page.")
 @click.option("--all", "all_pages", is_flag=True, help="Stream every matching row (all pages).")
+@click.option("--has-findings", "has_findings", is_flag=True,
+              help="Only entries the latest complete audit run (or a later partial run) "
+                   "found something on.")
 @click.option("--layer", type=click.Choice(LAYERS), default="agent", show_default=True,
               help="agent: status and agent_message only; developer: + engine, "
                    "constraint_id, subject, developer_fields; auditor: everything "
@@ -77,20 +98,26 @@ def query(obj: dict, after: int, limit: int, all_pages: bool, layer: str, fmt: s
           **kw: Any) -> None:
     """Find entries by status, engine, constraint id, time, proof_ref, subject,
     attestation verdict or kid, kind.  Filter values are matched exactly (no
-    wildcards).  Prints one page; the next page's --after goes to stderr."""
+    wildcards).  Every row is checked against what was hashed and shows the envelope's
+    values with its integrity verdict; rows that did not verify are counted on stderr.
+    Prints one page; the next page's --after goes to stderr."""
     from ledger.facade import Ledger
 
     f = filters_from(kw)
     columns = (TABLE_COLUMNS if fmt == "table" else CSV_COLUMNS)[layer]
+    flagged = _Flagged()
     with Ledger.open(obj["db_url"]) as ledger:
         if all_pages:
-            emit_rows(_cells(ledger.iter_query(f, after=after, layer=layer), fmt),
+            emit_rows(_cells(flagged(ledger.iter_query(f, after=after, layer=layer)), fmt),
                       fmt, columns)
-            return
-        page = ledger.query_page(f, after=after, limit=limit, layer=layer)
-    emit_rows(_cells(page.rows, fmt), fmt, columns)
-    if page.next_after is not None:
-        click.echo(f"more rows: next page with --after {page.next_after}", err=True)
+        else:
+            page = ledger.query_page(f, after=after, limit=limit, layer=layer)
+            emit_rows(_cells(flagged(page.rows), fmt), fmt, columns)
+            if page.next_after is not None:
+                click.echo(f"more rows: next page with --after {page.next_after}", err=True)
+    if flagged.n:
+        click.echo(f"{flagged.n} row(s) did not verify against what was hashed (see their "
+                   "integrity; run `ledger audit`)", err=True)
 
 
 COMMANDS = [query]

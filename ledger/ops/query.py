@@ -48,9 +48,9 @@ from ledger.store.db import connect
 TABLE_COLUMNS = {
     "agent": list(AGENT_FIELDS),
     "developer": ["seq", "recorded_at", "kind", "engine", "status", "constraint_id", "subject",
-                  "agent_message"],
+                  "agent_message", "integrity"],
     "auditor": ["seq", "recorded_at", "kind", "engine", "status", "constraint_id", "proof_ref",
-                "att_verdict", "att_kid", "entry_hash"],
+                "att_verdict", "att_kid", "entry_hash", "integrity"],
 }
 CSV_COLUMNS = {
     "agent": list(AGENT_FIELDS),
