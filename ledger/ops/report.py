@@ -28,11 +28,16 @@ from ledger.ops.audit import AuditOptions, run_audit, summary_line
 from ledger.ops.checkpoint import latest_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.ops.query import make_filters, seq_window
-from ledger.store import query as sq
+from ledger.ops.verified import checked_headers
 from ledger.store.anchors import COSIGNATURE, TIMESTAMP, anchors_of
 from ledger.store.db import connect
 
 FORMAT = "ledger-html-report/1"
+# Finding classes that say a stored value is not what was hashed: such an entry is counted
+# as flagged, never under the values it shows (docs/reads.md).
+TAMPER_CLASSES = frozenset({"payload_modified", "reordered", "forked"})
+FLAGGED_SERIES = "not verified (flagged)"
+MAX_FLAGGED_LISTED = 200
 MAX_FINDINGS_SHOWN = 2000
 PATTERNS = ("solid", "hatch", "dots", "cross", "vert", "back")
 FILLS = ("#8fd19e", "#f5c26b", "#f19a9a", "#9ec5fe", "#d7b8f3", "#cfd4d9")
@@ -80,9 +85,10 @@ def report_data(ctx: LedgerContext, audit: dict[str, Any], *, title: str,
     over its range: counts by kind, status x engine and attestation verdict, per time
     bucket, and the checkpoint the report stands on."""
     start, end = int(audit["range"]["start"]), int(audit["range"]["end"])
+    tampered = {f["seq"] for f in audit["findings"] if f.get("class") in TAMPER_CLASSES}
     with connect(ctx.engine) as conn:
-        rows = list(sq.summary_rows(conn, start, end))
-    times = [r[1] for r in rows]
+        rows = list(checked_headers(conn, ctx.ledger_id, start, end))
+    times = [c.recorded_at for c in rows]
     cut = _cut(times)
     kinds: Counter[str] = Counter()
     status_engine: Counter[tuple[str, str]] = Counter()
@@ -90,15 +96,22 @@ def report_data(ctx: LedgerContext, audit: dict[str, Any], *, title: str,
     over_time: dict[str, Counter[str]] = {}
     verdict_time: dict[str, Counter[str]] = {}
     seq_bucket: dict[int, str] = {}
-    for seq, t, kind, status, engine, verdict in rows:
-        label = _bucket_label(t, cut)
-        seq_bucket[seq] = label
-        kinds[kind] += 1
-        if kind != "result":
+    flagged: list[int] = []
+    for c in rows:
+        label = _bucket_label(c.recorded_at, cut)
+        seq_bucket[c.seq] = label
+        if not c.integrity.verified or c.seq in tampered:
+            # values that did not check are never counted as what they claim
+            flagged.append(c.seq)
+            over_time.setdefault(label, Counter())[FLAGGED_SERIES] += 1
             continue
+        kinds[c.kind] += 1
+        if c.kind != "result":
+            continue
+        status, engine = c.values["status"], c.values["engine"]
         status_engine[(status or "?", engine or "?")] += 1
         over_time.setdefault(label, Counter())[f"{status} \u00b7 {engine}"] += 1
-        v = verdict or "none"
+        v = c.values["att_verdict"] or "none"
         verdicts[v] += 1
         verdict_time.setdefault(label, Counter())[v] += 1
     findings_time: dict[str, Counter[str]] = {}
@@ -115,6 +128,7 @@ def report_data(ctx: LedgerContext, audit: dict[str, Any], *, title: str,
                   "first_recorded_at": format_us(min(times)) if times else None,
                   "last_recorded_at": format_us(max(times)) if times else None},
         "checkpoint": _checkpoint(ctx, end),
+        "flagged": {"entries": len(flagged), "seqs": flagged[:MAX_FLAGGED_LISTED]},
         "kinds": dict(sorted(kinds.items())),
         "status_engine": [[s, g, n] for (s, g), n in sorted(status_engine.items())],
         "verdicts": dict(sorted(verdicts.items())),
@@ -336,8 +350,10 @@ def render_html(d: dict[str, Any]) -> str:
                  [[summary["rows"], summary["verified"], summary["failed"],
                    summary["unverified"], len(a["findings"]), len(a["abstentions"])]],
                  "dispositions")
-        + _table("Entries by kind", ["kind", "entries"], d["kinds"].items(), "kinds")
-        + _table("Results by status and engine", ["status", "engine", "results"],
+        + _flagged(d)
+        + _table("Entries by kind (verified)", ["kind", "entries"], d["kinds"].items(),
+                 "kinds")
+        + _table("Results by status and engine (verified)", ["status", "engine", "results"],
                  d["status_engine"], "status-engine")
         + _table("Attestation verdicts", ["verdict", "results"], d["verdicts"].items(),
                  "verdicts")
@@ -368,6 +384,21 @@ def render_html(d: dict[str, Any]) -> str:
                  "signed checkpoint, without trusting this file:</p>" + _commands(d)
                  + "</section></body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _flagged(d: dict[str, Any]) -> str:
+    """What the tables below leave out: the entries whose stored values did not check
+    against what was hashed (or on which the audit found such damage)."""
+    fl = d.get("flagged") or {"entries": 0, "seqs": []}
+    if not fl["entries"]:
+        return ('<p id="flagged">Every entry in scope checked against what was hashed; the '
+                'tables count the hashed values.</p>')
+    listed = ", ".join(str(x) for x in fl["seqs"])
+    more = fl["entries"] - len(fl["seqs"])
+    return (f'<p id="flagged" class="outcome outcome-failed"><strong>{fl["entries"]} '
+            "entr(y/ies) did not verify</strong> and are not counted in the tables or "
+            f"charts below under the values they show (seq {e(listed)}"
+            + (f" and {more} more" if more else "") + "; see the findings).</p>")
 
 
 def write_html(path: str | Path, d: dict[str, Any]) -> None:

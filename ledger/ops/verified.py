@@ -15,7 +15,7 @@ of the runs begun after it that are still running.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,3 +77,31 @@ def findings_of(conn: Connection, seqs: Iterable[int]) -> dict[int, list[dict[st
         if isinstance(doc, dict):
             out.setdefault(seq, []).append({"run_id": run_id, **doc})
     return out
+
+
+def checked_headers(conn: Connection, ledger_id: str, start: int, end: int | None,
+                    ) -> Iterator[CheckedEntry]:
+    """Every entry of ``[start, end)`` checked without its payloads (envelope, hashes, the
+    link to the next entry or the head, the columns), in seq order: the figures of a
+    report.  Memory is one page."""
+    head = repo.read_head(conn)
+    stop = head.size if head is not None else 0
+    stop = stop if end is None else min(stop, end)
+    prev: Any = None
+    for page in repo.iter_entry_pages(conn, start, max(start, stop), with_payloads=False):
+        for row, _ in page:
+            if prev is not None:
+                link = row.prev_hash if row.seq == prev.seq + 1 else None
+                yield check_entry(prev, {}, ledger_id, next_prev=_link(link), slots=())
+            prev = row
+    if prev is not None:
+        last = head.head_hash if head is not None and prev.seq == head.size - 1 else None
+        if last is None and end is not None:  # the entry after the range links to it
+            last = repo.next_links(conn, [prev.seq]).get(prev.seq)
+        yield check_entry(prev, {}, ledger_id, next_prev=last, slots=())
+
+
+def _link(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)

@@ -254,15 +254,16 @@ _ENTRY_PAGE_AS_STORED = ("SELECT " + ", ".join(ENTRY_COLUMNS) + ", "
                          + " FROM entries WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT {limit}")
 
 
-def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
-                     ) -> Iterator[Page]:
+def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000, *,
+                     with_payloads: bool = True) -> Iterator[Page]:
     """Pages (:class:`Page`) of (entry, {slot: payload}) for ``start <= seq < end``, in seq
     order.
 
     Two ordered range reads per page -- the entries of a window of ``page`` seqs, then the
     payload rows ``[first seq * 8, (last seq + 1) * 8)`` of the payload table, which is
     laid out by entry -- and no per-row round trip.  This is the audit's streaming read:
-    memory is one page.  A missing payload is absent from its entry's dict.
+    memory is one page.  A missing payload is absent from its entry's dict
+    (``with_payloads=False``: no payload is read, every dict is empty).
 
     (A read-ahead thread that fetched the next window while the caller checked this one
     saved 11 % of the audit's time on PostgreSQL while a page was built whole; with
@@ -279,14 +280,14 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000,
     # and their Python types are the same -- docs/performance.md)
     with translate_errors("audit read"):
         cur = conn.connection.cursor(binary=True) if pg else conn.connection.cursor()
-    got = _read_window(cur, sql, start, end, page)
+    got = _read_window(cur, sql, start, end, page, with_payloads)
     while got is not None:
         yield Page(*got[:2])
-        got = _read_window(cur, sql, got[2], end, page)
+        got = _read_window(cur, sql, got[2], end, page, with_payloads)
 
 
 def _read_window(cur: Any, sql: tuple[str, str, str], pos: int, end: int, page: int,
-                 ) -> tuple[list[Any], list[Any], int] | None:
+                 with_payloads: bool = True) -> tuple[list[Any], list[Any], int] | None:
     """(entry rows, payload rows, the next window's start) of the first window at or after
     ``pos`` that holds an entry; None when no entry is left before ``end``."""
     esql, nsql, psql = sql
@@ -300,7 +301,8 @@ def _read_window(cur: Any, sql: tuple[str, str, str], pos: int, end: int, page: 
             raw = _fetch(cur, esql, (pos, hi), page)
             if raw:
                 return raw, _fetch(cur, psql, (raw[0][0] * SLOT_COUNT,
-                                               (raw[-1][0] + 1) * SLOT_COUNT)), hi
+                                               (raw[-1][0] + 1) * SLOT_COUNT)) \
+                    if with_payloads else [], hi
             # a gap of a whole window (rows deleted behind the ledger's back): on to the
             # next stored row, if any
             cur.execute(nsql, (hi, end))

@@ -125,13 +125,15 @@ def test_the_service_answers_409_for_that_entry_and_serves_the_others(
 
 def test_the_html_report_shows_the_audit_that_names_the_entry(
         not_utf8_engine: tuple[str, Path, str, int], tmp_path: Path) -> None:
-    """``ledger report`` audits the period and draws its figures from the entries' columns:
-    the unreadable label is drawn as stored (undecodable bytes replaced), and the audit in
-    the report names the entry; the exit code is the audit's (1: findings)."""
+    """``ledger report`` audits the period and draws its figures from the hashed envelopes:
+    the entry whose column holds unreadable text is flagged and never counted under that
+    label, and the audit in the report names the entry; the exit code is the audit's (1:
+    findings)."""
     url, _, _, seq = not_utf8_engine
     out = tmp_path / "report.html"
     r = CliRunner().invoke(cli, ["--db", url, "report", "--html", str(out)])
     assert r.exit_code == 1, r.output
     assert not isinstance(r.exception, (OperationalError, IntegrityError)), r.exception
     page = out.read_text("utf-8")
-    assert "column_mismatch" in page and "\ufffd\ufffdA" in page
+    assert "column_mismatch" in page and "\ufffd\ufffdA" not in page
+    assert "1 entr(y/ies) did not verify" in page and f"seq {seq}" in page
