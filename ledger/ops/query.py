@@ -63,11 +63,11 @@ STRING_FILTERS = ("kind", "engine", "status", "constraint_id", "proof_ref", "sub
                   "producer", "att_verdict", "att_kid")
 MAX_FILTER_TEXT = 1024
 MAX_LIMIT = 10_000
-# Payload slots joined per layer: every payload for auditors; the main document and the
-# (v2) subject payload for the others.
+# Payload slots joined: every payload, for every layer -- each is checked against its
+# commitment on the way out whether or not the layer is shown its bytes, so that a
+# tampered payload flags the entry in every layer (docs/reads.md).
 _ALL_SLOTS = tuple(range(6))
 _NO_END = 2**62  # an open seq range (seq * 8 + slot still fits a signed 64-bit key)
-_DOC_SLOTS = (0, 5)
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class Filters:
 
     def matches(self, values: dict[str, Any]) -> bool:
         """Whether an entry whose *proven* values are ``values`` (column -> envelope value,
-        ``ledger.core.readcheck``) satisfies the text filters (the index found it by its
+        ``ledger.core.readcheck``, and its ``kind``) satisfies the text filters (the index found it by its
         columns, which may have been rewritten)."""
         return all(not want or values.get(name) in want
                    for name, want in ((n, getattr(self, n)) for n in STRING_FILTERS))
@@ -217,7 +217,7 @@ def _equal(f: Filters) -> dict[str, tuple[str, ...]]:
 
 
 def _payload_names(layer: str) -> tuple[int, ...]:
-    return _ALL_SLOTS if layer == "auditor" else _DOC_SLOTS
+    return _ALL_SLOTS
 
 
 def iter_pages(conn: Connection, f: Filters, *, after: int = -1, page: int = 1000,
@@ -280,7 +280,7 @@ def _shape(conn: Connection, ctx: LedgerContext, f: Filters, rows: list[tuple[An
     flagged = matched = with_findings = 0
     for r, c in checked:
         view = layer_view(r, c, layer, found.get(r.seq))
-        if not f.matches(c.values):
+        if not f.matches({**c.values, "kind": c.kind}):
             view["integrity"]["filter_match"] = False
         else:
             matched += 1

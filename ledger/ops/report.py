@@ -35,7 +35,7 @@ from ledger.store.db import connect
 FORMAT = "ledger-html-report/1"
 # Finding classes that say a stored value is not what was hashed: such an entry is counted
 # as flagged, never under the values it shows (docs/reads.md).
-TAMPER_CLASSES = frozenset({"payload_modified", "reordered", "forked"})
+TAMPER_CLASSES = frozenset({"payload_modified", "reordered", "forked", "deleted"})
 FLAGGED_SERIES = "not verified (flagged)"
 MAX_FLAGGED_LISTED = 200
 MAX_FINDINGS_SHOWN = 2000
