@@ -199,7 +199,8 @@ def check_entry(row: Any, blobs: dict[int, Any], ledger_id: str, *,
         problems.append(Problem(HASH_NOT_COMMITTED, "entry_hash", hash_hex(next_prev),
                                 hash_hex(stored_hash)))
     env = _envelope(envelope, problems)
-    v = env.get("v")
+    raw_v = env.get("v")
+    v: int = raw_v if type(raw_v) is int else 0
     if env and (v not in VERSIONS or env.get("ledger") != ledger_id or env.get("kind") != kind
                 or kind not in COLUMN_MAP or (v == FORMAT_V2 and kind not in V2_FIELDS)):
         problems.append(Problem(FOREIGN_ENVELOPE, "kind" if env.get("kind") != kind
@@ -247,7 +248,7 @@ def check_entry(row: Any, blobs: dict[int, Any], ledger_id: str, *,
     document = _document(kind, env, texts, problems)
     return CheckedEntry(seq, kind, t, env, values, texts, document, commitments, stored,
                         Integrity(tuple(problems), tuple(redacted)),
-                        v if isinstance(v, int) else None, salts)
+                        v or None, salts)
 
 
 def _envelope(envelope: bytes, problems: list[Problem]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from sqlalchemy import Connection, Engine
 from ledger.clock import format_us, parse_rfc3339
 from ledger.errors import UsageError
 from ledger.ops.context import LedgerContext
+from ledger.ops.verified import check_page, findings_of
 from ledger.ops.view import (  # noqa: F401 -- the layers and views, re-exported
     AGENT_FIELDS,
     AUDITOR_FIELDS,
@@ -38,7 +39,6 @@ from ledger.ops.view import (  # noqa: F401 -- the layers and views, re-exported
     layer_view,
     project,
 )
-from ledger.ops.verified import check_page, findings_of
 from ledger.store import audit_runs as runs_repo
 from ledger.store import entries
 from ledger.store import query as sq
@@ -104,8 +104,8 @@ class Filters:
 
     def matches(self, values: dict[str, Any]) -> bool:
         """Whether an entry whose *proven* values are ``values`` (column -> envelope value,
-        ``ledger.core.readcheck``, and its ``kind``) satisfies the text filters (the index found it by its
-        columns, which may have been rewritten)."""
+        ``ledger.core.readcheck``, and its ``kind``) satisfies the text filters (the index
+        found it by its columns, which may have been rewritten)."""
         return all(not want or values.get(name) in want
                    for name, want in ((n, getattr(self, n)) for n in STRING_FILTERS))
 

@@ -29,8 +29,8 @@ from ledger.clock import format_us
 from ledger.core.bundle import entry_line, entry_record
 from ledger.core.entry import FORMAT_V2, hash_hex, payload_map
 from ledger.core.erasure import RedactionMap
-from ledger.core.readcheck import CheckedEntry
 from ledger.core.fastjson import loads as fast_loads
+from ledger.core.readcheck import CheckedEntry
 from ledger.errors import UsageError
 
 LAYERS = ("agent", "developer", "auditor")

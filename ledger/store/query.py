@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import Connection, LargeBinary, and_, cast, select
 
 from ledger.errors import IntegrityError
-from ledger.store.codec import decode
 from ledger.store.audit_runs import finding_seq_select
+from ledger.store.codec import decode
 from ledger.store.db import STORED_TEXT_UNREADABLE
 from ledger.store.entries import (
     ENTRY_COLUMNS,

@@ -9,7 +9,6 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import text
 
 from ledger.clock import FixedClock
 from ledger.core.readcheck import INDEXED_COLUMNS, check_entry
