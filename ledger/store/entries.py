@@ -14,8 +14,15 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Row, String, and_, func, select, text, union_all
 
+from ledger.errors import IntegrityError
 from ledger.store.codec import decode
-from ledger.store.db import NOT_UTF8, is_pg, placeholder, translate_errors
+from ledger.store.db import (
+    NOT_UTF8,
+    STORED_TEXT_UNREADABLE,
+    is_pg,
+    placeholder,
+    translate_errors,
+)
 from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
 
 
@@ -51,6 +58,13 @@ class DocRef:
     seq: int
     envelope: bytes
     data: bytes | None
+
+
+class _PayloadRow(NamedTuple):
+    pid: int
+    salt: Any
+    codec: Any
+    data: Any
 
 
 class Payload(NamedTuple):
@@ -182,8 +196,38 @@ def subject_condition(values: tuple[str, ...]) -> Any:
 
 
 # -- reads --------------------------------------------------------------------
-def get_entry(conn: Connection, seq: int) -> Row[Any] | None:
-    return conn.execute(select(entries).where(entries.c.seq == seq)).first()
+def rows_as_stored(conn: Connection, stmt: Any, text_columns: Sequence[int] = ()) -> list[Any]:
+    """The rows of ``stmt``, as tuples.  On SQLite, when a value is TEXT that is not UTF-8
+    (written behind the ledger's back, which sqlite3 cannot decode), the statement is run
+    again with the connection's text factory set to bytes: every value comes back as
+    stored, the string columns at ``text_columns`` decoded where they are UTF-8 and left as
+    bytes where not (which no envelope field equals: the reader flags the row)."""
+    try:
+        return [tuple(r) for r in conn.execute(stmt)]
+    except IntegrityError as exc:
+        if exc.code != STORED_TEXT_UNREADABLE or is_pg(conn):
+            raise
+    raw = conn.connection.driver_connection
+    factory = raw.text_factory  # type: ignore[union-attr]
+    raw.text_factory = bytes  # type: ignore[union-attr]
+    try:
+        rows = [list(r) for r in conn.execute(stmt)]
+    finally:
+        raw.text_factory = factory  # type: ignore[union-attr]
+    for values in rows:
+        for i in text_columns:
+            if isinstance(values[i], bytes):
+                try:
+                    values[i] = values[i].decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # as stored
+    return [tuple(v) for v in rows]
+
+
+def get_entry(conn: Connection, seq: int) -> EntryRow | None:
+    """The entry at ``seq`` (string columns holding undecodable text as stored bytes)."""
+    rows = rows_as_stored(conn, select(entries).where(entries.c.seq == seq), _TEXT_COLUMNS)
+    return EntryRow(*rows[0]) if rows else None
 
 
 def get_payloads(conn: Connection, seq: int, slots: tuple[int, ...] | None = None) -> Slots:
@@ -191,7 +235,7 @@ def get_payloads(conn: Connection, seq: int, slots: tuple[int, ...] | None = Non
     stmt = select(payloads.c.pid, payloads.c.salt, payloads.c.codec, payloads.c.data).where(
         payloads.c.pid >= seq * SLOT_COUNT, payloads.c.pid < (seq + 1) * SLOT_COUNT)
     out: Slots = {}
-    for r in conn.execute(stmt):
+    for r in map(lambda t: _PayloadRow(*t), rows_as_stored(conn, stmt)):
         slot = r.pid % SLOT_COUNT
         if slots is None or slot in slots:
             out[slot] = Payload(None if r.salt is None else _bytes(r.salt),
@@ -249,6 +293,7 @@ _PAYLOAD_PAGE = ("SELECT pid, salt, data, codec FROM payloads WHERE pid >= {ph} 
 # TEXT decoded where it is UTF-8 and left as bytes where not (which the audit then reports
 # as differing from the envelope); typeof() tells a string column's TEXT from its BLOB.
 _TEXT_COLUMNS = tuple(i for i, c in enumerate(entries.columns) if isinstance(c.type, String))
+TEXT_COLUMNS = _TEXT_COLUMNS
 _ENTRY_PAGE_AS_STORED = ("SELECT " + ", ".join(ENTRY_COLUMNS) + ", "
                          + ", ".join(f"typeof({ENTRY_COLUMNS[i]})" for i in _TEXT_COLUMNS)
                          + " FROM entries WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT {limit}")

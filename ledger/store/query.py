@@ -20,9 +20,11 @@ from ledger.store.db import STORED_TEXT_UNREADABLE
 from ledger.store.entries import (
     ENTRY_COLUMNS,
     SLOT_COUNT,
+    TEXT_COLUMNS,
     EntryRow,
     Payload,
     Slots,
+    rows_as_stored,
     subject_condition,
 )
 from ledger.store.schema import entries, payloads
@@ -73,7 +75,8 @@ def select_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: 
     """One page of (entry as a namedtuple — cheap attribute access —, {slot: payload})
     in seq order; payloads of ``slots`` only, missing ones absent."""
     out = []
-    for t in conn.execute(statement(equal, lo, hi, after, limit, slots, finding_runs)):
+    stmt = statement(equal, lo, hi, after, limit, slots, finding_runs)
+    for t in rows_as_stored(conn, stmt, TEXT_COLUMNS):
         blobs: Slots = {}
         for i, slot in enumerate(slots):
             salt, data, how = t[_N + 3 * i], t[_N + 3 * i + 1], t[_N + 3 * i + 2]

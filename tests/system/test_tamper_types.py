@@ -94,18 +94,24 @@ def not_utf8_engine(tmp_path: Path) -> tuple[str, Path, str, int]:
 
 
 @pytest.mark.parametrize("args", [["show", "{seq}"], ["query"]], ids=["show", "query"])
-def test_readers_name_stored_text_that_is_not_utf8_and_exit_1(
+def test_readers_flag_stored_text_that_is_not_utf8(
         not_utf8_engine: tuple[str, Path, str, int], args: list[str]) -> None:
+    """The entry is read as stored and flagged (docs/reads.md): ``show`` names the column
+    and exits 1, ``query`` serves the page with the row flagged; no driver error."""
     url, _, _, seq = not_utf8_engine
     r = CliRunner().invoke(cli, ["--db", url, *[a.format(seq=seq) for a in args]])
-    assert r.exit_code == 1, r.output
-    assert "stored_text_unreadable" in r.output and "column 'engine'" in r.output
     assert "Traceback" not in r.output and not isinstance(r.exception, OperationalError)
+    if args[0] == "show":
+        assert r.exit_code == 1, r.output
+        assert "column_mismatch (engine)" in r.stderr and "0xfffe41" in r.stderr
+    else:
+        assert r.exit_code == 0, r.output
+        assert "1 row(s) did not verify" in r.stderr
     ok = CliRunner().invoke(cli, ["--db", url, "show", str(seq + 1)])
     assert ok.exit_code == 0, ok.output  # the other entries read as ever
 
 
-def test_the_service_answers_409_for_that_entry_and_serves_the_others(
+def test_the_service_serves_that_entry_flagged_and_the_others_verified(
         not_utf8_engine: tuple[str, Path, str, int], tmp_path: Path) -> None:
     url, keys, origin, seq = not_utf8_engine
     proc, base = start_server(url, keys, tmp_path / "serve.log")
@@ -115,10 +121,13 @@ def test_the_service_answers_409_for_that_entry_and_serves_the_others(
         with srv.client("auditor") as c:
             bad = c.get(f"/v1/entries/{seq}")
             good = c.get(f"/v1/entries/{seq + 1}")
-        assert bad.status_code == 409, bad.text
-        assert bad.headers["content-type"].startswith("application/problem+json")
-        assert bad.json()["code"] == "stored_text_unreadable"
-        assert good.status_code == 200, good.text
+            page = c.get("/v1/entries", params={"limit": 100})
+        assert bad.status_code == 200, bad.text
+        integrity = bad.json()["entry"]["integrity"]
+        assert integrity["codes"] == ["column_mismatch"] and integrity["fields"] == ["engine"]
+        assert bad.json()["entry"]["engine"] == "sql"  # the envelope's value
+        assert good.status_code == 200 and good.json()["entry"]["integrity"]["verified"]
+        assert page.status_code == 200 and page.json()["flagged"] == 1
     finally:
         srv.stop()
 
