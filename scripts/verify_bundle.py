@@ -82,7 +82,8 @@ FILTER_FIELD = {"result": {k: k for k in RESULT_KEYS},
                 "import": {"subject": "source", "status": "outcome", "producer": "producer"}}
 SKEW_US = 300 * 1_000_000
 MANIFEST_KEYS = ("ledger_id", "origin", "range", "counts", "checkpoint", "files", "filters")
-PROOF_ORDER = ("key_events.jsonl", "entries.jsonl")  # the order of proofs.jsonl
+REDACTIONS = "redactions.jsonl"  # listed only when the bundle has one
+PROOF_ORDER = ("key_events.jsonl", REDACTIONS, "entries.jsonl")  # the order of proofs.jsonl
 
 
 def sha(b: bytes) -> bytes:
@@ -503,11 +504,18 @@ class Bundle:
         for row in events:
             if row["kind"] == "key_event" and row["doc"] is not None:
                 self.trust.apply(row["seq"], row["doc"])
+        carried: list[dict[str, Any]] = []
+        if REDACTIONS in (self.manifest.get("files") or {}):
+            carried = self.walk(REDACTIONS)
+            for row in carried:
+                if row["kind"] != "redaction":
+                    self.r.fail(REDACTIONS, row["seq"], "not_a_redaction", row["kind"])
         rows = self.walk("entries.jsonl")
-        self.redactions(rows)
+        self.redactions(rows, carried)
         for row in rows:
             self.attestation(row)
-        for name, file_rows in (("key_events.jsonl", events), ("entries.jsonl", rows)):
+        for name, file_rows in (("key_events.jsonl", events), (REDACTIONS, carried),
+                                ("entries.jsonl", rows)):
             self.intervals(name, file_rows, proofs.get(name, []))
         self.claims(rows, events)
         self.csv_view(rows)
@@ -566,10 +574,10 @@ class Bundle:
 
     def files(self) -> None:
         listed = self.manifest.get("files") or {}
-        if self.manifest and sorted(listed) != sorted(FILES):
+        if self.manifest and sorted(set(listed) - {REDACTIONS}) != sorted(FILES):
             self.r.fail("manifest.json", None, "manifest_malformed", "wrong file list")
         for name, want in listed.items():
-            data = self.read(name) if name in FILES else None
+            data = self.read(name) if name in FILES or name == REDACTIONS else None
             if data is not None and want != {"sha256": digest(data), "bytes": len(data)}:
                 self.r.fail(name, None, "file_digest_mismatch", "not the file the manifest "
                             "signs")
@@ -695,12 +703,14 @@ class Bundle:
         return {"seq": seq, "t": t, "kind": kind, "env": env, "doc": doc, "data": data,
                 "absent": absent, "prev_hash": prev, "entry_hash": ehash, "file": name}
 
-    def redactions(self, rows: list[dict[str, Any]]) -> None:
+    def redactions(self, rows: list[dict[str, Any]],
+                   carried: list[dict[str, Any]] | None = None) -> None:
         """Absent payloads: abstained "redacted" when an earlier redaction entry of the bundle
-        names them (docs/format.md, "Redaction"), else failed; a payload present although a
-        redaction erased it fails too."""
+        (in entries.jsonl or redactions.jsonl) names them (docs/format.md, "Redaction"), else
+        failed; a payload present although a redaction erased it fails too."""
         erased: dict[tuple[int, str], int] = {}
-        for row in rows:
+        by_seq = {r["seq"]: r for r in (carried or []) + rows}
+        for row in (by_seq[s] for s in sorted(by_seq)):
             doc = row["doc"]
             if row["kind"] != "redaction" or not isinstance(doc, dict) or \
                     doc.get("format") != "ledger-redaction/1":
