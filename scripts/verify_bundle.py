@@ -2,20 +2,28 @@
 """Independent verifier of ledger export bundles (``ledger-export/1``).
 
 Written from the documents only — docs/format.md (payloads, envelopes, the chain),
-docs/format-checkpoint.md (Merkle tree, signed notes) and docs/export.md (the bundle) —
-with the Python standard library, plus ``cryptography`` for the three signature
-algorithms (Ed25519 manifest JWT and checkpoint note, ES256 attestations).  It imports
-nothing from the ledger: that it agrees with ``ledger verify-export`` is the evidence
-that the documents are complete.
+docs/format-checkpoint.md (Merkle tree, signed notes), docs/format-attestation.md (the
+attestation rules), docs/anchoring.md (witness cosignatures) and docs/export.md (the
+bundle) — with the Python standard library, plus ``cryptography`` for the signature
+algorithms (Ed25519 manifest JWT, checkpoint note and witness cosignatures, ES256
+attestations).  It imports nothing from the ledger: that it agrees with ``ledger
+verify-export`` is the evidence that the documents are complete.
 
 It recomputes every digest of the bundle: file SHA-256s, payload digests, proof_refs
 from their preimages, envelope (body) hashes, entry hashes and links, Merkle leaves and
-inclusion proofs up to the signed checkpoint root.  It also checks the envelope key sets,
-the result contract, the key-event documents and the attestations (trust store folded
-from key_events.jsonl).  It does not apply an engine policy (that is configuration, not
-format).  The CSV view is only checked against the manifest's digest.
+inclusion proofs up to the signed checkpoint root, in the order proofs.jsonl must give
+them.  It also checks the envelope key sets, the result contract, the key-event
+documents, the attestations (trust store folded from key_events.jsonl, the codes of
+docs/format-attestation.md), the manifest's range, filters and counts, jwks.json, and
+regenerates the entries.csv view.  With --witness-key it checks the witness quorum on
+checkpoint.txt's cosignature lines.  It does not apply an engine policy (configuration,
+not format), and it does NOT check RFC 3161 timestamp tokens (timestamps.json): that
+needs a CMS signature and certificate-chain verifier, which ``cryptography`` does not
+provide; check them with ``ledger verify-export --tsa-certs`` or ``openssl ts -verify``
+(docs/anchoring.md).
 
-Usage:  scripts/verify_bundle.py DIR [--jwks FILE] [--json]
+Usage:  scripts/verify_bundle.py DIR [--jwks FILE] [--witness-key FILE ... [--quorum N]]
+                                 [--json]
 Exit:   0 everything verified; 1 a finding; 3 no finding but something could not be
         confirmed (no --jwks, an issuer with no trusted key); 2 usage.
 """
@@ -25,10 +33,13 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import csv
 import hashlib
+import io
 import json
 import struct
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +81,9 @@ FILTER_FIELD = {"result": {k: k for k in RESULT_KEYS},
                 "hold": {"status": "action", "producer": "producer"},
                 "import": {"subject": "source", "status": "outcome", "producer": "producer"}}
 SKEW_US = 300 * 1_000_000
+MANIFEST_KEYS = ("ledger_id", "origin", "range", "counts", "checkpoint", "files", "filters")
+REDACTIONS = "redactions.jsonl"  # listed only when the bundle has one
+PROOF_ORDER = ("key_events.jsonl", REDACTIONS, "entries.jsonl")  # the order of proofs.jsonl
 
 
 def sha(b: bytes) -> bytes:
@@ -91,11 +105,36 @@ def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return d
 
 
-def b64url(text: str) -> bytes:
-    if not isinstance(text, str) or any(c not in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
-                                         "qrstuvwxyz0123456789-_" for c in text):
-        raise ValueError("not base64url")
+B64URL_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def b64url(text: Any, what: str = "the value") -> bytes:
+    """Canonical unpadded base64url (docs/export.md, manifest.jwt): the alphabet only, no
+    '=', the unused low bits of the last character zero."""
+    if not isinstance(text, str) or len(text) % 4 == 1 or any(c not in B64URL_ALPHABET
+                                                              for c in text):
+        raise ValueError(f"{what} is not base64url")
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != text:
+        raise ValueError(f"{what} is not canonical base64url")
+    return raw
+
+
+def b64url_lenient(text: str) -> bytes:
+    """base64url as the attestation rules read it (docs/format-attestation.md §3 and §7:
+    padding optional, characters outside the alphabet skipped)."""
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def b64std(text: str, what: str) -> bytes:
+    """Canonical padded standard base64 (RFC 4648 §4), as in signed notes."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{what} is not valid base64") from None
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise ValueError(f"{what} is not canonical base64")
+    return raw
 
 
 def hex32(text: Any) -> bytes:
@@ -139,15 +178,27 @@ def root_from_inclusion(index: int, size: int, entry_hash: bytes, path: list[byt
 
 # -- keys and signatures ----------------------------------------------------------------------
 def ed25519_keys(path: Path) -> list[tuple[str | None, bytes]]:
-    """(key name, raw public key) of every Ed25519 OKP JWK in a JWKS file."""
+    """(key name, raw public key) of every key of a JWKS file (docs/export.md, jwks.json):
+    a JSON object whose ``keys`` list (or the object itself, a single JWK) holds Ed25519 OKP
+    JWKs; raises ValueError for any other JSON object member of it (members that are not
+    objects are skipped)."""
     doc = json.loads(path.read_bytes())
     keys = doc.get("keys") if isinstance(doc, dict) else None
+    if not isinstance(keys, list):
+        keys = [doc]
     out = []
-    for k in keys if isinstance(keys, list) else []:
-        if isinstance(k, dict) and k.get("kty") == "OKP" and k.get("crv") == "Ed25519":
-            raw = b64url(k.get("x", ""))
-            if len(raw) == 32:
-                out.append((k.get("key_name"), raw))
+    for k in keys:
+        if not isinstance(k, dict):
+            continue
+        if k.get("kty") != "OKP" or k.get("crv") != "Ed25519" or not isinstance(k.get("x"), str):
+            raise ValueError(f"JWK {k.get('kid')!r} is not an Ed25519 OKP key")
+        try:
+            raw = b64url_lenient(k["x"])
+        except (binascii.Error, ValueError):
+            raw = b""
+        if len(raw) != 32:
+            raise ValueError(f"JWK {k.get('kid')!r} has a bad x")
+        out.append((k.get("key_name"), raw))
     return out
 
 
@@ -160,55 +211,145 @@ def ed25519_ok(raw: bytes, sig: bytes, msg: bytes) -> bool:
 
 
 def check_manifest_jwt(token: bytes, keys: list[tuple[str | None, bytes]]) -> tuple[bool, dict]:
+    """(signed by a given key, claims).  Every part canonical unpadded base64url, header and
+    claims JSON objects without duplicate keys; raises ValueError naming the part."""
     parts = token.decode("ascii").split(".")
     if len(parts) != 3:
         raise ValueError("not a compact JWS")
-    header, claims = (json.loads(b64url(p), object_pairs_hook=unique) for p in parts[:2])
+    header, claims = (json.loads(b64url(p, n), object_pairs_hook=unique)
+                      for p, n in zip(parts[:2], ("header", "claims"), strict=True))
+    sig = b64url(parts[2], "signature")
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise ValueError("header and claims must be JSON objects")
     if header.get("alg") != "EdDSA" or header.get("typ") != "ledger-export+jwt" \
             or "crit" in header:
         raise ValueError("header must be alg EdDSA, typ ledger-export+jwt")
     msg = f"{parts[0]}.{parts[1]}".encode("ascii")
-    return any(ed25519_ok(raw, b64url(parts[2]), msg) for _, raw in keys), claims
+    return any(ed25519_ok(raw, sig, msg) for _, raw in keys), claims
 
 
-def check_note(data: bytes, keys: list[tuple[str | None, bytes]]) -> tuple[bool, dict]:
-    """(signed by a given key, {origin, size, root}) of a C2SP signed checkpoint note."""
+MAX_NOTE_BYTES, MAX_SIGNATURES, MAX_EXTENSIONS = 1 << 20, 100, 16
+Signature = tuple[str, bytes, bytes]  # (key name, 4-byte key ID, signature bytes)
+
+
+def parse_note(data: bytes) -> tuple[str, list[Signature]]:
+    """(note text, signature lines) of a C2SP signed note, read by the rules of
+    docs/format-checkpoint.md ("Checkpoint and signed note"); raises ValueError."""
+    if len(data) > MAX_NOTE_BYTES:
+        raise ValueError("note is larger than 1 MiB")
     text = data.decode("utf-8")
+    if any(c < " " and c != "\n" for c in text):
+        raise ValueError("note contains a control character")
     split = text.rfind("\n\n")
     if split < 0 or not text.endswith("\n"):
         raise ValueError("not a signed note")
-    body, sigs = text[:split + 1], text[split + 2:-1].split("\n")
+    body, block = text[:split + 1], text[split + 2:]
+    lines = block[:-1].split("\n") if block else []
+    if not lines or len(lines) > MAX_SIGNATURES:
+        raise ValueError("a signed note has 1 to 100 signature lines")
+    sigs = []
+    for n, line in enumerate(lines, 1):
+        name, sep, blob = line[2:].partition(" ")
+        if not line.startswith("\u2014 ") or not sep or not name or any(
+                c.isspace() or c == "+" for c in name):
+            raise ValueError(f"signature line {n} is not '\u2014 <name> <base64>'")
+        raw = b64std(blob, f"signature line {n}")
+        if len(raw) < 5:
+            raise ValueError(f"signature line {n} is shorter than a key ID and a signature")
+        sigs.append((name, raw[:4], raw[4:]))
+    return body, sigs
+
+
+def parse_checkpoint(body: str) -> dict[str, Any]:
+    """{origin, size, root} of a checkpoint note text; raises ValueError."""
     lines = body[:-1].split("\n")
-    if len(lines) < 3 or not lines[1].isdigit() or (lines[1] != "0" and lines[1][0] == "0"):
+    if not 3 <= len(lines) <= 3 + MAX_EXTENSIONS or not lines[0]:
         raise ValueError("not a checkpoint body")
-    root = base64.b64decode(lines[2], validate=True)
-    if len(root) != 32 or base64.b64encode(root).decode() != lines[2]:
+    size = lines[1]
+    if not (size.isascii() and size.isdigit()) or (size != "0" and size[0] == "0") or \
+            len(size) > 19 or int(size) > 2**63 - 1:
+        raise ValueError("bad tree size")
+    root = b64std(lines[2], "root hash")
+    if len(root) != 32:
         raise ValueError("bad root hash")
-    cp = {"origin": lines[0], "size": int(lines[1]), "root": root}
+    return {"origin": lines[0], "size": int(size), "root": root}
+
+
+def check_note(data: bytes, keys: list[tuple[str | None, bytes]]) -> tuple[bool, dict]:
+    """(signed by a given key, {origin, size, root, body, signatures}) of a signed
+    checkpoint; a failing signature by a given key fails the note."""
+    body, sigs = parse_note(data)
+    cp = {**parse_checkpoint(body), "body": body, "signatures": sigs}
     good = False
-    for line in sigs:
-        if not line.startswith("\u2014 "):
-            raise ValueError("bad signature line")
-        name, _, b64 = line[2:].rpartition(" ")
-        blob = base64.b64decode(b64, validate=True)
+    for name, key_id, sig in sigs:
         for key_name, raw in keys:
             n = key_name or cp["origin"]
-            key_id = sha(n.encode() + b"\n\x01" + raw)[:4]
-            if n == name and blob[:4] == key_id:
-                if not ed25519_ok(raw, blob[4:], body.encode("utf-8")):
+            if n == name and key_id == sha(n.encode() + b"\n\x01" + raw)[:4]:
+                if not ed25519_ok(raw, sig, body.encode("utf-8")):
                     return False, cp
                 good = True
     return good, cp
 
 
-# -- attestations (trust store folded from key events) ------------------------------------
+# -- witnesses (docs/anchoring.md: cosignature/v1, verifier keys, the quorum) ----------------
+def parse_vkey(line: str) -> tuple[str, bytes, int, bytes]:
+    """(name, key ID, signature type, public key) of a verifier key
+    ``<name>+<key ID hex>+<base64(type || key)>``; raises ValueError."""
+    name, _, rest = line.strip().partition("+")
+    hex_id, _, blob = rest.partition("+")
+    if not name or any(c.isspace() or c == "+" for c in name) or len(hex_id) != 8 or \
+            any(c not in "0123456789abcdef" for c in hex_id):
+        raise ValueError(f"{line.strip()[:40]!r} is not <name>+<8 hex>+<base64 key>")
+    raw = b64std(blob, f"key of {name}")
+    if len(raw) < 2 or raw[0] in (0x01, 0x04) and len(raw) != 33:
+        raise ValueError(f"{name}: an Ed25519 key is 32 bytes after its type byte")
+    if sha(name.encode() + b"\n" + raw).hex()[:8] != hex_id:
+        raise ValueError(f"{name}: the key ID does not match the key")
+    return name, bytes.fromhex(hex_id), raw[0], raw[1:]
+
+
+def load_vkeys(paths: list[Path]) -> list[tuple[str, bytes, bytes]]:
+    """The witness keys (signature type 0x04, cosignature/v1) of the files, one vkey a line
+    ('#' comments); a key given twice is one key."""
+    out: list[tuple[str, bytes, bytes]] = []
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                name, key_id, sig_type, key = parse_vkey(line)
+                if sig_type == 0x04 and (name, key_id, key) not in out:
+                    out.append((name, key_id, key))
+    return out
+
+
+def check_cosignatures(cp: dict[str, Any], witnesses: list[tuple[str, bytes, bytes]]
+                       ) -> tuple[dict[str, int], dict[str, str]]:
+    """({witness name: timestamp} of the valid cosignatures, {name: why} of the given
+    witnesses whose line does not verify).  Lines of other keys are ignored."""
+    valid: dict[str, int] = {}
+    invalid: dict[str, str] = {}
+    for name, key_id, sig in cp["signatures"]:
+        for w_name, w_id, w_key in witnesses:
+            if (name, key_id) != (w_name, w_id):
+                continue
+            ts = int.from_bytes(sig[:8], "big")
+            msg = f"cosignature/v1\ntime {ts}\n".encode() + cp["body"].encode("utf-8")
+            if len(sig) == 72 and ts <= 2**63 - 1 and ed25519_ok(w_key, sig[8:], msg):
+                valid[name] = max(ts, valid.get(name, 0))
+                invalid.pop(name, None)
+            elif name not in valid:
+                invalid[name] = "does not verify" if len(sig) == 72 else \
+                    f"is {len(sig)} bytes after the key ID, not 72"
+    return valid, invalid
+
+
+# -- attestations (docs/format-attestation.md; trust store folded from key events) ----------
 class Trust:
     def __init__(self) -> None:
         self.keys: list[dict[str, Any]] = []
 
     def apply(self, seq: int, ev: dict[str, Any]) -> None:
         if ev.get("action") == "trust":
-            self.keys.append({"issuer": ev["issuer"], "kid": ev["kid"], "jwk": ev["jwk"],
+            self.keys.append({"issuer": ev.get("issuer"), "kid": ev["kid"], "jwk": ev["jwk"],
                               "thumbprint": ev["thumbprint"], "since": seq, "until": None,
                               "compromised": None})
             return
@@ -216,36 +357,57 @@ class Trust:
             if k["issuer"] == ev.get("issuer") and k["kid"] == ev.get("kid") and \
                     k["until"] is None and ev.get("thumbprint") in (None, k["thumbprint"]):
                 k["until"] = seq
-                if ev.get("action") == "revoke":
-                    k["compromised"] = ev.get("compromised_since_us")
-
-    def judge(self, token: str, seq: int, t: int, proof_ref: str, query: str | None,
-              admission: str | None) -> tuple[str, str]:
-        try:
-            p = token.split(".")
-            header, claims = (json.loads(b64url(x)) for x in p[:2])
-            sig, msg = b64url(p[2]), f"{p[0]}.{p[1]}".encode()
-        except (ValueError, IndexError):
-            return "failed", "attestation_malformed"
-        kid, iss = header.get("kid"), claims.get("iss")
-        same = [k for k in self.keys if k["issuer"] == iss and k["kid"] == kid]
-        if not any(k["issuer"] == iss and k["since"] < seq for k in self.keys):
-            later = [k for k in same if k["since"] >= seq]
-            if later and self._check(header, claims, sig, msg, later, None, t, proof_ref,
-                                     query, admission)[0] == "verified":
-                return "verified", "attestation_valid_later_key"
-            return "abstained", "unknown_issuer_key"
-        return self._check(header, claims, sig, msg, same, seq, t, proof_ref, query, admission)
+                if ev.get("action") == "revoke" and ev.get("compromised_since_us") is not None:
+                    k["compromised"] = ev["compromised_since_us"]
 
     @staticmethod
-    def _check(header: dict, claims: dict, sig: bytes, msg: bytes, keys: list[dict],
-               seq: int | None, t: int, proof_ref: str, query: str | None,
-               admission: str | None) -> tuple[str, str]:
-        if header.get("alg") != "ES256" or header.get("typ") != "qwed-attestation+jwt" \
-                or "crit" in header:
-            return "failed", "attestation_header"
-        active = [k for k in keys if seq is None or (
-            k["since"] < seq and (k["until"] is None or seq <= k["until"]))]
+    def active(k: dict[str, Any], seq: int) -> bool:
+        return k["since"] < seq and (k["until"] is None or seq <= k["until"])
+
+    def judge(self, token: str, seq: int, t: int, row: dict[str, Any]) -> tuple[str, str]:
+        """(disposition, code) of one token as of the row's ``seq`` and time ``t`` (µs);
+        ``row``: its proof_ref, query, admission and engine (None: not checked)."""
+        try:
+            p = token.split(".")
+            if len(p) != 3:
+                raise ValueError("three parts")
+            header, claims = (json.loads(b64url_lenient(x)) for x in p[:2])
+            sig, msg = b64url_lenient(p[2]), f"{p[0]}.{p[1]}".encode("ascii")
+            if not isinstance(header, dict) or not isinstance(claims, dict):
+                raise ValueError("not objects")
+        except (ValueError, UnicodeError, binascii.Error, RecursionError):
+            return "failed", "attestation_malformed"
+        kid = header.get("kid") if isinstance(header.get("kid"), str) else None
+        iss = claims.get("iss") if isinstance(claims.get("iss"), str) else None
+        tok = (header, claims, sig, msg)
+        foreign = [k for k in self.keys if k["issuer"] != iss and self.active(k, seq)]
+        if iss is None or not any(k["issuer"] == iss and k["since"] < seq for k in self.keys):
+            if any(es256_ok(k["jwk"], sig, msg) for k in foreign):
+                return "failed", "attestation_issuer_mismatch"
+            later = [k for k in self.keys if k["issuer"] == iss and k["kid"] == kid
+                     and k["since"] >= seq]
+            if later and self._check(tok, later, None, t, row)[0] == "verified":
+                return "verified", "attestation_valid_later_key"
+            return "abstained", "unknown_issuer_key"
+        res = self._check(tok, [k for k in self.keys if k["issuer"] == iss and k["kid"] == kid],
+                          seq, t, row)
+        if res[1] in ("attestation_unknown_kid", "attestation_signature_invalid") and \
+                any(es256_ok(k["jwk"], sig, msg) for k in foreign):
+            return "failed", "attestation_issuer_mismatch"
+        return res
+
+    def _check(self, tok: tuple[dict, dict, bytes, bytes], keys: list[dict], seq: int | None,
+               t: int, row: dict[str, Any]) -> tuple[str, str]:
+        header, claims, sig, msg = tok
+        if header.get("alg") != "ES256":
+            return "failed", "attestation_alg_not_allowed"
+        if header.get("typ") != "qwed-attestation+jwt":
+            return "failed", "attestation_typ"
+        if "crit" in header:
+            return "failed", "attestation_crit"
+        active = [k for k in keys if seq is None or self.active(k, seq)]
+        if not active:
+            return "failed", "attestation_unknown_kid"
         key = next((k for k in active if es256_ok(k["jwk"], sig, msg)), None)
         if key is None:
             return "failed", "attestation_signature_invalid"
@@ -253,19 +415,45 @@ class Trust:
             return "failed", "attestation_claims_missing"
         if key["compromised"] is not None and t >= key["compromised"]:
             return "failed", "attestation_key_compromised"
-        iat, exp, q = claims["iat"], claims["exp"], claims["qwed"]
-        if type(iat) is not int or type(exp) is not int or not isinstance(q, dict) \
-                or not isinstance(q.get("result"), dict):
-            return "failed", "attestation_claims_missing"
-        if iat * 1_000_000 > t + SKEW_US or exp * 1_000_000 <= t:
-            return "failed", "attestation_time"
-        if q["result"].get("status") != "VERIFIED" or q.get("proof_hash") != proof_ref:
-            return "failed", "attestation_binding"
-        if query is not None and q.get("query_hash") != digest(query.encode("utf-8")):
-            return "failed", "attestation_query_mismatch"
-        if admission is not None and q.get("admission") != admission:
-            return "failed", "attestation_admission_mismatch"
-        return "verified", "attestation_valid"
+        code = claims_problem(claims, t, row)
+        return ("verified", "attestation_valid") if code is None else ("failed", code)
+
+
+def claims_problem(c: dict[str, Any], t: int, row: dict[str, Any]) -> str | None:
+    """The code of the first of rules 3-15 (docs/format-attestation.md §5) broken."""
+    def whole(v: Any) -> bool:
+        return type(v) is int
+
+    iat, exp, nbf = c["iat"], c["exp"], c.get("nbf")
+    if not whole(iat) or not whole(exp) or nbf is not None and not whole(nbf):
+        return "attestation_claims_missing"
+    if iat * 1_000_000 > t + SKEW_US:
+        return "attestation_not_yet_valid"
+    if nbf is not None and nbf * 1_000_000 > t + SKEW_US:
+        return "attestation_nbf_after_record"
+    if exp * 1_000_000 <= t:
+        return "attestation_expired_at_record"
+    if not isinstance(c["jti"], str) or not isinstance(c["sub"], str):
+        return "attestation_claims_missing"
+    q = c["qwed"]
+    res = q.get("result") if isinstance(q, dict) else None
+    if not isinstance(q, dict) or not isinstance(res, dict):
+        return "attestation_claims_missing"
+    if "version" in q and q["version"] != "1.0":
+        return "attestation_version_unsupported"
+    if res.get("status") != "VERIFIED":
+        return "attestation_status_mismatch"
+    if q.get("proof_hash") != row["proof_ref"]:
+        return "attestation_proof_mismatch"
+    if row["query"] is not None and q.get("query_hash") != digest(row["query"].encode("utf-8")):
+        return "attestation_query_mismatch"
+    if row["admission"] is not None and q.get("admission") != row["admission"]:
+        return "attestation_admission_mismatch"
+    if "query_hash" in q and c["sub"] != q["query_hash"]:
+        return "attestation_subject_mismatch"
+    if row["engine"] is not None and "engine" in res and res["engine"] != row["engine"]:
+        return "attestation_engine_mismatch"
+    return None
 
 
 def es256_ok(jwk: dict, sig: bytes, msg: bytes) -> bool:
@@ -284,8 +472,12 @@ def es256_ok(jwk: dict, sig: bytes, msg: bytes) -> bool:
 
 # -- the bundle -----------------------------------------------------------------------------
 class Bundle:
-    def __init__(self, directory: Path, trusted: list[tuple[str | None, bytes]] | None) -> None:
+    def __init__(self, directory: Path, trusted: list[tuple[str | None, bytes]] | None,
+                 witnesses: list[tuple[str, bytes, bytes]] | None = None,
+                 quorum: int | None = None) -> None:
         self.dir, self.trusted, self.r = directory, trusted, Report()
+        self.witnesses = witnesses or []
+        self.quorum = len({w[0] for w in self.witnesses}) if quorum is None else quorum
         self.manifest: dict[str, Any] = {}
         self.cp: dict[str, Any] | None = None
         self.trust = Trust()
@@ -298,10 +490,12 @@ class Bundle:
         return path.read_bytes()
 
     def run(self) -> Report:
-        try:
-            own = ed25519_keys(self.dir / "jwks.json")
-        except (OSError, ValueError, KeyError, binascii.Error):
-            own = []
+        own: list[tuple[str | None, bytes]] = []
+        if self.read("jwks.json") is not None:
+            try:
+                own = ed25519_keys(self.dir / "jwks.json")
+            except (ValueError, UnicodeError, RecursionError) as exc:
+                self.r.fail("jwks.json", None, "jwks_malformed", str(exc))
         keys = self.trusted if self.trusted is not None else own
         self.signatures(keys)
         self.files()
@@ -310,13 +504,23 @@ class Bundle:
         for row in events:
             if row["kind"] == "key_event" and row["doc"] is not None:
                 self.trust.apply(row["seq"], row["doc"])
+        carried: list[dict[str, Any]] = []
+        if REDACTIONS in (self.manifest.get("files") or {}):
+            carried = self.walk(REDACTIONS)
+            for row in carried:
+                if row["kind"] != "redaction":
+                    self.r.fail(REDACTIONS, row["seq"], "not_a_redaction", row["kind"])
         rows = self.walk("entries.jsonl")
-        self.redactions(rows)
+        self.redactions(rows, carried)
         for row in rows:
             self.attestation(row)
-        for name, file_rows in (("key_events.jsonl", events), ("entries.jsonl", rows)):
+        for name, file_rows in (("key_events.jsonl", events), (REDACTIONS, carried),
+                                ("entries.jsonl", rows)):
             self.intervals(name, file_rows, proofs.get(name, []))
         self.claims(rows, events)
+        self.csv_view(rows)
+        if self.witnesses or self.quorum:
+            self.anchors()
         return self.r
 
     def signatures(self, keys: list[tuple[str | None, bytes]]) -> None:
@@ -336,9 +540,18 @@ class Bundle:
                 self.manifest = json.loads(body, object_pairs_hook=unique)
                 if canon(self.manifest) + b"\n" != body:
                     raise ValueError("not canonical")
-            except ValueError as exc:
+                if self.manifest.get("format") != "ledger-export/1":
+                    raise ValueError("format is not ledger-export/1")
+                for key in MANIFEST_KEYS:
+                    if key not in self.manifest:
+                        raise ValueError(f"{key} is missing")
+            except (ValueError, AttributeError) as exc:
                 self.r.fail("manifest.json", None, "manifest_malformed", str(exc))
                 self.manifest = {}
+            if claims and self.manifest and (claims.get("sub"), claims.get("iss")) != (
+                    self.manifest["ledger_id"], self.manifest["origin"]):
+                self.r.fail("manifest.jwt", None, "manifest_claims_mismatch", "sub/iss are "
+                            "not the manifest's ledger_id/origin")
         note = self.read("checkpoint.txt")
         if note is not None:
             try:
@@ -361,10 +574,10 @@ class Bundle:
 
     def files(self) -> None:
         listed = self.manifest.get("files") or {}
-        if self.manifest and sorted(listed) != sorted(FILES):
+        if self.manifest and sorted(set(listed) - {REDACTIONS}) != sorted(FILES):
             self.r.fail("manifest.json", None, "manifest_malformed", "wrong file list")
         for name, want in listed.items():
-            data = self.read(name) if name in FILES else None
+            data = self.read(name) if name in FILES or name == REDACTIONS else None
             if data is not None and want != {"sha256": digest(data), "bytes": len(data)}:
                 self.r.fail(name, None, "file_digest_mismatch", "not the file the manifest "
                             "signs")
@@ -388,7 +601,7 @@ class Bundle:
         for n, _, p in self.lines("proofs.jsonl"):
             try:
                 assert set(p) == {"file", "first_seq", "seq", "tree_size", "inclusion_path"}
-                assert p["file"] in ("entries.jsonl", "key_events.jsonl")
+                assert p["file"] in PROOF_ORDER
                 assert all(type(p[k]) is int and p[k] >= 0 for k in ("first_seq", "seq"))
                 assert p["first_seq"] <= p["seq"] and self.cp and p["tree_size"] == self.cp["size"]
                 p["path"] = [bytes.fromhex(h) for h in p["inclusion_path"]]
@@ -398,6 +611,15 @@ class Bundle:
             except (AssertionError, ValueError, TypeError, KeyError):
                 self.r.fail("proofs.jsonl", p.get("seq") if isinstance(p, dict) else None,
                             "proof_invalid", f"line {n} is not a valid proof record")
+                continue
+            # the files' intervals in PROOF_ORDER, each file's by ascending seq, disjoint
+            before = [q for f in PROOF_ORDER[PROOF_ORDER.index(p["file"]) + 1:]
+                      for q in out.get(f, [])]
+            mine = out.get(p["file"], [])
+            if before or mine and p["first_seq"] <= mine[-1]["seq"]:
+                self.r.fail("proofs.jsonl", p["seq"], "proof_out_of_order", f"line {n} "
+                            "precedes or overlaps an earlier interval, or follows another "
+                            "file's")
                 continue
             out.setdefault(p["file"], []).append(p)
         return out
@@ -481,12 +703,14 @@ class Bundle:
         return {"seq": seq, "t": t, "kind": kind, "env": env, "doc": doc, "data": data,
                 "absent": absent, "prev_hash": prev, "entry_hash": ehash, "file": name}
 
-    def redactions(self, rows: list[dict[str, Any]]) -> None:
+    def redactions(self, rows: list[dict[str, Any]],
+                   carried: list[dict[str, Any]] | None = None) -> None:
         """Absent payloads: abstained "redacted" when an earlier redaction entry of the bundle
-        names them (docs/format.md, "Redaction"), else failed; a payload present although a
-        redaction erased it fails too."""
+        (in entries.jsonl or redactions.jsonl) names them (docs/format.md, "Redaction"), else
+        failed; a payload present although a redaction erased it fails too."""
         erased: dict[tuple[int, str], int] = {}
-        for row in rows:
+        by_seq = {r["seq"]: r for r in (carried or []) + rows}
+        for row in (by_seq[s] for s in sorted(by_seq)):
             doc = row["doc"]
             if row["kind"] != "redaction" or not isinstance(doc, dict) or \
                     doc.get("format") != "ledger-redaction/1":
@@ -564,10 +788,12 @@ class Bundle:
         if token is None or row["kind"] != "result" or row["env"]["status"] != "VERIFIED":
             return
         query = row["data"].get("query")
-        disp, code = self.trust.judge(token.decode("ascii"), row["seq"], row["t"],
-                                      row["env"]["proof_ref"],
-                                      query.decode("utf-8") if query is not None else None,
-                                      row["env"]["admission"])
+        env = row["env"]
+        binding = {"proof_ref": env["proof_ref"], "admission": env["admission"],
+                   "engine": env["engine"],
+                   "query": query.decode("utf-8", "replace") if query is not None else None}
+        disp, code = self.trust.judge(token.decode("ascii", "replace"), row["seq"], row["t"],
+                                      binding)
         if disp == "failed":
             self.r.fail("entries.jsonl", row["seq"], code, "the attestation does not verify")
         elif disp == "abstained":
@@ -614,9 +840,18 @@ class Bundle:
                 self.r.fail("entries.jsonl", r["seq"], "entry_out_of_range", "outside range")
             for f, values in filters.items():
                 if f in ("since", "until"):
-                    continue  # RFC 3339 parsing is left to the ledger's verifier
+                    try:
+                        bound = rfc3339_us(values)
+                    except (ValueError, TypeError, AttributeError):
+                        self.r.fail("manifest.json", None, "manifest_malformed", f)
+                        continue
+                    if (r["t"] < bound) if f == "since" else (r["t"] >= bound):
+                        self.r.fail("entries.jsonl", r["seq"], "entry_outside_filter", f)
+                    continue
                 value = r["kind"] if f == "kind" else fields.get(f)
-                if value not in values:
+                if f == "subject" and value is None and "subject" in r["data"]:
+                    value = r["data"]["subject"].decode("utf-8", "replace")  # format v2
+                if not isinstance(values, list) or value not in values:
                     self.r.fail("entries.jsonl", r["seq"], "entry_outside_filter", f)
             if r["kind"] == "key_event" and event_hashes.get(r["seq"]) != r["entry_hash"]:
                 self.r.fail("entries.jsonl", r["seq"], "key_event_not_listed", "missing")
@@ -627,10 +862,76 @@ class Bundle:
                         f", bundle {got}")
 
 
+    # -- the CSV view and the anchors ---------------------------------------------------
+    def csv_view(self, rows: list[dict[str, Any]]) -> None:
+        """entries.csv must be, byte for byte, the view docs/export.md defines of the
+        entries (rows whose line could not be read are left out)."""
+        data = self.read("entries.csv")
+        if data is None:
+            return
+        buf = io.StringIO()
+        out = csv.writer(buf)  # the excel dialect: CRLF, quotes only where needed
+        out.writerow(CSV_HEADER)
+        for r in rows:
+            cols = {c: r["env"].get(f) for c, f in FILTER_FIELD[r["kind"]].items()}
+            msg = None
+            if r["kind"] == "result" and isinstance(r["doc"], dict):
+                msg = r["doc"].get("agent_message")
+            out.writerow([str(r["seq"]), rfc3339_text(r["t"]), cell(r["kind"])]
+                         + [cell(cols.get(c)) for c in CSV_HEADER[3:-2]]
+                         + [cell(msg), "sha256:" + r["entry_hash"].hex()])
+        if buf.getvalue().encode("utf-8") != data:
+            self.r.fail("entries.csv", None, "csv_view_mismatch", "entries.csv is not the "
+                        "view of entries.jsonl")
+
+    def anchors(self) -> None:
+        """The witness quorum (docs/anchoring.md) on checkpoint.txt's cosignature lines."""
+        if self.cp is None:
+            return  # the checkpoint is already a finding
+        valid, invalid = check_cosignatures(self.cp, self.witnesses)
+        for name, why in sorted(invalid.items()):
+            self.r.fail("checkpoint.txt", None, "cosignature_invalid",
+                        f"the cosignature of witness {name} {why}")
+        if len(valid) < self.quorum:
+            self.r.fail("checkpoint.txt", None, "witness_quorum_not_met",
+                        f"{len(valid)} valid cosignature(s) of the given witnesses "
+                        f"({', '.join(sorted(valid)) or 'none'}), need {self.quorum}")
+
+
+CSV_HEADER = ["seq", "recorded_at", "kind", "engine", "status", "constraint_id", "proof_ref",
+              "subject", "producer", "admission", "att_verdict", "att_kid", "agent_message",
+              "entry_hash"]
+
+
+def cell(value: Any) -> str:
+    """A text cell of entries.csv: null is empty; the formula guard prefixes "'"."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(("=", "+", "-", "@", "\t", "\r")) else text
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def rfc3339_text(us: int) -> str:
+    return (EPOCH + timedelta(microseconds=us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339_us(text: str) -> int:
+    """µs since the epoch of an RFC 3339 time (the manifest writes UTC with ``Z``)."""
+    t = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    delta = (t if t.tzinfo else t.replace(tzinfo=UTC)) - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("directory", type=Path)
     ap.add_argument("--jwks", type=Path, help="trusted ledger keys (JWKS with Ed25519 keys)")
+    ap.add_argument("--witness-key", type=Path, action="append", default=[], metavar="FILE",
+                    help="witness verifier keys (vkey lines, docs/anchoring.md); repeatable")
+    ap.add_argument("--quorum", type=int, default=None, metavar="N",
+                    help="valid cosignatures needed from distinct --witness-key witnesses "
+                         "(default: all of them)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     args = ap.parse_args(argv)
     if not args.directory.is_dir():
@@ -639,9 +940,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         trusted = ed25519_keys(args.jwks) if args.jwks else None
     except (OSError, ValueError, binascii.Error) as exc:
-        print(f"error: cannot read {args.jwks}: {exc}", file=sys.stderr)
+        print(f"error: --jwks: cannot read {args.jwks}: {exc}", file=sys.stderr)
         return 2
-    r = Bundle(args.directory, trusted).run()
+    try:
+        witnesses = load_vkeys(args.witness_key)
+    except (OSError, ValueError) as exc:
+        print(f"error: --witness-key: {exc}", file=sys.stderr)
+        return 2
+    names = len({w[0] for w in witnesses})
+    if args.quorum is not None and not 0 <= args.quorum <= names:
+        print(f"error: --quorum {args.quorum} must be between 0 and the {names} distinct "
+              "witness(es) of --witness-key", file=sys.stderr)
+        return 2
+    r = Bundle(args.directory, trusted, witnesses, args.quorum).run()
     if args.json:
         print(json.dumps({"findings": r.findings, "abstentions": r.abstentions}, indent=2))
     for f in r.findings[:20]:

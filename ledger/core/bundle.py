@@ -26,6 +26,11 @@ MANIFEST, MANIFEST_JWT = "manifest.json", "manifest.jwt"
 ENTRIES, CSV_VIEW, KEY_EVENTS = "entries.jsonl", "entries.csv", "key_events.jsonl"
 PROOFS, CHECKPOINT, JWKS = "proofs.jsonl", "checkpoint.txt", "jwks.json"
 LISTED_FILES = (ENTRIES, CSV_VIEW, KEY_EVENTS, PROOFS, CHECKPOINT, JWKS)
+# written (and listed) only when a payload of the exported range was erased: the redaction
+# entries that explain it (docs/export.md, redactions.jsonl)
+REDACTIONS = "redactions.jsonl"
+# the order of the files' intervals in proofs.jsonl
+PROOF_FILES = (KEY_EVENTS, REDACTIONS, ENTRIES)
 LINE_KEYS = frozenset({"seq", "kind", "recorded_at_us", "envelope", "body_hash", "prev_hash",
                        "entry_hash", "payloads"})
 PROOF_KEYS = frozenset({"file", "first_seq", "seq", "tree_size", "inclusion_path"})

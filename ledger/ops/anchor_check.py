@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ledger.core.cosignature import COSIGNATURE_TYPE
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.cosign import load_vkeys
 from ledger.crypto.timestamp import load_tsa_trust
@@ -60,13 +61,16 @@ def anchor_policy_from(witness_key_files: list[str], quorum: int | None,
                        tsa_certs: str | None, tsa_policy: str | None) -> AnchorPolicy | None:
     """The policy of the ``--witness-key --quorum --tsa-certs --tsa-policy`` options (None
     when none is given); the quorum defaults to every key.  Raises UsageError."""
-    keys = tuple(k for path in witness_key_files for k in load_vkeys(path))
+    keys = tuple(dict.fromkeys(k for path in witness_key_files for k in load_vkeys(path)))
     if not keys and quorum is None and tsa_certs is None:
         return None
-    quorum = len(keys) if quorum is None else quorum
-    if quorum > len(keys):
-        raise UsageError(f"--quorum {quorum} needs at least {quorum} --witness-key keys",
-                         code="bad_quorum", field="quorum")
+    # the quorum counts witnesses (distinct names of cosignature keys), not key lines
+    witnesses = len({k.name for k in keys if k.type == COSIGNATURE_TYPE})
+    quorum = witnesses if quorum is None else quorum
+    if quorum > witnesses:
+        raise UsageError(f"--quorum {quorum} needs at least {quorum} distinct witnesses in "
+                         f"--witness-key, there are {witnesses}", code="bad_quorum",
+                         field="quorum")
     tsa = load_tsa_trust(tsa_certs, tsa_policy) if tsa_certs else None
     return AnchorPolicy(keys, quorum, tsa)
 

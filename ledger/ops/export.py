@@ -38,6 +38,7 @@ from ledger.core.bundle import (
     MANIFEST,
     MANIFEST_JWT,
     PROOFS,
+    REDACTIONS,
     agent_message,
     csv_bytes,
     csv_row,
@@ -45,6 +46,7 @@ from ledger.core.bundle import (
 )
 from ledger.core.digest import digest_text, hasher_text
 from ledger.core.entry import hash_hex
+from ledger.core.erasure import RedactionMap
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.bundle_sign import check_note
 from ledger.crypto.jws import sign_manifest
@@ -155,14 +157,13 @@ def _prove(tree: StoredTree, proofs: _Out, file: str, first: int, last: int, siz
 
 
 def _write_entries(conn: Any, f: Filters, out: _Out, proofs: _Out, tree: StoredTree,
-                   size: int, mode: str, view: _Out | None = None,
+                   size: int, mode: str, redactions: RedactionMap, view: _Out | None = None,
                    counts: dict[str, Counter] | None = None,
                    progress: Callable[[int], None] | None = None) -> int:
     """Stream the entries matching ``f`` into ``out`` (and the CSV ``view``); one proof
     per interval of consecutive seqs (or per entry).  Returns the number written."""
     first = prev = None
     n = 0
-    redactions = load_redaction_map(conn)
     for page in iter_pages(conn, f, page=PAGE):
         buf = io.StringIO()
         rows = csv.writer(buf)
@@ -205,27 +206,37 @@ def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: S
     out = _prepare_dir(out_dir)
     with connect(ctx.engine) as conn:
         head = repo.read_head(conn)
+        redactions = load_redaction_map(conn)
     end = head.size if f.end is None else min(f.end, head.size)  # type: ignore[union-attr]
     f = with_window(f, 0, end)
+    # the redaction entries that erased payloads of the range, wherever they stand: the
+    # checkpoint must cover them, and redactions.jsonl carries them
+    erased_by = [by for (seq, _), by in redactions.items() if f.start <= seq < end]
     files: dict[str, Any] = {}
     jwks = _Out(out, JWKS)
     jwks.write(json.dumps({"keys": signer.jwks}, indent=2, sort_keys=True).encode() + b"\n")
     files[JWKS] = jwks.close()
-    note = _checkpoint(ctx, signer, end, out / JWKS)
+    note = _checkpoint(ctx, signer, max([end] + [by + 1 for by in erased_by]), out / JWKS)
     cp = parse_checkpoint_body(parse_note(note).text)
     note = anchor_files(ctx, out, cp.size, note)  # cosignature lines, timestamps.json
     cp_out = _Out(out, CHECKPOINT)
     cp_out.write(note.encode("utf-8"))
     files[CHECKPOINT] = cp_out.close()
     counts: dict[str, Counter] = {"by_status": Counter(), "by_kind": Counter()}
-    outs = {name: _Out(out, name) for name in (KEY_EVENTS, ENTRIES, CSV_VIEW, PROOFS)}
+    names = (KEY_EVENTS, ENTRIES, CSV_VIEW, PROOFS) + ((REDACTIONS,) if erased_by else ())
+    outs = {name: _Out(out, name) for name in names}
     outs[CSV_VIEW].write(csv_bytes([CSV_HEADER]))
     with read_store(ctx.engine) as store, connect(ctx.engine) as conn:
         tree = StoredTree(store, cp.size)
         n_events = _write_entries(conn, make_filters(kind="key_event", end=cp.size),
-                                  outs[KEY_EVENTS], outs[PROOFS], tree, cp.size, "interval")
+                                  outs[KEY_EVENTS], outs[PROOFS], tree, cp.size, "interval",
+                                  redactions)
+        if erased_by:
+            _write_entries(conn, make_filters(kind="redaction", end=cp.size),
+                           outs[REDACTIONS], outs[PROOFS], tree, cp.size, "interval",
+                           redactions)
         n = _write_entries(conn, f, outs[ENTRIES], outs[PROOFS], tree, cp.size, proofs,
-                           outs[CSV_VIEW], counts, progress)
+                           redactions, outs[CSV_VIEW], counts, progress)
     files.update({name: o.close() for name, o in outs.items()})
     manifest = {
         "format": EXPORT_FORMAT, "ledger_id": ctx.meta.ledger_id,

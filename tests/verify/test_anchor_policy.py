@@ -93,3 +93,18 @@ def test_missing_invalid_and_backdating_tokens(witnesses, tsa):
     check = check_anchors(_note([]), 3, [_token(tsa)], policy, future_us)
     assert _codes(check) == ["timestamp_before_entry"]
     assert check.findings[0]["class"] == "backdated" and check.timestamp is None
+
+
+def test_the_quorum_counts_distinct_witnesses_not_key_lines(witnesses, tmp_path):
+    from ledger.errors import UsageError
+    from ledger.ops.anchor_check import anchor_policy_from
+
+    one = tmp_path / "w0.vkey"
+    one.write_text(cosigner_vkey(*witnesses[0]) + "\n")
+    policy = anchor_policy_from([str(one), str(one)], None, None, None)
+    assert policy is not None and policy.quorum == 1 and len(policy.witness_keys) == 1
+    note = _note([cosign(BODY, witnesses[0][0], witnesses[0][1], 7)])
+    assert _codes(check_anchors(note, 3, [], policy)) == []
+    with pytest.raises(UsageError) as exc:
+        anchor_policy_from([str(one), str(one)], 2, None, None)
+    assert exc.value.field == "quorum"

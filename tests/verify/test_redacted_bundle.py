@@ -34,7 +34,7 @@ def _script(bundle: Path, jwks: Path) -> tuple[int, str]:
     return code, out.getvalue() + err.getvalue()
 
 
-def _redacted_bundle(url: str, tmp: Path) -> tuple[Path, Path]:
+def _redacted_bundle(url: str, tmp: Path, **export: object) -> tuple[Path, Path]:
     rng = random.Random(5)
     with Ledger.init(url, clock=FixedClock(T0, 1000), origin=ORIGIN) as L:
         L.append_many([bench_submission(i, rng) for i in range(6)])
@@ -46,7 +46,7 @@ def _redacted_bundle(url: str, tmp: Path) -> tuple[Path, Path]:
         commit_redaction(L.ctx, [p], [[(2, "query"), (2, "subject")]])
         ring = Keyring.load(tmp / "keys")
         ring.generate(ORIGIN, T0)
-        L.export(tmp / "bundle", keys=ring.path)
+        L.export(tmp / "bundle", keys=ring.path, **export)
     return tmp / "bundle", ring.path / "jwks.json"
 
 
@@ -80,3 +80,64 @@ def test_a_forged_erasure_marker_fails_in_both_verifiers(sqlite_url, tmp_path):
     assert {"redaction_marker_invalid", "payload_missing"} <= codes
     code, out = _script(bundle, jwks)
     assert code == 1 and "payload_missing" in out
+
+
+def _both(bundle: Path, jwks: Path) -> tuple[dict, int, str]:
+    report = verify_export(bundle, jwks)
+    code, out = _script(bundle, jwks)
+    return report, code, out
+
+
+def test_a_range_export_ending_before_the_redaction_verifies(db_url, tmp_path):
+    """--to 4, the redaction at seq 6: the bundle carries it in redactions.jsonl (proven
+    against a checkpoint that covers it), so the erased payloads abstain ``redacted``."""
+    bundle, jwks = _redacted_bundle(db_url, tmp_path, end=4)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["range"] == {"start": 0, "end": 4} and manifest["checkpoint"]["size"] >= 7
+    assert "redactions.jsonl" in manifest["files"]
+    carried = [json.loads(x) for x in (bundle / "redactions.jsonl").read_text().splitlines()]
+    assert [(r["seq"], r["kind"]) for r in carried] == [(6, "redaction")]
+    files = [json.loads(x)["file"] for x in (bundle / "proofs.jsonl").read_text().splitlines()]
+    assert files == ["redactions.jsonl", "entries.jsonl"]
+    report, code, out = _both(bundle, jwks)
+    assert report["findings"] == [] and report["outcome"] == "unverified", report["findings"]
+    assert sorted((a["seq"], a["reason"]) for a in report["abstentions"]) == [
+        (2, "redacted"), (2, "redacted")]
+    assert code == 3 and "payload_missing" not in out, out
+
+
+def test_a_filtered_export_without_the_redaction_verifies(db_url, tmp_path):
+    bundle, jwks = _redacted_bundle(db_url, tmp_path, kind="result")
+    report, code, out = _both(bundle, jwks)
+    assert report["findings"] == [] and code == 3, (report["findings"], out)
+    assert [a["reason"] for a in report["abstentions"]] == ["redacted", "redacted"]
+
+
+def test_a_bundle_without_its_redactions_fails_in_both(sqlite_url, tmp_path):
+    """Withholding the carried redaction (and re-listing the files) cannot hide an
+    erasure: the payloads are missing again; a row of another kind there is a finding."""
+    from tests.verify.test_verify_bundle_checks import resign
+
+    bundle, jwks = _redacted_bundle(sqlite_url, tmp_path, end=4)
+    keys = jwks.parent
+    (bundle / "redactions.jsonl").write_bytes(b"")
+    proofs = bundle / "proofs.jsonl"
+    proofs.write_text("".join(x for x in proofs.read_text().splitlines(keepends=True)
+                              if '"redactions.jsonl"' not in x))
+    resign(bundle, keys)
+    report, code, out = _both(bundle, jwks)
+    assert "payload_missing" in {f["code"] for f in report["findings"]}
+    assert code == 1 and "payload_missing" in out
+
+
+def test_an_export_of_a_ledger_without_erasures_has_the_six_files(sqlite_url, tmp_path):
+    with Ledger.init(sqlite_url, clock=FixedClock(T0, 1000), origin=ORIGIN) as L:
+        L.append_many([bench_submission(i, random.Random(i)) for i in range(3)])
+        ring = Keyring.load(tmp_path / "keys")
+        ring.generate(ORIGIN, T0)
+        L.export(tmp_path / "b", keys=ring.path)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert sorted(manifest["files"]) == sorted(
+        ["entries.jsonl", "entries.csv", "key_events.jsonl", "proofs.jsonl", "checkpoint.txt",
+         "jwks.json"])
+    assert not (tmp_path / "b" / "redactions.jsonl").exists()

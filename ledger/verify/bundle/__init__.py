@@ -6,9 +6,10 @@ run's :class:`FindingSink`, each returning what it established:
 
 1. :func:`~ledger.verify.bundle.header.read_header`: the manifest JWT and the checkpoint
    note against the verifier's trusted keys; the context gains manifest and checkpoint;
-2. :func:`~ledger.verify.bundle.rows.walk` over ``key_events.jsonl`` then
-   ``entries.jsonl``: the audit's per-row checks, each run of rows proven against the
-   checkpoint by its interval's inclusion proof (:mod:`~ledger.verify.bundle.proofs`);
+2. :func:`~ledger.verify.bundle.rows.walk` over ``key_events.jsonl``, then
+   ``redactions.jsonl`` when the manifest lists it, then ``entries.jsonl``: the audit's
+   per-row checks, each run of rows proven against the checkpoint by its interval's
+   inclusion proof (:mod:`~ledger.verify.bundle.proofs`);
    each walk returns its row counts;
 3. leftover proofs, the ``entries.csv`` view, the file digests
    (:mod:`~ledger.verify.bundle.files`), the counts, and the report of ``ledger audit``'s
@@ -22,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ledger.core.bundle import REDACTIONS
 from ledger.core.policy import Policy
 from ledger.crypto.keys import PublicKeyRef
 from ledger.crypto.trust import TrustStore
@@ -31,7 +33,14 @@ from ledger.verify.bundle.files import BundleFiles, check_digests
 from ledger.verify.bundle.header import read_header
 from ledger.verify.bundle.proofs import ProofCursor
 from ledger.verify.bundle.report import REPORT_FORMAT, build_report, check_counts, check_csv
-from ledger.verify.bundle.rows import Entries, KeyEvents, bundle_redactions, judge_with, walk
+from ledger.verify.bundle.rows import (
+    Entries,
+    KeyEvents,
+    Redactions,
+    bundle_redactions,
+    judge_with,
+    walk,
+)
 from ledger.verify.bundle.sink import FindingSink
 
 __all__ = ["REPORT_FORMAT", "BundleContext", "FindingSink", "RowCounts", "verify_bundle_dir"]
@@ -52,9 +61,12 @@ def verify_bundle_dir(directory: str | Path, trusted: list[PublicKeyRef] | None,
     store = TrustStore()
     key_events = KeyEvents(sink, store)
     event_counts = walk(ctx, sink, key_events, cursor, None)
+    carried = Redactions(sink)
+    if REDACTIONS in (ctx.manifest.get("files") or {}):
+        walk(ctx, sink, carried, cursor, None)  # its rows' findings fail the bundle
     entries = Entries(ctx, sink, key_events.hashes)
     judge = judge_with(store) if check_attestations else None
-    entry_counts = walk(ctx, sink, entries, cursor, judge, bundle_redactions(ctx))
+    entry_counts = walk(ctx, sink, entries, cursor, judge, bundle_redactions(ctx, carried.docs))
     cursor.drain()
     check_csv(ctx, sink, entries)
     check_digests(ctx.files, ctx.manifest, sink)

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ledger.core.bundle import LISTED_FILES, MANIFEST, BundleLine
+from ledger.core.bundle import LISTED_FILES, MANIFEST, REDACTIONS, BundleLine
 from ledger.core.digest import Hasher
 from ledger.core.finding import FindingClass
 from ledger.verify.bundle.sink import FindingSink
@@ -81,11 +81,13 @@ class BundleFiles:
 
 
 def check_digests(files: BundleFiles, manifest: Mapping[str, Any], sink: FindingSink) -> None:
-    """Every file the manifest lists must be the one it signs (digest and size)."""
+    """Every file the manifest lists must be the one it signs (digest and size); the
+    list is the six files, or the six and ``redactions.jsonl``."""
     listed = manifest.get("files") or {}
-    if manifest and set(listed) != set(LISTED_FILES):
+    if manifest and set(listed) - {REDACTIONS} != set(LISTED_FILES):
         sink.fail("manifest_malformed", FindingClass.PAYLOAD_MODIFIED,
-                  f"files lists {sorted(listed)}, expected {sorted(LISTED_FILES)}", MANIFEST)
+                  f"files lists {sorted(listed)}, expected {sorted(LISTED_FILES)} (and "
+                  f"{REDACTIONS} when the bundle has one)", MANIFEST)
     for name, want in listed.items():
         got = files.read_digest(name)
         if got is None or not isinstance(want, dict):

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from ledger.core.bundle import ENTRIES, KEY_EVENTS, PROOF_KEYS, PROOFS, BundleLine
+from ledger.core.bundle import PROOF_FILES, PROOF_KEYS, PROOFS, BundleLine
 from ledger.core.finding import Disposition, FindingClass
 from ledger.core.merkle import leaf_hash, verify_inclusion
 from ledger.errors import ProofError
@@ -47,11 +47,12 @@ def settle(iv: ProofInterval, proven: Disposition | None) -> RowCounts:
 
 
 class ProofCursor:
-    """Streams proofs.jsonl: key_events.jsonl intervals first, then entries.jsonl ones."""
+    """Streams proofs.jsonl: key_events.jsonl intervals first, then those of
+    redactions.jsonl (when the bundle has one), then entries.jsonl ones."""
 
     def __init__(self, ctx: BundleContext, sink: FindingSink) -> None:
         self.ctx, self.sink = ctx, sink
-        self.last = {ENTRIES: -1, KEY_EVENTS: -1}
+        self.last = {name: -1 for name in PROOF_FILES}
         self.lines: Iterator[BundleLine] = ctx.files.lines(PROOFS, sink)
         self.peeked: BundleLine | None = next(self.lines, None)
 

@@ -21,6 +21,7 @@ from ledger.core.bundle import (
     ENTRIES,
     KEY_EVENTS,
     MANIFEST,
+    REDACTIONS,
     BundleRow,
     agent_message,
     csv_bytes,
@@ -47,27 +48,36 @@ def committed(row: BundleRow, name: str) -> str | None:
         return None
 
 
-def bundle_redactions(ctx: BundleContext) -> RedactionMap:
+def redaction_doc(row: BundleRow, blobs: Slots) -> bytes | None:
+    """The request document of a redaction entry, if it matches its envelope's digest."""
+    data = blobs[0][1] if 0 in blobs else None
+    if row.kind == "redaction" and data is not None and \
+            "sha256:" + hashlib.sha256(data).hexdigest() == committed(row, "request"):
+        return data
+    return None
+
+
+def bundle_redactions(ctx: BundleContext, carried: dict[int, bytes] | None = None
+                      ) -> RedactionMap:
     """The redaction map of the bundle: the fold of the redaction entries in
-    ``entries.jsonl`` whose request document matches its envelope's digest (a pre-pass
-    over the file; the walk reports every problem of those lines)."""
+    ``entries.jsonl`` (a pre-pass over the file) and of those ``carried`` by
+    ``redactions.jsonl`` (seq -> document, walked before), whose request document matches
+    its envelope's digest; the walks report every problem of those lines."""
     path = ctx.files.dir / ENTRIES
-    docs: list[tuple[int, str, bytes]] = []
-    if not path.is_file():
-        return {}
-    with open(path, "rb") as fh:
-        for raw in fh:
-            if b'"kind":"redaction"' not in raw:
-                continue
-            try:
-                row, blobs, _ = read_entry(json.loads(raw))
-            except (ValueError, TypeError, AttributeError):
-                continue
-            data = blobs[0][1] if 0 in blobs else None
-            if row.kind == "redaction" and data is not None and \
-                    "sha256:" + hashlib.sha256(data).hexdigest() == committed(row, "request"):
-                docs.append((row.seq, "redaction", data))
-    return fold_redactions(sorted(docs, key=lambda d: d[0]))
+    docs = dict(carried or {})
+    if path.is_file():
+        with open(path, "rb") as fh:
+            for raw in fh:
+                if b'"kind":"redaction"' not in raw:
+                    continue
+                try:
+                    row, blobs, _ = read_entry(json.loads(raw))
+                except (ValueError, TypeError, AttributeError):
+                    continue
+                data = redaction_doc(row, blobs)
+                if data is not None:
+                    docs.setdefault(row.seq, data)
+    return fold_redactions((seq, "redaction", docs[seq]) for seq in sorted(docs))
 
 
 class RowVisitor:
@@ -101,6 +111,26 @@ class KeyEvents(RowVisitor):
                 self.store.apply(row.seq, json.loads(data))
             except (ValueError, KeyError, TypeError):
                 pass  # the key event's content check already reported it
+
+
+class Redactions(RowVisitor):
+    """``redactions.jsonl``: every row a redaction entry; their documents explain the
+    erased payloads of ``entries.jsonl``."""
+
+    file = REDACTIONS
+
+    def __init__(self, sink: FindingSink) -> None:
+        self.sink = sink
+        self.docs: dict[int, bytes] = {}  # seq -> request document (digest verified)
+
+    def visit(self, row: BundleRow, blobs: Slots) -> None:
+        if row.kind != "redaction":
+            self.sink.fail("not_a_redaction", FindingClass.PAYLOAD_MODIFIED,
+                           f"kind is {row.kind!r}", REDACTIONS, row.seq)
+            return
+        data = redaction_doc(row, blobs)
+        if data is not None:
+            self.docs[row.seq] = data
 
 
 class Entries(RowVisitor):
