@@ -158,7 +158,8 @@ class CheckedEntry:
     salts: dict[str, bytes] = field(default_factory=dict)
 
 
-def _as_bytes(value: Any) -> bytes:
+def as_bytes(value: Any) -> bytes:
+    """Stored bytes as bytes."""
     if isinstance(value, str):  # a tampered SQLite BLOB may read back as TEXT
         return value.encode("utf-8", "surrogatepass")
     return bytes(value)
@@ -182,8 +183,8 @@ def check_entry(row: Any, blobs: dict[int, Any], ledger_id: str, *,
     kind = row.kind if isinstance(row.kind, str) else "?"
     t = row.recorded_at if type(row.recorded_at) is int else 0
     try:
-        envelope, body = _as_bytes(row.envelope), _as_bytes(row.body_hash)
-        prev, stored_hash = _as_bytes(row.prev_hash), _as_bytes(row.entry_hash)
+        envelope, body = as_bytes(row.envelope), as_bytes(row.body_hash)
+        prev, stored_hash = as_bytes(row.prev_hash), as_bytes(row.entry_hash)
         recomputed = entry_hash(prev, row.seq, row.recorded_at, body)
     except (TypeError, ValueError, OverflowError) as exc:
         problems.append(Problem(ROW_UNREADABLE, "entry_hash", None, str(exc)))
@@ -231,12 +232,12 @@ def check_entry(row: Any, blobs: dict[int, Any], ledger_id: str, *,
                     problems.append(Problem(PAYLOAD_MISSING, name, d, None))
                 continue
             salt, data = got
-            data = _as_bytes(data)
+            data = as_bytes(data)
             stored[name] = data
             if salt is not None:
-                salts[name] = _as_bytes(salt)
+                salts[name] = as_bytes(salt)
             try:
-                actual = payload_commitment(kind, v, None if salt is None else _as_bytes(salt),
+                actual = payload_commitment(kind, v, None if salt is None else as_bytes(salt),
                                             data)
             except ValueError:
                 actual = None

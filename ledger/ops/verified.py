@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ledger.core.erasure import RedactionMap
-from ledger.core.readcheck import CheckedEntry, check_entry
+from ledger.core.readcheck import CheckedEntry, as_bytes, check_entry
 from ledger.ops.redaction_map import load_redaction_map
 from ledger.store import audit_runs as runs_repo
 from ledger.store import entries as repo
@@ -91,8 +91,8 @@ def checked_headers(conn: Connection, ledger_id: str, start: int, end: int | Non
     for page in repo.iter_entry_pages(conn, start, max(start, stop), with_payloads=False):
         for row, _ in page:
             if prev is not None:
-                link = row.prev_hash if row.seq == prev.seq + 1 else None
-                yield check_entry(prev, {}, ledger_id, next_prev=_link(link), slots=())
+                link = as_bytes(row.prev_hash) if row.seq == prev.seq + 1 else None
+                yield check_entry(prev, {}, ledger_id, next_prev=link, slots=())
             prev = row
     if prev is not None:
         last = head.head_hash if head is not None and prev.seq == head.size - 1 else None
@@ -100,8 +100,3 @@ def checked_headers(conn: Connection, ledger_id: str, start: int, end: int | Non
             last = repo.next_links(conn, [prev.seq]).get(prev.seq)
         yield check_entry(prev, {}, ledger_id, next_prev=last, slots=())
 
-
-def _link(value: Any) -> bytes | None:
-    if value is None:
-        return None
-    return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)

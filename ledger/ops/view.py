@@ -30,7 +30,7 @@ from ledger.core.bundle import entry_line, entry_record
 from ledger.core.entry import FORMAT_V2, hash_hex, payload_map
 from ledger.core.erasure import RedactionMap
 from ledger.core.fastjson import loads as fast_loads
-from ledger.core.readcheck import CheckedEntry
+from ledger.core.readcheck import CheckedEntry, as_bytes
 from ledger.errors import UsageError
 
 LAYERS = ("agent", "developer", "auditor")
@@ -48,10 +48,6 @@ LAYER_FIELDS = {"agent": AGENT_FIELDS, "developer": DEVELOPER_FIELDS, "auditor":
 
 
 # -- disclosure layers ----------------------------------------------------------------
-def _text(data: bytes | None) -> str | None:
-    return None if data is None else data.decode("utf-8", "replace")
-
-
 def _json(data: bytes | None) -> Any:
     if data is None:
         return None
@@ -84,16 +80,6 @@ def named_payloads(row: Any, blobs: Any, env: dict[str, Any] | None = None,
     return digests, {n: blobs[slots[n]] for n in digests if slots[n] in blobs}
 
 
-def _data(stored: dict[str, Any], name: str) -> bytes | None:
-    p = stored.get(name)
-    return None if p is None else p[1]
-
-
-def subject_of(row: Any, stored: dict[str, Any]) -> str | None:
-    """The subject: the v1 column, or the v2 subject payload's text."""
-    return row.subject if row.subject is not None else _text(_data(stored, "subject"))
-
-
 def _utf8_text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", "replace")
 
@@ -119,18 +105,14 @@ def row_view(row: Any, c: CheckedEntry) -> dict[str, Any]:
         "query": _utf8_text(t.get("query")),
         "meta": _json(t.get("meta")), "document": doc if result is None else None,
         "payloads": c.commitments,
-        "envelope": _bytes_of(row.envelope).decode("utf-8", "replace"),
+        "envelope": as_bytes(row.envelope).decode("utf-8", "replace"),
         "body_hash": _hex(row.body_hash), "prev_hash": _hex(row.prev_hash),
         "entry_hash": _hex(row.entry_hash),
     }
 
 
-def _bytes_of(value: Any) -> bytes:
-    return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
-
-
 def _hex(value: Any) -> str:
-    return hash_hex(_bytes_of(value))
+    return hash_hex(as_bytes(value))
 
 
 def project(view: dict[str, Any], layer: str) -> dict[str, Any]:
@@ -178,7 +160,7 @@ def entry_detail(row: Any, c: CheckedEntry,
         "attestation_verdict": v["att_verdict"], "attestation_kid": v["att_kid"],
         "attestation_iss": v["att_iss"],
         "document": c.document, "payloads": payloads,
-        "envelope": _bytes_of(row.envelope).decode("utf-8", "replace"),
+        "envelope": as_bytes(row.envelope).decode("utf-8", "replace"),
         "body_hash": _hex(row.body_hash), "prev_hash": _hex(row.prev_hash),
         "entry_hash": _hex(row.entry_hash),
         "integrity": c.integrity.to_dict("auditor"), "findings": list(findings or ()),
@@ -216,11 +198,6 @@ def export_record(row: Any, blobs: Any, redactions: RedactionMap | None = None,
 def export_line(row: Any, blobs: Any, redactions: RedactionMap | None = None) -> bytes:
     """``dump_line(export_record(row, blobs))``, byte for byte (the export's hot path)."""
     return entry_line(*_export_args(row, blobs, redactions))
-
-
-def committed_digests(row: Any) -> dict[str, str | None]:
-    """The payload digests ``row``'s envelope commits to (by payload name)."""
-    return _envelope(row).get("payloads") or {}
 
 
 def proof_entry(row: Any, blobs: Any) -> dict[str, Any]:
