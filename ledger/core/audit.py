@@ -25,6 +25,8 @@ from ledger.core.digest import digest_text
 from ledger.core.entry import (
     COLUMN_MAP,
     COLUMN_MAP_V2,
+    DOC_FIELDS,
+    DOC_PAYLOAD,
     ENTRY_TAG,
     ENVELOPE_TAG,
     FORMAT_V2,
@@ -119,12 +121,7 @@ def _as_bytes(value: bytes | str) -> bytes:
 
 
 # Non-result documents: payload name, {envelope field: document key} that must agree.
-_DOC_FIELDS = {
-    "key_event": ("event", {"action": "action", "issuer": "issuer", "kid": "kid",
-                            "thumbprint": "thumbprint"}),
-    "audit_run": ("report", {"outcome": "outcome"}),
-    "import": ("report", {"outcome": "outcome", "source": "source"}),
-}
+_DOC_FIELDS = {kind: (DOC_PAYLOAD[kind], fields) for kind, fields in DOC_FIELDS.items()}
 
 
 # Fast equality of envelope fields vs columns (the slow path names the column).

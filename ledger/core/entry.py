@@ -87,6 +87,14 @@ PAYLOAD_MAP_V2: dict[str, dict[str, int]] = {**PAYLOAD_MAP, "result": dict(SLOTS
 # The payload that holds a kind's main document.
 DOC_PAYLOAD = {"result": "result", "key_event": "event", "audit_run": "report",
                "redaction": "request", "hold": "order", "import": "report"}
+# Non-result documents: {envelope field: document key} that must agree (the audit and every
+# read check them).
+DOC_FIELDS: dict[str, dict[str, str]] = {
+    "key_event": {"action": "action", "issuer": "issuer", "kid": "kid",
+                  "thumbprint": "thumbprint"},
+    "audit_run": {"outcome": "outcome"},
+    "import": {"outcome": "outcome", "source": "source"},
+}
 # Envelope keys (besides v, ledger, kind, payloads) of the v2 kinds, exactly.
 V2_FIELDS: dict[str, tuple[str, ...]] = {
     "result": V2_RESULT_FIELDS,

@@ -34,6 +34,7 @@ from typing import Any
 
 from ledger.core.entry import (
     COLUMN_MAP,
+    DOC_FIELDS,
     DOC_PAYLOAD,
     FORMAT_V2,
     RESULT_FIELDS,
@@ -51,13 +52,6 @@ from ledger.core.erasure import RedactionMap
 # The indexed copies of envelope fields in the entries table (every string column); a
 # column that copies no field of an entry's kind must be NULL.
 INDEXED_COLUMNS = RESULT_FIELDS
-# Non-result documents: {envelope field: document key} that must agree (as the audit).
-DOC_FIELDS = {
-    "key_event": {"action": "action", "issuer": "issuer", "kid": "kid",
-                  "thumbprint": "thumbprint"},
-    "audit_run": {"outcome": "outcome"},
-    "import": {"outcome": "outcome", "source": "source"},
-}
 
 # The stable codes of a read verdict (docs/reads.md); each names what it covers.
 ROW_UNREADABLE = "row_unreadable"              # stored values of the wrong type
