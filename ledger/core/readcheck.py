@@ -27,7 +27,6 @@ Pure: stdlib only, shared by the server and the reader client.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +47,7 @@ from ledger.core.entry import (
     payload_map,
 )
 from ledger.core.erasure import RedactionMap
+from ledger.core.fastjson import loads as fast_loads
 
 # The indexed copies of envelope fields in the entries table (every string column); a
 # column that copies no field of an entry's kind must be NULL.
@@ -248,7 +248,7 @@ def check_entry(row: Any, blobs: dict[int, Any], ledger_id: str, *,
 
 def _envelope(envelope: bytes, problems: list[Problem]) -> dict[str, Any]:
     try:
-        env = json.loads(envelope)
+        env = fast_loads(envelope)
     except ValueError:
         env = None
     if not isinstance(env, dict):
@@ -303,7 +303,7 @@ def _document(kind: str, env: dict[str, Any], texts: dict[str, bytes],
     if data is None:
         return None
     try:
-        doc = json.loads(data)
+        doc = fast_loads(data)
     except ValueError:
         doc = None
     if not isinstance(doc, dict):
