@@ -205,7 +205,10 @@ async function entriesView(view, query) {
       for (const c of cols) {
         const td = tr.insertCell();
         if (c === "seq") td.append(h("a", { href: `#/entry/${e.seq}`, text: String(e.seq) }));
-        else if (c === "status") td.append(h("span", { class: ok ? `status-${e.status}` : "", text: fmt(e.status) }));
+        else if (c === "status") {
+          td.append(h("span", { class: ok ? `status-${e.status}` : "", text: fmt(e.status) }));
+          if (bad.has(c)) td.classList.add("bad-field");
+        }
         else if (c === "integrity") {
           td.className = "integrity";
           if (ok) td.append(h("span", { class: "muted", text: "verified" }));

@@ -158,6 +158,7 @@ def tampered(lab: Lab) -> Lab:
             seq = _pick(lab, t, used)
             used.add(seq)
             lab.targets[t.name] = seq
+            value: Any
             if t.column:
                 value = _column_value(t, lab.original[seq])
                 tamper.update_entry(conn, seq, **{t.column: value})
@@ -248,6 +249,8 @@ def test_a_rewritten_row_is_flagged_for_an_auditor(tab: Tab, tampered: Lab, t: T
     assert row.locator(".badge").inner_text().endswith(("finding", "findings"))
     if t.column:  # the list shows the envelope's value, never the rewritten column
         assert lab.stored[t.name] not in row.inner_text()
+        if t.column in ("status", "engine", "constraint_id"):  # columns of the list
+            assert row.locator("td.bad-field").count() == 1
     # the entry page: the banner names the field with the hashed and the stored value
     tab.go(f"#/entry/{seq}")
     banner = page.locator("#integrity-banner")
@@ -282,6 +285,8 @@ def test_a_rewritten_row_is_flagged_for_an_auditor(tab: Tab, tampered: Lab, t: T
     if t.name == "status":
         page.set_viewport_size({"width": 1440, "height": 900})
         tab.shot("flagged-entry")
+        page.locator("#proof").scroll_into_view_if_needed()
+        tab.shot("flagged-proof")
 
 
 @pytest.mark.parametrize("role", ["developer", "agent"])
