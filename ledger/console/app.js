@@ -2,7 +2,7 @@
 // for the signed-in token's layer and nothing else; data is only ever put into the page
 // as text (textContent), never as markup.
 import { verifyProof } from "./verify.js";
-import { stackedBars, dataTable, bucketByTime } from "./charts.js";
+import { stackedBars, dataTable, bucketByTime, FLAGGED } from "./charts.js";
 
 const KEY = "ledger-console-token";
 const $ = (id) => document.getElementById(id);
@@ -25,13 +25,23 @@ function h(tag, attrs = {}, ...children) {
   return e;
 }
 const fmt = (v) => (v === null || v === undefined ? "—" : typeof v === "object" ? JSON.stringify(v, null, 2) : String(v));
-function fields(obj, names) {
+// The indexed columns: a flagged one is shown with its envelope value, not the column's.
+const COLUMN_NAMES = new Set(["engine", "status", "constraint_id", "proof_ref", "subject", "producer",
+  "idempotency_key", "admission", "att_verdict", "att_kid", "att_iss"]);
+// `bad`: names whose value did not check (marked in text, not by colour alone).
+function fields(obj, names, bad = new Set()) {
   const dl = h("dl", { class: "fields" });
   for (const n of names) {
     if (!(n in obj)) continue;
     const v = obj[n];
     const big = typeof v === "object" && v !== null || typeof v === "string" && v.length > 80;
-    dl.append(h("dt", { text: n }), h("dd", {}, big ? h("pre", { text: fmt(v) }) : h("span", { class: "mono", text: fmt(v) })));
+    const dd = h("dd", {}, big ? h("pre", { text: fmt(v) }) : h("span", { class: "mono", text: fmt(v) }));
+    if (bad.has(n)) {
+      dd.classList.add("bad-field");
+      dd.append(h("span", { class: "flag", text: v === null || v === undefined ? " \u26a0 did not check: not shown"
+        : COLUMN_NAMES.has(n) ? " \u26a0 did not check: this is the envelope's value, the stored column differs" : " \u26a0 did not check (see the banner)" }));
+    }
+    dl.append(h("dt", { text: n }), dd);
   }
   return dl;
 }
@@ -58,6 +68,20 @@ async function jwks() {
   if (!state.jwks) state.jwks = await (await fetch("/.well-known/jwks.json", { cache: "no-store" })).json();
   return state.jwks;
 }
+// -- the read verdict (docs/reads.md) ------------------------------------------------
+// Every row the server returns carries `integrity` ({verified, codes} for agents, plus
+// fields and redacted for developers, plus problems for auditors).  A row without one is
+// treated as not verified: nothing is shown as checked that the server did not check.
+const isVerified = (row) => !!(row && row.integrity && row.integrity.verified === true);
+const flaggedFields = (row) => new Set((row && row.integrity && row.integrity.fields) || []);
+function flagText(row) {
+  const i = (row && row.integrity) || {};
+  const codes = (i.codes || []).join(", ") || "no verdict from the server";
+  const where = (i.fields || []).length ? ` (${i.fields.join(", ")})` : "";
+  return `not verified: ${codes}${where}`;
+}
+const findingCount = (row) => (Array.isArray(row && row.findings) ? row.findings.length : 0);
+
 function problem(e) {
   return h("p", { class: "error", role: "alert", text: e instanceof ApiError ? `${e.status} ${e.code}: ${e.message}` : String(e) });
 }
@@ -142,6 +166,10 @@ async function entriesView(view, query) {
     }
     form.append(h("div", {}, h("label", { for: id, text: name.replace("_", " ") }), input));
   }
+  if (state.layer !== "agent") {  // agents see no audit findings (403 forbidden_filter)
+    form.append(h("div", { class: "toggle" }, h("label", { for: "f-has_findings", text: "with findings" }),
+      h("input", { id: "f-has_findings", name: "has_findings", type: "checkbox", value: "true", checked: q.has_findings === "true" })));
+  }
   form.append(h("div", {}, h("label", { for: "f-limit", text: "per page" }),
     h("select", { id: "f-limit", name: "limit" }, ["10", "25", "100", "500"].map((n) => h("option", { value: n, text: n, selected: (q.limit || "25") === n })))));
   form.append(h("div", { class: "actions" }, h("button", { type: "submit", text: "Apply filters" }),
@@ -159,10 +187,11 @@ async function entriesView(view, query) {
   const after = Number(q.after ?? -1);
   const params = {};
   for (const n of FILTERS[state.layer]) if (q[n]) params[n] = q[n];
+  if (state.layer !== "agent" && q.has_findings === "true") params.has_findings = "true";
   params.limit = q.limit || "25";
   try {
     const r = await api("/v1/entries", { ...params, after });
-    const cols = COLUMNS[state.layer];
+    const cols = [...COLUMNS[state.layer], "integrity", ...(state.layer === "agent" ? [] : ["findings"])];
     const table = h("table", { id: "entries-table" }, h("caption", { text: `Entries after seq ${after} (${r.entries.length} shown, layer ${r.layer})` }));
     const head = table.createTHead().insertRow();
     for (const c of cols) head.append(h("th", { scope: "col", text: c.replace("_", " ") }));
@@ -170,13 +199,36 @@ async function entriesView(view, query) {
     for (const e of r.entries) {
       const tr = body.insertRow();
       tr.dataset.seq = e.seq;
+      const ok = isVerified(e);
+      if (!ok) tr.classList.add("flagged");
+      const bad = flaggedFields(e);
       for (const c of cols) {
         const td = tr.insertCell();
         if (c === "seq") td.append(h("a", { href: `#/entry/${e.seq}`, text: String(e.seq) }));
-        else if (c === "status") td.append(h("span", { class: `status-${e.status}`, text: fmt(e.status) }));
-        else td.textContent = fmt(e[c]);
+        else if (c === "status") {
+          td.append(h("span", { class: ok ? `status-${e.status}` : "", text: fmt(e.status) }));
+          if (bad.has(c)) td.classList.add("bad-field");
+        }
+        else if (c === "integrity") {
+          td.className = "integrity";
+          if (ok) td.append(h("span", { class: "muted", text: "verified" }));
+          else td.append(h("span", { class: "flag", text: `\u26a0 ${flagText(e)}` }));
+          if (e.integrity && e.integrity.filter_match === false) {
+            td.append(h("span", { class: "flag nomatch", text: " \u2014 its proven values do not match the filters (found through a rewritten column)" }));
+          }
+        } else if (c === "findings") {
+          const n = findingCount(e);
+          if (n) td.append(h("a", { class: "badge", href: `#/entry/${e.seq}`, "aria-label": `${n} audit finding(s) on entry ${e.seq}`, text: `${n} finding${n === 1 ? "" : "s"}` }));
+        } else {
+          td.textContent = fmt(e[c]);
+          if (bad.has(c)) td.classList.add("bad-field");
+        }
       }
     }
+    const counts = [`${r.entries.length} shown`, `${r.flagged ?? "?"} not verified (flagged)`,
+      `${r.matched ?? "?"} match the filters by their proven values`];
+    if (state.layer !== "agent") counts.push(`${r.with_findings ?? "?"} with audit findings`);
+    out.append(h("p", { id: "page-counts", class: r.flagged ? "counts flagged" : "counts", text: `This page: ${counts.join(" · ")}.` }));
     if (!r.entries.length) out.append(h("p", { class: "muted", text: "No entries match." }));
     else out.append(table);
     const base = new URLSearchParams(params);
@@ -217,25 +269,34 @@ async function entryView(view, seq) {
   if (!state.layer) { view.append(noLayer("an entry")); return; }
   let entry;
   try { entry = (await api(`/v1/entries/${seq}`)).entry; } catch (e) { view.append(problem(e)); return; }
+  const verified = isVerified(entry);
+  const bad = flaggedFields(entry);
+  if (!verified) view.append(integrityBanner(entry));
+  const redacted = (entry.integrity && entry.integrity.redacted) || [];
+  if (redacted.length) view.append(h("p", { id: "redacted-note", class: "muted", text: `Erased by a redaction (absent, not a flag): ${redacted.join(", ")}.` }));
+  if (findingCount(entry)) view.append(findingsBox(entry));
   for (const [title, layer, names] of LAYER_SETS) {
     const box = h("section", { class: "layer", "aria-label": title }, h("h3", { text: title }));
     if (RANK[layer] > RANK[state.layer]) box.append(h("p", { class: "muted", text: `Not disclosed at your layer (${state.layer}).` }));
-    else box.append(fields(entry, names));
+    else box.append(fields(entry, names, bad));
     view.append(box);
   }
   if (state.layer === "auditor") {
     const box = h("section", { class: "layer", id: "payloads", "aria-label": "Payloads" }, h("h3", { text: "Payloads" }));
+    const absent = (n) => bad.has(n) ? h("p", { class: "flag bad-field", text: `\u26a0 not shown: the stored ${n} did not check against the envelope's commitment` })
+      : redacted.includes(n) ? h("p", { class: "muted", text: "erased by a redaction" }) : h("p", { class: "muted", text: "none" });
     for (const n of ["preimage", "query"]) {
       box.append(h("h4", { text: n === "preimage" ? "Evidence preimage" : "Query" }),
-        entry[n] === null || entry[n] === undefined ? h("p", { class: "muted", text: "none (or erased)" }) : h("pre", { text: entry[n] }));
+        entry[n] === null || entry[n] === undefined ? absent(n) : h("pre", { text: entry[n] }));
     }
     box.append(h("h4", { text: "Attestation" }));
-    if (entry.attestation) {
+    if (!entry.attestation) box.append(absent("attestation"));
+    else {
       const d = decodeJwt(entry.attestation);
       box.append(h("p", {}, "Verdict recorded: ", h("strong", { text: fmt(entry.att_verdict) })));
       if (d) box.append(h("p", { text: "Header" }), h("pre", { text: fmt(d.header) }), h("p", { text: "Claims" }), h("pre", { text: fmt(d.claims) }));
       box.append(h("details", {}, h("summary", { text: "Token" }), h("pre", { text: entry.attestation })));
-    } else box.append(h("p", { class: "muted", text: "none" }));
+    }
     view.append(box);
   }
   const proofBox = h("section", { class: "layer", id: "proof", "aria-label": "Inclusion proof" }, h("h3", { text: "Inclusion proof (checked in this browser)" }));
@@ -248,8 +309,8 @@ async function entryView(view, seq) {
     try {
       const [r, keys] = await Promise.all([api(`/v1/entries/${seq}`, { proof: "true" }), jwks()]);
       const res = await verifyProof(r.proof, keys);
-      const verdict = h("p", { class: `verdict ${res.ok ? "valid" : "invalid"}`, id: "proof-verdict",
-        text: res.ok ? `Valid: entry ${seq} is in the signed tree of size ${res.treeSize}` : `Invalid: ${res.code} — ${res.message}` });
+      const verdict = h("p", { class: `verdict ${!res.ok ? "invalid" : verified ? "valid" : "flagged"}`, id: "proof-verdict",
+        text: headline(res, verified, entry) });
       const list = h("ol", { class: "steps", "aria-label": "Checks" },
         res.steps.map((s) => h("li", { class: s.ok ? "ok" : "bad", text: `${s.ok ? "pass" : "FAIL"} ${s.check}: ${s.detail}` })));
       status.replaceChildren(verdict, list);
@@ -258,6 +319,68 @@ async function entryView(view, seq) {
   };
   again.addEventListener("click", run);
   await run();
+}
+
+// What the proof verdict covers, exactly: the browser proves that the entry hash is in a
+// signed tree; the values on the page were checked against that hash by the server (its
+// integrity verdict).  Never a plain "valid" beside values that did not check.
+function headline(res, verified, entry) {
+  if (!res.ok) return `Invalid: ${res.code} — ${res.message}`;
+  const proven = `This entry's hash is in the signed tree of size ${res.treeSize} (checkpoint verified in your browser)`;
+  if (verified) return `${proven}; the values below were checked against it by the server`;
+  const i = entry.integrity || {};
+  const what = (i.fields || []).length ? i.fields.join(", ") : (i.codes || []).join(", ") || "some values";
+  return `${proven}, but the values shown are flagged: ${what} did not check against it (see the banner above); the inclusion of the hash does not prove them`;
+}
+
+// The red banner of an entry whose integrity verdict is false: what did not check, at the
+// caller's layer (auditors: each field with the hashed and the stored value; developers:
+// the fields; agents: the codes).  The values on the page are the envelope's.
+function integrityBanner(entry) {
+  const i = entry.integrity || {};
+  const box = h("section", { class: "banner bad", id: "integrity-banner", role: "alert", "aria-labelledby": "integrity-h" },
+    h("h3", { id: "integrity-h", text: "\u26a0 Not verified: the stored entry does not match what was hashed" }));
+  box.append(h("p", { text: `Codes: ${(i.codes || []).join(", ") || "none given (the server sent no verdict)"}.` }));
+  if (Array.isArray(i.problems) && i.problems.length) {
+    const t = h("table", { id: "integrity-problems" }, h("caption", { text: "What did not check (expected: the envelope's hashed value; stored: what the row holds)" }));
+    const hr = t.createTHead().insertRow();
+    for (const c of ["field", "code", "expected (hashed)", "stored"]) hr.append(h("th", { scope: "col", text: c }));
+    const tb = t.createTBody();
+    for (const p of i.problems) {
+      const tr = tb.insertRow();
+      for (const v of [p.field, p.code, p.expected, p.actual]) { const td = tr.insertCell(); td.className = "mono"; td.textContent = fmt(v); }
+    }
+    box.append(t);
+  } else if (Array.isArray(i.fields) && i.fields.length) {
+    const ul = h("ul", { id: "integrity-fields" });
+    for (const f of i.fields) {
+      ul.append(h("li", {}, h("strong", { text: f }), COLUMN_NAMES.has(f) && f in entry && entry[f] !== null
+        ? ` — shown below: the envelope's (hashed) value ${fmt(entry[f])}; the stored value differs` : " — did not check"));
+    }
+    box.append(h("p", { text: "Fields that did not check:" }), ul);
+  }
+  box.append(h("p", { text: "The values on this page are the server's: the envelope's, never the indexed columns', and no payload that did not check. Where the envelope or the entry hash itself did not check, none of them is proven." }));
+  return box;
+}
+
+// The audit findings about an entry (auditors: each with the run that found it, linked;
+// developers: their codes), from the latest complete audit run and later partial runs.
+function findingsBox(entry) {
+  const box = h("section", { class: "banner bad", id: "entry-findings", "aria-labelledby": "entry-findings-h" },
+    h("h3", { id: "entry-findings-h", text: `\u26a0 ${findingCount(entry)} audit finding(s) on this entry` }));
+  const objs = entry.findings.filter((f) => f && typeof f === "object");
+  if (!objs.length) { box.append(h("p", { text: `Codes: ${entry.findings.join(", ")} (the runs and their details are shown to auditors).` })); return box; }
+  const t = h("table", { id: "entry-findings-table" }, h("caption", { text: "Findings of the latest complete audit run and of later partial runs" }));
+  const hr = t.createTHead().insertRow();
+  for (const c of ["run", "code", "class", "message", "expected", "actual"]) hr.append(h("th", { scope: "col", text: c }));
+  const tb = t.createTBody();
+  for (const f of objs) {
+    const tr = tb.insertRow();
+    tr.insertCell().append(h("a", { href: `#/audits?run=${f.run_id}`, text: `run #${f.run_id}` }));
+    for (const v of [f.code, f.class, f.message, f.expected, f.actual]) { const td = tr.insertCell(); td.className = "mono"; td.textContent = fmt(v); }
+  }
+  box.append(t);
+  return box;
 }
 
 async function checkpointsView(view) {
@@ -338,10 +461,11 @@ async function auditsView(view, query) {
       const tb = t.createTBody();
       for (const f of run.finding_list) {
         const tr = tb.insertRow();
-        tr.insertCell().append(f.seq === null ? "—" : h("a", { href: `#/entry/${f.seq}`, text: String(f.seq) }));
+        tr.insertCell().append(f.seq === null || f.seq === undefined ? "—" : h("a", { href: `#/entry/${f.seq}`, "aria-label": `entry ${f.seq}`, text: String(f.seq) }));
         for (const v of [f.code, f.class, f.message, f.expected, f.actual]) { const td = tr.insertCell(); td.className = "mono"; td.textContent = fmt(v); }
       }
-      sec.append(t);
+      sec.append(t, h("p", {}, h("a", { id: "entries-with-findings", href: "#/entries?has_findings=true",
+        text: "The entries with findings (of the latest complete run and later running runs) in the entries list" })));
     }
     if (run.abstention_list.length) {
       const t = h("table", { id: "abstentions-table" }, h("caption", { text: `${run.abstention_list.length} abstention(s)` }));
@@ -367,19 +491,25 @@ async function chartsView(view) {
       after = r.next_after;
     }
   } catch (e) { view.append(problem(e)); return; }
-  view.append(h("p", { class: "muted", text: `${rows.length} result entries (the first 5000 at most), at layer ${state.layer}.` }));
+  const flagged = rows.filter((r) => !isVerified(r)).length;
+  view.append(h("p", { class: "muted", text: `${rows.length} result entries (the first 5000 at most), at layer ${state.layer}.` }),
+    h("p", { id: "charts-flagged", class: flagged ? "counts flagged" : "counts", text: flagged
+      ? `\u26a0 ${flagged} of them not verified: counted as "${FLAGGED}", never under their status or verdict.`
+      : "Every one of them verified against what was hashed." }));
   const add = (id, title, { buckets, series }) => {
     const fig = h("figure", { id });
     if (!buckets.length) fig.append(h("p", { class: "muted", text: `${title}: no data.` }));
     else fig.append(stackedBars(title, buckets, series), h("details", {}, h("summary", { text: "Data" }), dataTable(title, buckets, series)));
     view.append(h("h3", { text: title }), fig);
   };
-  const byStatusEngine = state.layer === "agent" ? (r) => r.status : (r) => `${r.status} · ${r.engine ?? "?"}`;
+  // a row that did not check is counted apart, never under the status it shows
+  const clean = (f) => (r) => (isVerified(r) ? f(r) : FLAGGED);
+  const byStatusEngine = clean(state.layer === "agent" ? (r) => r.status : (r) => `${r.status} · ${r.engine ?? "?"}`);
   add("chart-status", state.layer === "agent" ? "Results by status over time" : "Results by status × engine over time",
     bucketByTime(rows, "recorded_at", byStatusEngine));
   if (state.layer === "auditor") {
     add("chart-attestations", "Attestation verdicts over time",
-      bucketByTime(rows.filter((r) => r.att_verdict !== null || r.status === "VERIFIED"), "recorded_at", (r) => r.att_verdict ?? "no attestation"));
+      bucketByTime(rows.filter((r) => !isVerified(r) || r.att_verdict !== null || r.status === "VERIFIED"), "recorded_at", clean((r) => r.att_verdict ?? "no attestation")));
     let runs = [];
     try { runs = await allRuns(); } catch (e) { view.append(problem(e)); return; }
     const done = runs.filter((r) => r.state === "complete");

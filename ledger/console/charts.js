@@ -5,6 +5,9 @@
 const NS = "http://www.w3.org/2000/svg";
 const PATTERNS = ["solid", "hatch", "dots", "cross", "vert", "back"];
 let chartNo = 0;
+// The series of rows whose values did not check against what was hashed: always last,
+// always its own pattern and colour, never merged into a status or verdict.
+export const FLAGGED = "not verified (flagged)";
 
 function el(name, attrs = {}, text) {
   const e = document.createElementNS(NS, name);
@@ -34,7 +37,8 @@ export function stackedBars(title, buckets, series) {
     "aria-labelledby": `${id}-t`, class: "chart" });
   svg.append(el("title", { id: `${id}-t` }, title));
   const defs = el("defs");
-  series.forEach((s, i) => defs.append(pattern(`${id}-p${i}`, PATTERNS[i % PATTERNS.length], `s${i % 6}`)));
+  series.forEach((s, i) => defs.append(s === FLAGGED ? pattern(`${id}-p${i}`, "cross", "sflag")
+    : pattern(`${id}-p${i}`, PATTERNS[i % PATTERNS.length], `s${i % 6}`)));
   svg.append(defs);
   const plotW = W - L - R, plotH = H - T - B;
   svg.append(el("line", { x1: L, y1: T + plotH, x2: W - R, y2: T + plotH, class: "axis" }));
@@ -125,5 +129,6 @@ export function bucketByTime(rows, key, seriesOf) {
     }
   }
   const buckets = [...map.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([l, values]) => ({ label: l, values }));
-  return { buckets, series: [...seen].sort() };
+  const series = [...seen].filter((s) => s !== FLAGGED).sort();
+  return { buckets, series: seen.has(FLAGGED) ? [...series, FLAGGED] : series };
 }
