@@ -188,8 +188,11 @@ class QueryPage:
     with_findings: int = 0
 
     def counts(self) -> dict[str, int]:
-        return {"flagged": self.flagged, "matched": self.matched,
-                "with_findings": self.with_findings}
+        """The page's counts for its layer (agents see no findings, so no count of them)."""
+        out = {"flagged": self.flagged, "matched": self.matched}
+        if self.layer != "agent":
+            out["with_findings"] = self.with_findings
+        return out
 
 
 # -- pages -------------------------------------------------------------------------------

@@ -173,3 +173,11 @@ def test_a_row_of_unreadable_types_is_flagged_not_raised(tmp_path_factory):
     got = check_entry(row._replace(envelope=b"\xff not json"), blobs, ledger_id)
     assert {"envelope_hash_mismatch", "envelope_unreadable"} <= set(got.integrity.codes)
     assert got.values == dict.fromkeys(INDEXED_COLUMNS)
+
+
+def test_an_agent_page_counts_no_findings(sqlite_url):
+    with Ledger.init(sqlite_url) as L:
+        L.append_many(realistic(3), producer="p")
+        assert set(L.query_page(make_filters(), layer="agent").counts()) == {
+            "flagged", "matched"}
+        assert "with_findings" in L.query_page(make_filters(), layer="developer").counts()
