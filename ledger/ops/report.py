@@ -17,6 +17,7 @@ import datetime as dt
 import html
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +50,47 @@ def e(value: Any) -> str:
 
 
 # -- gathering -----------------------------------------------------------------------
-def _bucket_label(t_us: int, cut: int) -> str:
-    text = format_us(t_us)[:cut].replace("T", " ")
-    return text + "h" if cut == 13 else text
+# Bucket widths of the time axis (µs), the smallest that keeps a chart under MAX_BUCKETS bars,
+# and how much of an RFC 3339 time labels a bucket of that width.
+_MIN = 60 * 10**6
+BUCKETS = ((_MIN, 16), (10 * _MIN, 16), (60 * _MIN, 13), (6 * 60 * _MIN, 13),
+           (24 * 60 * _MIN, 10), (7 * 24 * 60 * _MIN, 10), (30 * 24 * 60 * _MIN, 10))
+MAX_BUCKETS = 60
+MAX_SERIES = 8  # a chart's series beyond the largest ones are added up as OTHER_SERIES
+OTHER_SERIES = "other"
 
 
-def _cut(times: Sequence[int]) -> int:
-    span = (max(times) - min(times)) if times else 0
-    return 16 if span < 3 * 3600 * 10**6 else 13 if span < 2 * 86400 * 10**6 else 10
+@dataclass(frozen=True)
+class TimeAxis:
+    """Consecutive buckets of ``width`` µs from ``start``: every bucket between the first and
+    the last entry has a bar, so a quiet period shows as a gap and a spike as a spike."""
+
+    start: int
+    width: int
+    cut: int
+    count: int
+
+    @classmethod
+    def over(cls, times: Sequence[int]) -> TimeAxis:
+        lo, hi = (min(times), max(times)) if times else (0, 0)
+        for width, cut in BUCKETS:
+            first = lo - lo % width
+            n = (hi - first) // width + 1
+            if n <= MAX_BUCKETS:
+                return cls(first, width, cut, n)
+        width, cut = BUCKETS[-1]
+        first = lo - lo % width
+        return cls(first, width, cut, (hi - first) // width + 1)
+
+    def index(self, t_us: int) -> int:
+        return max(0, min(self.count - 1, (t_us - self.start) // self.width))
+
+    def label(self, i: int) -> str:
+        text = format_us(self.start + i * self.width)[:self.cut].replace("T", " ")
+        return text + "h" if self.cut == 13 else text
+
+    def labels(self) -> list[str]:
+        return [self.label(i) for i in range(self.count)]
 
 
 def _checkpoint(ctx: LedgerContext, end: int) -> dict[str, Any] | None:
@@ -89,36 +123,38 @@ def report_data(ctx: LedgerContext, audit: dict[str, Any], *, title: str,
     with connect(ctx.engine) as conn:
         rows = list(checked_headers(conn, ctx.ledger_id, start, end))
     times = [c.recorded_at for c in rows]
-    cut = _cut(times)
+    axis = TimeAxis.over(times)
     kinds: Counter[str] = Counter()
     status_engine: Counter[tuple[str, str]] = Counter()
     verdicts: Counter[str] = Counter()
-    over_time: dict[str, Counter[str]] = {}
-    verdict_time: dict[str, Counter[str]] = {}
+    over_time: dict[str, Counter[str]] = {label: Counter() for label in axis.labels()}
+    verdict_time: dict[str, Counter[str]] = {label: Counter() for label in axis.labels()}
     seq_bucket: dict[int, str] = {}
     flagged: list[int] = []
     for c in rows:
-        label = _bucket_label(c.recorded_at, cut)
+        label = axis.label(axis.index(c.recorded_at))
         seq_bucket[c.seq] = label
         if not c.integrity.verified or c.seq in tampered:
             # values that did not check are never counted as what they claim
             flagged.append(c.seq)
-            over_time.setdefault(label, Counter())[FLAGGED_SERIES] += 1
+            over_time[label][FLAGGED_SERIES] += 1
             continue
         kinds[c.kind] += 1
         if c.kind != "result":
             continue
         status, engine = c.values["status"], c.values["engine"]
         status_engine[(status or "?", engine or "?")] += 1
-        over_time.setdefault(label, Counter())[f"{status} \u00b7 {engine}"] += 1
+        over_time[label][f"{status} \u00b7 {engine}"] += 1
         v = c.values["att_verdict"] or "none"
         verdicts[v] += 1
-        verdict_time.setdefault(label, Counter())[v] += 1
-    findings_time: dict[str, Counter[str]] = {}
+        verdict_time[label][v] += 1
+    findings_time: dict[str, Counter[str]] = {label: Counter() for label in axis.labels()}
     for f in audit["findings"]:
         label = seq_bucket.get(f["seq"], "ledger-level") if f.get("seq") is not None \
             else "ledger-level"
         findings_time.setdefault(label, Counter())[f["class"]] += 1
+    if not audit["findings"]:
+        findings_time = {}
     return {
         "format": FORMAT, "title": title, "command": command,
         "generated_at": format_us(ctx.clock.now_us()),
@@ -132,11 +168,59 @@ def report_data(ctx: LedgerContext, audit: dict[str, Any], *, title: str,
         "kinds": dict(sorted(kinds.items())),
         "status_engine": [[s, g, n] for (s, g), n in sorted(status_engine.items())],
         "verdicts": dict(sorted(verdicts.items())),
-        "over_time": {k: dict(v) for k, v in sorted(over_time.items())},
-        "verdict_time": {k: dict(v) for k, v in sorted(verdict_time.items())},
-        "findings_time": {k: dict(v) for k, v in sorted(findings_time.items())},
+        "bucket_width_s": axis.width // 10**6,
+        "over_time": _top_series(over_time) if rows else {},
+        "verdict_time": _top_series(verdict_time) if rows else {},
+        "findings_time": {k: dict(v) for k, v in findings_time.items()},
+        "findings_grouped": group_findings(audit["findings"]),
         "audit": audit, "summary_line": summary_line(audit),
     }
+
+
+def _top_series(buckets: dict[str, Counter[str]], keep: int = MAX_SERIES,
+                ) -> dict[str, dict[str, int]]:
+    """``buckets`` with only the ``keep`` largest series (and the flagged one, always); the
+    rest added up as ``other``, so a chart's legend and its table stay readable."""
+    totals: Counter[str] = Counter()
+    for b in buckets.values():
+        totals.update(b)
+    kept = {s for s, _ in totals.most_common() if s != FLAGGED_SERIES}
+    kept = set(sorted(kept, key=lambda s: (-totals[s], s))[:keep]) | {FLAGGED_SERIES}
+    out: dict[str, dict[str, int]] = {}
+    for label, b in buckets.items():
+        row: dict[str, int] = {}
+        for series, n in b.items():
+            key = series if series in kept else OTHER_SERIES
+            row[key] = row.get(key, 0) + n
+        out[label] = row
+    return out
+
+
+def seq_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted seqs as inclusive runs: [3, 4, 5, 9] -> [(3, 5), (9, 9)]."""
+    out: list[tuple[int, int]] = []
+    for s in sorted(set(seqs)):
+        if out and s == out[-1][1] + 1:
+            out[-1] = (out[-1][0], s)
+        else:
+            out.append((s, s))
+    return out
+
+
+def group_findings(findings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings grouped into incidents: one group per (code, class, message), with its count
+    and the runs of seqs it covers, largest group first (135 rows of one rewritten column
+    are one line, not 135)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for f in findings:
+        key = (str(f.get("code")), str(f.get("class")), str(f.get("message")))
+        groups.setdefault(key, []).append(f)
+    out = []
+    for (code, cls, message), items in groups.items():
+        seqs = [f["seq"] for f in items if isinstance(f.get("seq"), int)]
+        out.append({"code": code, "class": cls, "message": message, "count": len(items),
+                    "ranges": seq_ranges(seqs)})
+    return sorted(out, key=lambda g: (-g["count"], g["code"], g["message"]))
 
 
 def period_report(ctx: LedgerContext, since: str | None, until: str | None, *,
@@ -240,6 +324,11 @@ table { border-collapse: collapse; width: 100%; margin: .5rem 0 1rem; font-size:
 th, td { text-align: left; border-bottom: 1px solid #d0d7de; padding: .25rem .4rem;
   vertical-align: top; overflow-wrap: anywhere; }
 #findings-table td:nth-child(n+5) { font-family: ui-monospace, monospace; font-size: .75rem; }
+#findings-table td:nth-child(-n+3), #findings-grouped td:nth-child(-n+2),
+#status-engine td { overflow-wrap: normal; word-break: keep-all; white-space: nowrap; }
+#findings-grouped td:nth-child(4) { overflow-wrap: normal; word-break: normal; }
+#status-engine td:nth-child(n+2) { text-align: right; font-variant-numeric: tabular-nums; }
+nav#toc ol { columns: 2; margin: .3rem 0; }
 caption { text-align: left; font-weight: 600; padding: .3rem 0; }
 .mono, pre, code { font-family: ui-monospace, monospace; font-size: .8rem;
   overflow-wrap: anywhere; }
@@ -255,7 +344,11 @@ svg .tick, svg .legend { font-size: 11px; fill: #1b1f24; }
 @page { margin: 16mm 14mm; }
 @media print {
   body { max-width: none; margin: 0; font-size: 10.5pt; }
-  h2 { break-after: avoid; } figure, table.data, tr, pre { break-inside: avoid; }
+  h2 { break-after: avoid; } figure, tr, pre { break-inside: avoid; }
+  /* the figures behind each chart and the full list of findings stay on screen: the
+     chart, the grouped findings and the tables above them are what prints */
+  table.data, details.screen-only, nav#toc { display: none; }
+  table { font-size: 9pt; }
   pre { background: none; border: 1px solid #d0d7de; }
   a { color: inherit; text-decoration: none; }
 }
@@ -316,7 +409,7 @@ def render_html(d: dict[str, Any]) -> str:
         f"<title>{e(d['title'])} — {e(d['origin'])}</title><style>{CSS}</style></head><body>",
         f"<header><h1>{e(d['title'])}</h1><p class=\"muted\">{e(d['origin'])} · generated "
         f"{e(d['generated_at'])} by <code>{e(d['command'])}</code> · {e(d['format'])}</p>"
-        "</header>",
+        "</header>", _toc(),
         '<section id="identity"><h2>Ledger and scope</h2>' + _dl([
             ("origin", _mono(d["origin"])), ("ledger id", _mono(d["ledger_id"])),
             ("scope", e(scope_text)),
@@ -353,8 +446,7 @@ def render_html(d: dict[str, Any]) -> str:
         + _flagged(d)
         + _table("Entries by kind (verified)", ["kind", "entries"], d["kinds"].items(),
                  "kinds")
-        + _table("Results by status and engine (verified)", ["status", "engine", "results"],
-                 d["status_engine"], "status-engine")
+        + _crosstab(d["status_engine"])
         + _table("Attestation verdicts", ["verdict", "results"], d["verdicts"].items(),
                  "verdicts")
         + (_table("Abstentions by reason", ["reason", "count"], sorted(reasons.items()),
@@ -364,16 +456,13 @@ def render_html(d: dict[str, Any]) -> str:
                ("audit started", e(a.get("started_at"))),
                ("audit finished", e(a.get("finished_at")))])
         + "</section>")
-    shown = a["findings"][:MAX_FINDINGS_SHOWN]
-    more = len(a["findings"]) - len(shown)
-    parts.append('<section id="findings"><h2>Findings</h2>' + (
-        _table(f"{len(a['findings'])} finding(s)"
-               + (f" (the first {len(shown)} shown; all in the JSON report)" if more else ""),
-               ["seq", "code", "class", "message", "expected", "actual"],
-               [[f.get("seq"), f.get("code"), f.get("class"), f.get("message"),
-                 f.get("expected"), f.get("actual")] for f in shown], "findings-table")
-        if shown else "<p>No findings.</p>") + "</section>")
+    parts.append(_findings_section(a["findings"], d.get("findings_grouped") or []))
+    width = d.get("bucket_width_s")
+    axis = f" (one bar per {_duration(width)})" if width else ""
     parts.append('<section id="charts"><h2>Charts</h2>'
+                 f'<p class="muted">Time runs left to right{e(axis)}; every period between the '
+                 f"first and the last entry has its bar, empty or not. At most {MAX_SERIES} "
+                 f"series a chart; the rest are added up as \u201c{OTHER_SERIES}\u201d.</p>"
                  + stacked_bars("Results by status × engine over time", d["over_time"])
                  + stacked_bars("Attestation verdicts over time", d["verdict_time"])
                  + stacked_bars("Findings by class over time (by the entry's time)",
@@ -399,6 +488,77 @@ def _flagged(d: dict[str, Any]) -> str:
             "entr(y/ies) did not verify</strong> and are not counted in the tables or "
             f"charts below under the values they show (seq {e(listed)}"
             + (f" and {more} more" if more else "") + "; see the findings).</p>")
+
+
+SECTIONS = (("identity", "Ledger and scope"), ("checkpoint", "Checkpoint"),
+            ("summary", "Summary and dispositions"), ("findings", "Findings"),
+            ("charts", "Charts"), ("reverify", "Re-verify this report"))
+
+
+def _toc() -> str:
+    return ('<nav id="toc" aria-label="Contents"><h2>Contents</h2><ol>'
+            + "".join(f'<li><a href="#{i}">{e(t)}</a></li>' for i, t in SECTIONS)
+            + "</ol></nav>")
+
+
+def _duration(seconds: int) -> str:
+    for unit, n in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds % n == 0 and seconds >= n:
+            k = seconds // n
+            return f"{k} {unit}{'s' if k != 1 else ''}" if k != 1 else unit
+    return f"{seconds} s"
+
+
+def _crosstab(rows: Sequence[Sequence[Any]]) -> str:
+    """Verified results by engine (rows, the largest first, beyond MAX_SERIES added up as
+    other) and status (columns), with totals."""
+    cells: dict[str, Counter[str]] = {}
+    for status, engine, n in rows:
+        cells.setdefault(str(engine), Counter())[str(status)] += int(n)
+    order = sorted(cells, key=lambda g: (-sum(cells[g].values()), g))
+    if len(order) > MAX_SERIES:
+        other: Counter[str] = Counter()
+        for g in order[MAX_SERIES:]:
+            other.update(cells.pop(g))
+        order = order[:MAX_SERIES] + [OTHER_SERIES]
+        cells[OTHER_SERIES] = other
+    known = ["VERIFIED", "UNVERIFIABLE", "BLOCKED"]
+    statuses = known + sorted({s for c in cells.values() for s in c} - set(known))
+    body = [[g, *[cells[g].get(s, 0) for s in statuses], sum(cells[g].values())]
+            for g in order]
+    totals = ["total", *[sum(cells[g].get(s, 0) for g in order) for s in statuses],
+              sum(sum(c.values()) for c in cells.values())]
+    return _table("Results by engine and status (verified)", ["engine", *statuses, "total"],
+                  [*body, totals] if body else [], "status-engine")
+
+
+def _ranges_text(ranges: Sequence[tuple[int, int]], most: int = 12) -> str:
+    parts = [f"{a}" if a == b else f"{a}\u2013{b}" for a, b in ranges[:most]]
+    more = len(ranges) - most
+    return ", ".join(parts) + (f" and {more} more run(s)" if more > 0 else "")
+
+
+def _findings_section(findings: Sequence[dict[str, Any]],
+                      grouped: Sequence[dict[str, Any]]) -> str:
+    """The findings grouped into incidents (printed), then every finding (on screen, in a
+    closed details element; the first MAX_FINDINGS_SHOWN)."""
+    if not findings:
+        return '<section id="findings"><h2>Findings</h2><p>No findings.</p></section>'
+    groups = _table(f"{len(findings)} finding(s) in {len(grouped)} group(s)",
+                    ["code", "class", "findings", "entries (seq)", "message"],
+                    [[g["code"], g["class"], g["count"], _ranges_text(g["ranges"]) or "—",
+                      g["message"]] for g in grouped], "findings-grouped")
+    shown = findings[:MAX_FINDINGS_SHOWN]
+    more = len(findings) - len(shown)
+    listing = _table(f"{len(findings)} finding(s)"
+                     + (f" (the first {len(shown)} shown; all in the JSON report)"
+                        if more else ""),
+                     ["seq", "code", "class", "message", "expected", "actual"],
+                     [[f.get("seq"), f.get("code"), f.get("class"), f.get("message"),
+                       f.get("expected"), f.get("actual")] for f in shown], "findings-table")
+    return ('<section id="findings"><h2>Findings</h2>' + groups
+            + '<details class="screen-only"><summary>Every finding</summary>'
+            + listing + "</details></section>")
 
 
 def write_html(path: str | Path, d: dict[str, Any]) -> None:

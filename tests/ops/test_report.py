@@ -16,8 +16,9 @@ from ledger.ops.report import render_html
 from ledger.ops.samples import realistic
 from tests import tamper
 
-EXTERNAL = re.compile(r"""(?:src|href)\s*=|url\(\s*['"]?(?:https?:|//)|@import|<script|<link""",
-                      re.I)
+# an in-page anchor (href="#findings") is no external resource
+EXTERNAL = re.compile(r"""src\s*=|href\s*=\s*(?!["']?#)|url\(\s*['"]?(?:https?:|//)|@import"""
+                      r"""|<script|<link""", re.I)
 
 
 def _seed(db_url: str, tmp_path: Path, n: int = 12, checkpoint: bool = True) -> Keyring:
