@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ from ledger.crypto.note_sign import sign_note
 from ledger.facade import Ledger
 from ledger.ops.checkpoint import tree_root
 from ledger.ops.samples import math_verified
+from tests.api.server import ROOT
 from tests.client.server import LedgerServer
 from tests.conftest import ENGINES
 from tests.conftest import engine_url as fresh_db_url
@@ -290,3 +293,31 @@ def test_a_larger_re_signed_history_fails_consistency(own: LedgerServer, tmp_pat
         with pytest.raises(Forked) as err:
             reader.get(size)
     assert err.value.code == "consistency_invalid"
+
+
+# -- ledger get ------------------------------------------------------------------------------
+def _get(srv: LedgerServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ledger", "get", *args, "--url", srv.url,
+                           "--token", srv.token("auditor", "cli")], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT, check=False)
+
+
+def test_ledger_get_exits_0_1_2(shared: LedgerServer, tmp_path: Path):
+    seq = _seed(shared, 1)[0]
+    _sign(shared)
+    state = str(tmp_path / "state.json")
+    r = _get(shared, str(seq), "--state", state)  # first use without an anchor
+    assert r.returncode == 2 and "state_invalid" in r.stderr and "--key" in r.stderr
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps(_jwks(shared)))
+    r = _get(shared, str(seq), "--state", state, "--key", str(jwks))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["seq"] == seq and out["verified"]["values_checked"]
+    assert out["entry"]["status"] == "VERIFIED"
+    with unlocked(shared.db_url) as conn:
+        update_entry(conn, seq, status="BLOCKED")
+    r = _get(shared, str(seq), "--state", state)
+    assert r.returncode == 1 and "column_mismatch" in r.stderr and r.stdout == ""
+    r = _get(shared, "-1", "--state", state)
+    assert r.returncode == 2
