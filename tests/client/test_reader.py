@@ -215,9 +215,11 @@ def test_a_hand_edited_state_is_refused(shared: LedgerServer, tmp_path: Path):
     assert err.value.field == "checkpoint"
 
 
-def test_a_proof_to_the_wrong_size_is_refused(shared: LedgerServer, tmp_path: Path):
-    """The stored checkpoint row of the trusted size serves another size's note (last in
-    the module: it leaves that row wrong)."""
+@pytest.mark.slow  # a server of its own (or CLI subprocesses): seconds each
+def test_a_proof_to_the_wrong_size_is_refused(own: LedgerServer, tmp_path: Path):
+    """The stored checkpoint row of the trusted size serves another size's note (on a
+    server of its own: the ledger then refuses to sign after that row)."""
+    shared = own
     _seed(shared, 2)
     small = _sign(shared)
     _seed(shared, 2)
@@ -236,6 +238,7 @@ def test_a_proof_to_the_wrong_size_is_refused(shared: LedgerServer, tmp_path: Pa
 
 
 # -- rewritten histories -----------------------------------------------------------------------
+@pytest.mark.slow  # a server of its own (or CLI subprocesses): seconds each
 def test_a_rolled_back_server_is_refused(own: LedgerServer, tmp_path: Path):
     _seed(own, 3)
     old = _sign(own)
@@ -263,6 +266,7 @@ def _fork(srv: LedgerServer, keep_checkpoints: bool) -> None:
             conn.execute(text("DELETE FROM checkpoints"))
 
 
+@pytest.mark.slow  # a server of its own (or CLI subprocesses): seconds each
 def test_a_history_re_signed_at_the_same_size_is_forked(own: LedgerServer, tmp_path: Path):
     _seed(own, 6)
     size = _sign(own)
@@ -275,6 +279,7 @@ def test_a_history_re_signed_at_the_same_size_is_forked(own: LedgerServer, tmp_p
     assert err.value.code == "forked"
 
 
+@pytest.mark.slow  # a server of its own (or CLI subprocesses): seconds each
 def test_a_larger_re_signed_history_fails_consistency(own: LedgerServer, tmp_path: Path):
     _seed(own, 6)
     size = _sign(own)
@@ -302,6 +307,7 @@ def _get(srv: LedgerServer, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=60, cwd=ROOT, check=False)
 
 
+@pytest.mark.slow  # a server of its own (or CLI subprocesses): seconds each
 def test_ledger_get_exits_0_1_2(shared: LedgerServer, tmp_path: Path):
     seq = _seed(shared, 1)[0]
     _sign(shared)
