@@ -12,7 +12,8 @@ The tree (category in brackets; a class without one inherits its parent's)::
     ├── UsageError [usage]
     │   ├── KeyringError
     │   ├── PolicyError (also a ValueError)
-    │   └── ClientUsage
+    │   ├── ClientUsage
+    │   └── TrustStateInvalid
     ├── BadRequest [usage]
     ├── Unauthenticated [unauthenticated]
     ├── Forbidden [forbidden]
@@ -34,7 +35,13 @@ The tree (category in brackets; a class without one inherits its parent's)::
     │   ├── CosignatureError
     │   ├── TimestampError
     │   ├── SpoolCorrupt
-    │   └── ReceiptInvalid
+    │   ├── ReceiptInvalid
+    │   └── ReadUnverified
+    │       ├── CheckpointRejected
+    │       ├── RolledBack
+    │       ├── Forked
+    │       ├── ProofRejected
+    │       └── EntryUnverified
     ├── StoreUnavailable [unavailable]
     ├── NotInitialized [unavailable]
     ├── Overloaded [unavailable]
@@ -46,7 +53,9 @@ The tree (category in brackets; a class without one inherits its parent's)::
     └── AccessDenied [unauthenticated]
 
 The classes from ``SpoolError`` on, and ``ClientUsage``, ``Rejected``, ``SpoolCorrupt`` and
-``ReceiptInvalid``, are the producer client's (``ledger.client`` re-exports them).
+``ReceiptInvalid``, are the producer client's (``ledger.client`` re-exports them);
+``ReadUnverified`` and its subclasses and ``TrustStateInvalid`` are the reader client's
+(``ledger.client.reader``, docs/reader.md): each failed check has its own stable ``code``.
 
 "Also a ValueError" marks the checks of pure values (canonical JSON, policy documents): a
 ``_ValueCheck`` is a ValueError too, and its text is the bare message, since callers fold it
@@ -382,3 +391,61 @@ class AccessDenied(LedgerError):
 
     category = "unauthenticated"
     default_code = "access_denied"
+
+
+# -- the reader client (ledger.client.reader, docs/reader.md) ----------------------------
+
+class TrustStateInvalid(UsageError):
+    """The reader's trusted-state file cannot be used (unreadable, malformed, another
+    format version, a checkpoint in it that its own keys do not verify), or a first read
+    has no trust anchor."""
+
+    default_code = "state_invalid"
+
+
+class ReadUnverified(IntegrityError):
+    """A verified read failed: what the ledger served does not prove what it says.
+    ``code`` names the check (docs/reader.md#errors)."""
+
+    default_code = "read_unverified"
+
+
+class CheckpointRejected(ReadUnverified):
+    """A served checkpoint is not signed by a trusted ledger key
+    (``checkpoint_signature_invalid``), is malformed (``checkpoint_malformed``), is for
+    another log (``origin_mismatch``) or lacks the witness quorum
+    (``witness_quorum_not_met``)."""
+
+    default_code = "checkpoint_signature_invalid"
+
+
+class RolledBack(ReadUnverified):
+    """The ledger serves a smaller tree than the reader already verified."""
+
+    default_code = "rolled_back"
+
+
+class Forked(ReadUnverified):
+    """The ledger serves a history that does not extend the one the reader verified: a
+    signed checkpoint of the trusted size with another root (``forked``), or a newer one
+    without a valid consistency proof from the trusted one (``consistency_invalid``)."""
+
+    default_code = "forked"
+
+
+class ProofRejected(ReadUnverified):
+    """An inclusion proof does not lead to the trusted checkpoint: the path does not hash
+    to its root (``inclusion_invalid``), it is to another size (``wrong_tree_size``) or
+    another entry (``wrong_entry``), or it is malformed (``proof_malformed``)."""
+
+    default_code = "inclusion_invalid"
+
+
+class EntryUnverified(ReadUnverified):
+    """The entry served does not check against what was hashed; ``code`` is the first
+    read-check code (``column_mismatch``, ``payload_digest_mismatch``,
+    ``envelope_hash_mismatch``, ``entry_hash_mismatch``, ...), ``detail`` holds ``codes``,
+    ``problems`` and ``reported_by`` (``reader``: the reader's own check found it;
+    ``server``: the ledger's verdict, which the reader cannot check from what it got)."""
+
+    default_code = "entry_unverified"

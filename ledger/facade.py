@@ -158,6 +158,11 @@ class Ledger:
         """Sign and store a checkpoint of the whole ledger; return the signed note."""
         return checkpoint_ops.make_checkpoint(self.ctx, keyring)
 
+    def checkpoint_bounded(self, keyring: Keyring, min_interval_us: int) -> str | None:
+        """``checkpoint``, unless the latest stored one is younger than the interval
+        (then None; judged under the append lock, for every process)."""
+        return checkpoint_ops.make_checkpoint_bounded(self.ctx, keyring, min_interval_us)
+
     def latest_checkpoint(self) -> checkpoint_ops.CheckpointRow | None:
         return checkpoint_ops.latest_checkpoint(self.ctx)
 

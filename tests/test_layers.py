@@ -15,6 +15,8 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
 * ``cli`` / ``api`` -> anything but ``store`` and each other;
 * ``client`` (the producer library) -> the standard library, httpx, ``client``, ``errors``;
   never the server side (``store``, ``ops``, ``api``, ``cli``, the facade, SQLAlchemy, FastAPI);
+  the reader modules (:data:`READER_MODULES`) may also import ``core``, ``crypto``,
+  ``verify`` and ``clock``: they verify with the ledger's own checks, never a copy;
 * ``integrations`` -> never ``store``, ``api`` or ``cli``;
 * only ``crypto`` imports cryptography, PyJWT or rfc3161-client, and the client's one boundary module
   ``client/receipt.py`` (the client verifies receipts without the server's key code);
@@ -59,9 +61,17 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "api": ("ledger.store", "ledger.cli", *CRYPTO_LIBS),
     "demo": ("ledger.store", "ledger.cli", "ledger.api"),
     "client": ("ledger.store", "ledger.ops", "ledger.api", "ledger.cli", "ledger.facade",
-               "ledger.core", "ledger.verify", "sqlalchemy", "fastapi", "uvicorn"),
+               "ledger.core", "ledger.crypto", "ledger.verify", "sqlalchemy", "fastapi",
+               "uvicorn"),
     "integrations": ("ledger.store", "ledger.api", "ledger.cli", "sqlalchemy", "fastapi"),
 }
+# the reader client's modules: they verify what they read with the ledger's own code
+# (read checks, Merkle proofs, notes, signatures), so they may import these packages; the
+# producer client's modules keep the narrower rule (never core, crypto or verify)
+READER_MODULES = frozenset({"client/reader.py", "client/reader_aio.py",
+                            "client/reader_core.py", "client/reader_http.py",
+                            "client/trust_state.py"})
+READER_ALLOWED = ("ledger.core", "ledger.crypto", "ledger.verify", "ledger.clock")
 # modules outside crypto/ allowed to call cryptography/PyJWT, with the reason
 CRYPTO_BOUNDARIES = {"client/receipt.py": "the producer client's own receipt check"}
 
@@ -136,6 +146,9 @@ def _violations(path: Path) -> list[str]:
         if module in EXACT.get(layer, ()):
             continue
         if top in CORE_EXTRA.get(str(path.relative_to(PKG)), ()):
+            continue
+        if str(path.relative_to(PKG)) in READER_MODULES and \
+                any(_matches(module, p) for p in READER_ALLOWED):
             continue
         if layer in ALLOWED:
             if not any(_matches(module, p) for p in ALLOWED[layer]):
@@ -256,3 +269,21 @@ def test_rules_catch_a_violation():
         assert _violations(fake) == ["ledger.store", "ledger.store.db", "sqlalchemy"]
     finally:
         fake.unlink()
+
+
+def test_the_reader_exception_is_narrow():
+    """The producer client's modules still may not import core/crypto/verify, and the
+    reader modules may not import the server side or call cryptography themselves."""
+    probe = PKG / "client" / "_layer_probe.py"
+    probe.write_text("from ledger.core import readcheck\nfrom ledger.verify import proof\n",
+                     encoding="utf-8")
+    try:
+        assert _violations(probe) == ["ledger.core", "ledger.core.readcheck", "ledger.verify",
+                                      "ledger.verify.proof"]
+    finally:
+        probe.unlink()
+    for name in READER_MODULES:
+        bad = [m for m, _ in imports(PKG / name)
+               if m.split(".")[0] in CRYPTO_LIBS or any(_matches(m, p) for p in (
+                   "ledger.store", "ledger.ops", "ledger.api", "ledger.cli", "ledger.facade"))]
+        assert bad == [], name

@@ -75,7 +75,6 @@ class Service:
             self.append_many, finish=self.finish, max_wait_ms=settings.group_wait_ms,
             max_items=settings.group_max_items, max_queue=settings.queue_max)
         self.checkpoint_lock = threading.Lock()
-        self.last_on_demand = 0.0  # time.monotonic() of the last on-demand checkpoint
         self.scheduler = CheckpointScheduler.from_settings(
             self.ledger, self.keyring, settings.checkpoint_every, settings.anchors_file)
         self.watch = build_watch(self)
@@ -159,6 +158,7 @@ def create_app(settings: Settings) -> FastAPI:
         routes_history,
         routes_meta,
         routes_ops,
+        routes_proofs,
         routes_read,
     )
 
@@ -202,8 +202,8 @@ def create_app(settings: Settings) -> FastAPI:
         metrics.store_error("driver_" + type(exc).__name__.lower())
         return unavailable_response(StoreUnavailable("the database is unreachable"))
 
-    for module in (routes_append, routes_read, routes_export, routes_meta, routes_custody,
-                   routes_history, routes_console):
+    for module in (routes_append, routes_read, routes_proofs, routes_export, routes_meta,
+                   routes_custody, routes_history, routes_console):
         app.include_router(module.router)
     if settings.metrics:
         app.include_router(routes_ops.router)

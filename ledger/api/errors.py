@@ -96,6 +96,8 @@ def ledger_error_response(exc: LedgerError) -> ProblemResponse:
         headers["WWW-Authenticate"] = 'Bearer error="insufficient_scope"'
     elif isinstance(exc, Overloaded):
         headers["Retry-After"] = "1"
+    elif exc.code == "not_checkpointed" and isinstance(exc.detail.get("retry_after_s"), int):
+        headers["Retry-After"] = str(exc.detail["retry_after_s"])  # ledger.api.proofs
     return problem_response(exc.http_status, exc.to_dict(), headers)
 
 

@@ -9,12 +9,12 @@ one yes/no at a time; anything else is 403 ``forbidden_filter``.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from ledger.api.auth import Principal, require
+from ledger.api.proofs import entry_proof
 from ledger.api.schemas import READ_ERRORS
 from ledger.errors import BadRequest, Forbidden, NotFound
 from ledger.ops.query import LAYER_FIELDS, STRING_FILTERS, make_filters
@@ -42,11 +42,6 @@ def entry_filters(
     return {"kind": kind, "engine": engine, "status": status, "constraint_id": constraint_id,
             "proof_ref": proof_ref, "subject": subject, "producer": producer,
             "att_verdict": att_verdict, "att_kid": att_kid, "since": since, "until": until}
-# the part of an auditor's inclusion bundle a caller without layer 3 receives
-ON_DEMAND_INTERVAL_S = 1.0  # bounds how many checkpoints ?proof=true can make
-PATH_ONLY = ("origin", "seq", "tree_size", "leaf_index", "inclusion_path", "checkpoint")
-
-
 def layer_of(principal: Principal) -> str:
     return LAYER_NAME[principal.layer]
 
@@ -83,46 +78,24 @@ def visible_kinds(layer: str, kinds: list[str]) -> list[str]:
     return ["result"]
 
 
-def entry_proof(service: Any, seq: int, layer: str) -> dict[str, Any]:
-    """Inclusion proof of ``seq`` against the latest checkpoint (signing a new one if none
-    covers ``seq`` and on-demand checkpoints are enabled; at most one a second, so proof
-    requests during a stream of appends cannot flood the checkpoints table)."""
-    ledger = service.ledger
-    latest = ledger.latest_checkpoint()
-    if latest is None or latest.size <= seq:
-        if not service.settings.checkpoint_on_demand:
-            raise NotFound(f"no checkpoint covers seq {seq} yet", code="not_checkpointed",
-                           field="proof")
-        with service.checkpoint_lock:  # concurrent requests share one new checkpoint
-            latest = ledger.latest_checkpoint()
-            if latest is not None and latest.size > seq:
-                note = latest.note
-            else:  # at most one on-demand checkpoint per second and process
-                time.sleep(max(0.0, service.last_on_demand + ON_DEMAND_INTERVAL_S
-                               - time.monotonic()))
-                note = ledger.checkpoint(service.keyring)
-                service.last_on_demand = time.monotonic()
-    else:
-        note = latest.note
-    bundle = ledger.prove(seq, note)
-    if layer == "auditor":
-        return bundle
-    out = {k: bundle[k] for k in PATH_ONLY}
-    out["entry_hash"] = bundle["entry"]["entry_hash"]
-    out["format"] = "ledger-inclusion-path/1"
-    return out
-
-
 @router.get("/v1/entries/{seq:int}", summary="One entry (layered), optionally with its proof",
             responses=READ_ERRORS)
 def get_entry(request: Request, seq: int = Path(ge=0, le=MAX_SEQ),
               proof: bool = Query(False, description="add the inclusion proof against the "
-                                  "latest checkpoint"),
+                                  "latest stored checkpoint (or the one of tree_size)"),
+              tree_size: int | None = Query(None, ge=1, le=MAX_SEQ + 1,
+                                            description="with proof=true: prove to the "
+                                            "stored checkpoint of this tree size"),
               principal: Principal = require("read")) -> dict[str, Any]:
     """The entry at ``seq`` projected for the caller's layer.  ``proof=true``: auditors get
     the full ``ledger-inclusion-proof/1`` bundle; other readers get the audit path, the
-    entry hash and the signed checkpoint (no envelope: it names layer-3 fields)."""
-    check_params(request, {"proof"})
+    entry hash and the signed checkpoint (no envelope: it names layer-3 fields).  With
+    ``tree_size=N`` the proof leads to the stored checkpoint of size N (404
+    ``not_checkpointed`` naming ``tree_size`` if none; nothing is ever signed for it);
+    without, to the latest stored checkpoint (docs/http.md: when one is signed for it)."""
+    check_params(request, {"proof", "tree_size"})
+    if tree_size is not None and not proof:
+        raise BadRequest("tree_size needs proof=true", field="tree_size")
     service = request.app.state.service
     layer = layer_of(principal)
     f = make_filters(start=seq, end=seq + 1, kind=visible_kinds(layer, []) or None)
@@ -131,7 +104,7 @@ def get_entry(request: Request, seq: int = Path(ge=0, le=MAX_SEQ),
         raise NotFound(f"no entry with seq {seq}", field="seq")
     out = {"layer": layer, "entry": page.rows[0]}
     if proof:
-        out["proof"] = entry_proof(service, seq, layer)
+        out["proof"] = entry_proof(service, seq, layer, tree_size)
     return out
 
 

@@ -38,6 +38,9 @@ class Settings:
     batch_max_bytes: int = 8 * 1024 * 1024
     page_max: int = 1000             # largest page of GET /v1/entries
     checkpoint_on_demand: bool = True  # ?proof=true signs a checkpoint if none covers seq
+    # ... but at most one per interval for the whole ledger (judged from the stored
+    # checkpoints' times; docs/http.md#get-v1entriesseq--one-entry)
+    checkpoint_on_demand_interval: str = "30s"
     # ledger-retention/1 file whose minimum retention POST /v1/redactions respects
     # (None: $LEDGER_RETENTION_POLICY, else no minimum)
     retention_policy: str | None = None
@@ -84,6 +87,7 @@ class Settings:
         for name in ("audit_every", "alert_backoff", "checkpoint_overdue", "witness_overdue",
                      "store_down_after", "watch_poll"):
             self.seconds(name)  # raises UsageError naming the setting
+        self.on_demand_interval_s()  # raises UsageError naming the setting
 
     def seconds(self, name: str) -> float | None:
         """The duration setting ``name`` in seconds (None when unset)."""
@@ -91,6 +95,12 @@ class Settings:
 
         value = getattr(self, name)
         return None if value is None else parse_duration(value, name)
+
+    def on_demand_interval_s(self) -> float:
+        """The least time between two checkpoints signed for proof requests."""
+        from ledger.ops.schedule import on_demand_interval
+
+        return on_demand_interval(self.checkpoint_on_demand_interval)
 
     def quarantine_limits(self) -> QuarantineLimits:
         """The quarantine bounds: these settings over the environment's defaults."""

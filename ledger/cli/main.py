@@ -67,6 +67,7 @@ def _register() -> None:
         proofs,
         quarantine,
         query,
+        reader,
         report,
         serve,
         spool,
@@ -76,7 +77,7 @@ def _register() -> None:
 
     for module in (db, entries, keys, audit, demo, proofs, checkpoint_verify, query, export,
                    serve, token, spool, importer, quarantine, witness, custody, report,
-                   backup, config_cmd):
+                   backup, config_cmd, reader):
         for command in module.COMMANDS:
             cli.add_command(command)
     for command in backup.DB_COMMANDS:

@@ -57,6 +57,11 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus-client in every
 @click.option("--no-checkpoint-on-demand", is_flag=True,
               help="?proof=true answers 404 not_checkpointed instead of signing a "
                    "checkpoint when none covers the entry yet.")
+@click.option("--checkpoint-on-demand-interval", default="30s", show_default=True,
+              metavar="DURATION",
+              help="At most one checkpoint signed for proof requests per DURATION, for the "
+                   "whole ledger (at least 1s); inside it they answer 404 not_checkpointed "
+                   "with Retry-After.")
 @click.option("--checkpoint-every", default=None, metavar="SECONDS|ENTRIES",
               help="Sign, witness and time-stamp a checkpoint on a schedule: 30s, 5m, 1h, "
                    "or 1000e (entries); in the background, never blocking appends.")
@@ -73,8 +78,9 @@ def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: 
           audience: str | None, external_jwks: str | None, role_claim: str,
           group_wait_ms: float, group_max: int, queue_max: int,
           quarantine_max_rows: int | None, quarantine_max_per_producer: int | None,
-          no_checkpoint_on_demand: bool, checkpoint_every: str | None,
-          anchors_file: str | None, log_level: str, access_log: bool, **ops: Any) -> None:
+          no_checkpoint_on_demand: bool, checkpoint_on_demand_interval: str,
+          checkpoint_every: str | None, anchors_file: str | None, log_level: str,
+          access_log: bool, **ops: Any) -> None:
     """Serve the ledger over HTTP (OpenAPI document at /openapi.json, with a token).
 
     Needs an initialized ledger (`ledger init`) and an active ledger signing key
@@ -89,11 +95,15 @@ def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: 
         "external_jwks": external_jwks, "role_claim": role_claim,
         "group_wait_ms": group_wait_ms, "group_max_items": group_max, "queue_max": queue_max,
         "checkpoint_on_demand": not no_checkpoint_on_demand,
+        "checkpoint_on_demand_interval": checkpoint_on_demand_interval,
         "quarantine_max_rows": quarantine_max_rows,
         "quarantine_max_per_producer": quarantine_max_per_producer,
         "checkpoint_every": checkpoint_every,
         "anchors_file": os.path.abspath(anchors_file) if anchors_file else None,
         "access_log": access_log, **ops_settings(ops)}
+    from ledger.ops.schedule import on_demand_interval
+
+    on_demand_interval(checkpoint_on_demand_interval)  # a usage error here, not in the worker
     if checkpoint_every:
         from ledger.ops.schedule import parse_every
 

@@ -1,21 +1,29 @@
-"""Errors of the producer client: branches of the one tree in ``ledger.errors``,
+"""Errors of the producer and the reader client: branches of the one tree in ``ledger.errors``,
 re-exported here for the client's users."""
 
 from __future__ import annotations
 
 from ledger.errors import (
     AccessDenied,
+    CheckpointRejected,
     ClientUsage,
+    EntryUnverified,
+    Forked,
     LedgerNotNow,
     LedgerUnavailable,
+    ProofRejected,
+    ReadUnverified,
     ReceiptInvalid,
     Rejected,
+    RolledBack,
     SpoolCorrupt,
     SpoolError,
     SpoolFull,
     SpoolLocked,
+    TrustStateInvalid,
 )
 
-__all__ = ["AccessDenied", "ClientUsage", "LedgerNotNow", "LedgerUnavailable",
-           "ReceiptInvalid", "Rejected", "SpoolCorrupt", "SpoolError", "SpoolFull",
-           "SpoolLocked"]
+__all__ = ["AccessDenied", "CheckpointRejected", "ClientUsage", "EntryUnverified", "Forked",
+           "LedgerNotNow", "LedgerUnavailable", "ProofRejected", "ReadUnverified",
+           "ReceiptInvalid", "Rejected", "RolledBack", "SpoolCorrupt", "SpoolError",
+           "SpoolFull", "SpoolLocked", "TrustStateInvalid"]

@@ -236,10 +236,7 @@ def load_public_keys(path: str | os.PathLike[str]) -> list[PublicKeyRef]:
             doc = json.loads(data)
         except ValueError as exc:
             raise KeyringError(f"{path} is not valid JSON", code="bad_jwks") from exc
-        keys = doc.get("keys") if isinstance(doc, dict) else None
-        if not isinstance(keys, list):
-            keys = [doc]  # a single JWK
-        return [_jwk_ref(k) for k in keys if isinstance(k, dict)]
+        return jwks_public_keys(doc)
     try:
         key: PublicKeyTypes = load_pem_public_key(data)
     except ValueError:
@@ -251,6 +248,15 @@ def load_public_keys(path: str | os.PathLike[str]) -> list[PublicKeyRef]:
     if not isinstance(key, Ed25519PublicKey):
         raise KeyringError(f"{path} is not an Ed25519 key", code="bad_key_file")
     return [PublicKeyRef(None, raw_public(key))]
+
+
+def jwks_public_keys(doc: Any) -> list[PublicKeyRef]:
+    """Verification keys of a JWKS document (``{"keys": [...]}``) or of a single JWK.
+    Raises KeyringError for a key that is not an Ed25519 OKP key."""
+    keys = doc.get("keys") if isinstance(doc, dict) else None
+    if not isinstance(keys, list):
+        keys = [doc]  # a single JWK
+    return [_jwk_ref(k) for k in keys if isinstance(k, dict)]
 
 
 def known_keys(refs: list[PublicKeyRef], default_name: str,

@@ -37,7 +37,7 @@ from ledger.store.tree import CheckpointRow, TreeStore, read_store
 
 __all__ = ["CheckpointError", "CheckpointRow", "check_against_checkpoint", "checkpoint_at",
            "consistency_proof", "inclusion_proof", "latest_checkpoint", "make_checkpoint",
-           "tree_root"]
+           "make_checkpoint_bounded", "tree_root"]
 
 
 def make_checkpoint(ctx: LedgerContext, keyring: Keyring) -> str:
@@ -51,15 +51,37 @@ def make_checkpoint(ctx: LedgerContext, keyring: Keyring) -> str:
     returned is then freshly signed by the current keys (identical unless the
     active keys changed).
     """
+    note = _sign_checkpoint(ctx, keyring, 0)
+    assert note is not None  # no interval: always signed
+    return note
+
+
+def make_checkpoint_bounded(ctx: LedgerContext, keyring: Keyring, min_interval_us: int,
+                            ) -> str | None:
+    """:func:`make_checkpoint`, unless the latest stored checkpoint was made less than
+    ``min_interval_us`` ago: then nothing is signed and None is returned.
+
+    The age is read under the append lock from the stored ``created_at``, so the bound
+    holds across every process that serves this ledger (``ledger serve --workers``,
+    several hosts on one PostgreSQL) and across restarts: on-demand signing adds at most
+    one checkpoint per interval.  Raises as :func:`make_checkpoint`."""
+    return _sign_checkpoint(ctx, keyring, min_interval_us)
+
+
+def _sign_checkpoint(ctx: LedgerContext, keyring: Keyring, min_interval_us: int) -> str | None:
     origin = ctx.meta.origin
     signers = keyring.signers(origin)
     sync_tree(ctx.engine)  # bulk catch-up in chunks, outside this transaction
     with append_transaction(ctx.engine) as txn:
         store = TreeStore(txn.cur, txn.pg)
-        size = extend_tree(store, txn.lock_head().size)  # what was appended meanwhile
+        head_size = txn.lock_head().size  # from here on, no other process signs
+        latest = store.latest_checkpoint()
+        if min_interval_us > 0 and latest is not None and \
+                ctx.clock.now_us() < latest.created_at + min_interval_us:
+            return None
+        size = extend_tree(store, head_size)  # what was appended meanwhile
         tree = StoredTree(store, size)
         root = tree.root(size)
-        latest = store.latest_checkpoint()
         if latest is not None:
             _require_consistent(tree, latest, origin, size, root)
         body = format_checkpoint_body(Checkpoint(origin, size, root))

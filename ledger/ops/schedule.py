@@ -42,3 +42,19 @@ def parse_duration(text: str, field: str) -> float:
         raise UsageError(f"{field.replace('_', '-')} {text!r}: give a duration such as 30s, "
                          "5m, 1h or 1d", code="bad_duration", field=field)
     return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+MIN_ON_DEMAND_INTERVAL_S = 1.0
+
+
+def on_demand_interval(text: str) -> float:
+    """The on-demand checkpoint interval (``ledger serve --checkpoint-on-demand-interval``)
+    in seconds, at least :data:`MIN_ON_DEMAND_INTERVAL_S`: it bounds how many checkpoints
+    proof requests can make.  Raises UsageError naming the setting."""
+    name = "checkpoint_on_demand_interval"
+    seconds = parse_duration(text, name)
+    if seconds < MIN_ON_DEMAND_INTERVAL_S:
+        raise UsageError(f"checkpoint-on-demand-interval {text!r}: at least "
+                         f"{MIN_ON_DEMAND_INTERVAL_S:g}s (it bounds how many checkpoints "
+                         "proof requests can make)", code="bad_duration", field=name)
+    return seconds

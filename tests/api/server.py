@@ -111,7 +111,9 @@ def server(kind: str, request: pytest.FixtureRequest) -> Server:
     keys = tmp / "keys"
     prepare_ledger(db_url, keys, origin)
     log = tmp / "serve.log"
-    proc, url = start_server(db_url, keys, log)
+    # proofs of the shared servers' tests sign when asked (the bound itself is pinned by
+    # tests/api/test_proofs.py on a server of its own)
+    proc, url = start_server(db_url, keys, log, "--checkpoint-on-demand-interval", "1s")
     srv = Server(kind, db_url, keys, origin, proc, url, log)
     srv.tokens = {role: srv.token(role, f"test-{role}") for role in ROLES}
     _SERVERS[kind] = srv

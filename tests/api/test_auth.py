@@ -48,6 +48,7 @@ ENDPOINTS: list[tuple[str, str, str | None]] = [
     ("GET", "/v1/entries/0?proof=true", "read"),
     ("GET", "/v1/checkpoint", "checkpoint"),
     ("GET", "/v1/checkpoints?limit=2", "checkpoint"),
+    ("GET", "/v1/proofs/consistency?from=1&to=1", "checkpoint"),
     ("GET", "/v1/audits?limit=2", "audits"),
     ("GET", "/v1/export?limit=2", "export"),
     ("GET", "/openapi.json", "schema"),
@@ -89,7 +90,7 @@ def test_every_role_against_every_endpoint(seeded: Server, role: str | None) -> 
             where = f"{role} {method} {path}: {r.status_code} {r.text[:200]}"
             if want == "allowed":
                 assert r.status_code < 300 or (r.status_code == 404 and r.json()["error"][
-                    "code"] == "no_checkpoint"), where
+                    "code"] in ("no_checkpoint", "not_checkpointed")), where
             elif want == "denied":
                 assert r.status_code == 403, where
                 assert r.json()["error"]["code"] == "forbidden", where
@@ -116,12 +117,13 @@ def test_every_route_is_guarded() -> None:
         routes_export,
         routes_history,
         routes_meta,
+        routes_proofs,
         routes_read,
     )
 
     seen = set()
-    for module in (routes_append, routes_read, routes_export, routes_meta, routes_custody,
-                   routes_history, routes_console):
+    for module in (routes_append, routes_read, routes_proofs, routes_export, routes_meta,
+                   routes_custody, routes_history, routes_console):
         for route in module.router.routes:
             for method in route.methods - {"HEAD", "OPTIONS"}:  # type: ignore[attr-defined]
                 key = (method, route.path)  # type: ignore[attr-defined]
