@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.core.digest import digest_text
 from ledger.core.strict import StrictError, closed, loads
 from ledger.errors import UsageError
 
@@ -251,11 +252,18 @@ def parse_hold(data: bytes) -> HoldOrder:
 
 class Holds:
     """The legal holds in force, folded from hold entries in seq order (as the trust
-    store is folded from key events): ``held[seq]`` = the add-hold seqs holding it."""
+    store is folded from key events): ``active[hold seq]`` = the entries it holds.
+
+    A hold entry whose order cannot be read (not stored, not the document its envelope
+    commits to, or not a valid ``ledger-hold/1``) is kept in ``unreadable`` (hold seq ->
+    why): it may hold any result entry earlier than itself, so it holds all of them
+    (fail closed) until a release entry names it.  An unreadable release releases
+    nothing."""
 
     def __init__(self) -> None:
         self.active: dict[int, tuple[int, ...]] = {}  # hold seq -> its targets
         self.released: dict[int, int] = {}  # hold seq -> the release's seq
+        self.unreadable: dict[int, str] = {}  # hold seq -> why its order cannot be read
 
     def apply(self, seq: int, order: HoldOrder) -> str | None:
         """Fold one hold entry; returns a problem (text) when it does not apply."""
@@ -264,15 +272,30 @@ class Holds:
             return None
         if order.hold_seq in self.released:
             return f"hold {order.hold_seq} was already released by {self.released[order.hold_seq]}"
+        if order.hold_seq in self.unreadable and order.hold_seq < seq:
+            del self.unreadable[order.hold_seq]
+            self.released[order.hold_seq] = seq
+            return None
         if order.hold_seq not in self.active:
             return f"entry {order.hold_seq} is not a hold in force before {seq}"
         del self.active[order.hold_seq]
         self.released[order.hold_seq] = seq
         return None
 
+    def apply_unreadable(self, seq: int, action: Any, why: str) -> None:
+        """Fold a hold entry whose order cannot be read (``action``: its envelope's)."""
+        if action != "release":
+            self.unreadable[seq] = why
+
+    def in_force(self, hold_seq: int) -> bool:
+        """Whether ``hold_seq`` is a hold in force (readable or not)."""
+        return hold_seq in self.active or hold_seq in self.unreadable
+
     def holding(self, seq: int) -> list[int]:
-        """The holds in force on entry ``seq`` (their seqs, ascending)."""
-        return sorted(h for h, targets in self.active.items() if _contains(targets, seq))
+        """The holds in force on entry ``seq`` (their seqs, ascending), an unreadable hold
+        on every entry earlier than itself."""
+        return sorted([h for h, targets in self.active.items() if _contains(targets, seq)]
+                      + [h for h in self.unreadable if seq < h])
 
 
 def _contains(sorted_seqs: tuple[int, ...], seq: int) -> bool:
@@ -288,4 +311,36 @@ def fold_holds(orders: Iterable[tuple[int, HoldOrder]]) -> Holds:
     holds = Holds()
     for seq, order in orders:
         holds.apply(seq, order)
+    return holds
+
+
+def read_order(envelope: Mapping[str, Any], document: bytes | None) -> HoldOrder | str:
+    """The order of a hold entry, or why it cannot be read: the document is not stored,
+    is not the one its envelope commits to (``payloads.order``), or is not a valid
+    ``ledger-hold/1`` whose action is the envelope's."""
+    if document is None:
+        return "its order document is not stored"
+    want = (envelope.get("payloads") or {}).get("order") \
+        if isinstance(envelope.get("payloads"), dict) else None
+    if want != digest_text(document):
+        return "its order document differs from the digest its envelope commits to"
+    try:
+        order = parse_hold(document)
+    except UsageError as exc:
+        return f"its order document is invalid: {exc.message}"
+    if order.action != envelope.get("action"):
+        return "its order's action differs from the envelope's"
+    return order
+
+
+def fold_hold_entries(rows: Iterable[tuple[int, Mapping[str, Any], bytes | None]]) -> Holds:
+    """The holds in force after the hold entries ``rows`` ((seq, parsed envelope, order
+    bytes or None), seq order), unreadable orders failing closed (:class:`Holds`)."""
+    holds = Holds()
+    for seq, envelope, document in rows:
+        order = read_order(envelope, document)
+        if isinstance(order, str):
+            holds.apply_unreadable(seq, envelope.get("action"), order)
+        else:
+            holds.apply(seq, order)
     return holds

@@ -17,13 +17,14 @@ from typing import Any
 from ledger.core.digest import digest_text
 from ledger.core.entry import SLOTS
 from ledger.core.retention import DAY_US, RetentionPolicy, parse_retention
-from ledger.errors import UsageError
+from ledger.errors import RedactionRefused, UsageError
 from ledger.ops.context import LedgerContext
 from ledger.ops.redaction import Ask, Target, commit_requests, load_holds, requests_for
 from ledger.store import custody
 from ledger.store.db import connect
 
 PAGE = 1000
+RACE_RETRIES = 3  # re-plans of a page whose commit a newly appended hold refused
 
 
 def load_retention(path: str | Path | None) -> RetentionPolicy | None:
@@ -73,21 +74,30 @@ def apply_retention(ctx: LedgerContext, policy: RetentionPolicy, *, dry_run: boo
         total = custody.count_results_before(conn, cutoff)
     after = -1
     while True:
-        with connect(ctx.engine) as conn:
-            heads = custody.result_heads_before(conn, cutoff, after, PAGE)
-            if not heads:
+        for attempt in range(RACE_RETRIES + 1):
+            with connect(ctx.engine) as conn:
+                heads = custody.result_heads_before(conn, cutoff, after, PAGE)
+                if not heads:
+                    return run
+                seqs = [h.seq for h in heads]
+                present = custody.present_slots(conn, seqs)
+                holds = load_holds(conn)
+            held_before = run.held
+            targets = _page_targets(policy, heads, present, holds, now, run)
+            try:
+                if targets:
+                    _commit_page(ctx, targets, ask, run)
                 break
-            seqs = [h.seq for h in heads]
-            present = custody.present_slots(conn, seqs)
-            holds = load_holds(conn)
-        targets = _page_targets(policy, heads, present, holds, now, run)
+            except RedactionRefused as exc:
+                # a hold appended since the page was planned (the check under the lock
+                # refused the whole page): plan the page again with the holds now in force
+                run.held = held_before
+                if exc.code != "entry_on_hold" or attempt == RACE_RETRIES:
+                    raise
         run.scanned += len(heads)
         after = heads[-1].seq
-        if targets:
-            _commit_page(ctx, targets, ask, run)
         if progress:
             progress(run.scanned, total)
-    return run
 
 
 def _page_targets(policy: RetentionPolicy, heads: list[Any], present: dict[int, set[int]],

@@ -244,3 +244,100 @@ def test_audit_checks_the_redaction_entries_themselves(ledger):
     # the payload the bad redaction names is still stored: not applied
     assert (seqs["bob"][0], "redaction_not_applied") in codes
     assert report["summary"]["failed"] >= 2
+
+
+# -- a hold and a redaction racing (issue 34, item 1) -------------------------------------
+class _HoldWhenPlanned:
+    """A system clock that, the first time it is read after ``arm``, appends a legal hold
+    on ``seq`` through a second ledger handle (its own engine and connections): a custodian
+    whose hold lands after the redaction read the holds and before it erased anything."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.seq, self.hold = url, None, None
+
+    def arm(self, seq: int) -> None:
+        self.seq = seq
+
+    def now_us(self) -> int:
+        if self.seq is not None:
+            seq, self.seq = self.seq, None
+            with Ledger.open(self.url) as other:
+                self.hold = other.hold_add(Ask("litigation", "case 9"), seqs=[seq])
+        return SystemClock().now_us()
+
+
+def test_a_hold_appended_while_a_redaction_is_planned_blocks_it(db_url):
+    Ledger.init(db_url, origin="test.example/race").close()
+    clock = _HoldWhenPlanned(db_url)
+    with Ledger.open(db_url, clock=clock) as lg:
+        seqs = _seed(lg)
+        target = seqs["alice"][1]
+        clock.arm(target)
+        with pytest.raises(RedactionRefused) as e:
+            lg.redact(ASK, seqs=[target, seqs["bob"][0]])
+        assert clock.hold is not None  # the race happened
+        assert e.value.code == "entry_on_hold" and e.value.detail["hold_seq"] == clock.hold
+        # nothing erased, no redaction entry: the hold is the last entry
+        assert lg.get(target)["payloads"]["query"]["text"] is not None
+        assert lg.get(seqs["bob"][0])["payloads"]["query"]["text"] is not None
+        assert lg.head()["size"] == clock.hold + 1
+        report = lg.audit(AuditOptions())
+        assert report["findings"] == [] and report["outcome"] == "passed"
+
+
+# -- a hold that cannot be read (issue 34, item 2) ---------------------------------------
+def _break_order(url: str, hold_seq: int, how: str) -> None:
+    from tests import tamper
+
+    with tamper.unlocked(url, ("payloads",)) as c:
+        if how == "deleted":
+            c.execute(text(f"DELETE FROM payloads WHERE pid = {hold_seq * 8}"))
+        else:
+            c.execute(text(f"UPDATE payloads SET data = :d WHERE pid = {hold_seq * 8}"),
+                      {"d": b'{"format": "ledger-hold/1", "garbage": true}'})
+
+
+@pytest.mark.parametrize("how", ["deleted", "corrupted"])
+def test_an_unreadable_hold_blocks_erasure_of_every_earlier_entry(ledger, db_url, how):
+    seqs = _seed(ledger)
+    hold = ledger.hold_add(Ask("litigation", "case 42"), seqs=[seqs["alice"][0]])
+    later = ledger.append_many(_subs(1, "zoe", 30))[0].seq
+    _break_order(db_url, hold, how)
+    size = ledger.head()["size"]
+    for target in (seqs["alice"][0], seqs["bob"][1]):  # held, and not named by the hold
+        with pytest.raises(RedactionRefused) as e:
+            ledger.redact(ASK, seqs=[target])
+        assert e.value.code == "entry_on_hold" and e.value.detail["hold_seq"] == hold
+        assert e.value.detail["hold_unreadable"] is True
+        assert "cannot be read" in e.value.message
+    assert ledger.head()["size"] == size
+    assert ledger.get(seqs["bob"][1])["payloads"]["query"]["text"] is not None
+    # retention skips what the broken hold may cover
+    clock_policy = parse_retention(json.dumps({"format": "ledger-retention/1", "rules": [
+        {"payloads": ["meta"], "erase_after_days": 0}]}))
+    run = ledger.apply_retention(clock_policy, dry_run=True)
+    assert run.held == len(seqs["alice"]) + len(seqs["bob"])
+    assert [line["seq"] for line in run.lines] == [later]
+    # an entry appended after the hold is not covered by it
+    assert ledger.redact(ASK, seqs=[later], payloads=["meta"]).redaction_seqs
+    # the way out: release the broken hold (recorded), then the erasure goes through
+    ledger.hold_release(Ask("order lost; re-issued as a new hold"), hold)
+    assert ledger.redact(ASK, seqs=[seqs["bob"][1]], payloads=["meta"]).redaction_seqs
+
+
+def test_the_audit_names_an_erasure_made_while_a_hold_was_unreadable(ledger, db_url):
+    seqs = _seed(ledger)
+    hold = ledger.hold_add(Ask("litigation"), seqs=[seqs["alice"][0]])
+    _break_order(db_url, hold, "deleted")
+    # an erasure the fixed code refuses, written as the old code wrote it
+    from ledger.core.redaction import build_request
+    from ledger.ops.redaction import commit_redaction, prepare_redaction
+
+    req = build_request({seqs["bob"][0]: ["meta"]}, "r")
+    p, pairs = prepare_redaction(req, ASK)
+    rseq = commit_redaction(ledger.ctx, [p], [pairs])[0].result.seq
+    report = ledger.audit(AuditOptions())
+    codes = {(f["seq"], f["code"]) for f in report["findings"]}
+    assert (rseq, "redaction_under_unreadable_hold") in codes
+    assert (hold, "payload_missing") in codes
+    assert report["outcome"] == "failed"
