@@ -1,7 +1,7 @@
 """The audit's checks of redaction and hold entries themselves (docs/audit.md).
 
 A walk over the redaction and hold entries in seq order: each document must parse
-(``ledger-redaction/1``, ``ledger-hold/1``), be asked for by an allowed role, name only
+(``ledger-redaction/2`` or ``/1``, ``ledger-hold/1``), be asked for by an allowed role, name only
 result entries earlier than itself, and a redaction must not name an entry under a legal
 hold in force at its seq.  Whether the erased bytes are really gone (or still there) is
 the per-row payload check's business (``redacted`` / ``redaction_not_applied``).  Pure.

@@ -29,7 +29,10 @@ from ledger.core.redaction import (
     payload_names,
 )
 from ledger.core.retention import RetentionPolicy
-from ledger.errors import NotFound, RedactionRefused, UsageError
+from ledger.crypto.keys import Keyring
+from ledger.crypto.redaction_sign import sign_request
+from ledger.crypto.tokens import JwtSigner, ledger_signer
+from ledger.errors import KeyringError, NotFound, RedactionRefused, UsageError
 from ledger.ops.append import (
     Prepared,
     check_producer,
@@ -201,13 +204,22 @@ def _check_minimum(policy: RetentionPolicy, seq: int, h: Any, names: list[str],
 
 def requests_for(targets: Sequence[Target], ask: Ask, *, keep_attestation: bool,
                  override_minimum: str | None) -> list[RedactionRequest]:
-    """The ``ledger-redaction/1`` documents of ``targets`` (at most MAX_TARGETS each)."""
+    """The unsigned request documents of ``targets`` (at most MAX_TARGETS each)."""
     todo = [t for t in targets if t.erase]
     return [build_request({t.seq: t.erase for t in todo[i:i + MAX_TARGETS]}, ask.reason,
                           reference=ask.reference, requested_by=ask.requested_by,
                           keep_attestation=keep_attestation,
                           override_minimum=override_minimum)
             for i in range(0, len(todo), MAX_TARGETS)]
+
+
+def redaction_signer(ctx: LedgerContext, keyring: Keyring | None) -> JwtSigner:
+    """The signer of redaction requests: the ledger's active key.  Raises KeyringError
+    (exit 2 / 400) when no keyring is given or it has no active key for this ledger."""
+    if keyring is None:
+        raise KeyringError("a redaction is signed by the ledger key: give the keyring "
+                           "(--keys DIR)", code="no_signing_key", field="keys")
+    return ledger_signer(keyring, ctx.origin)
 
 
 def prepare_redaction(req: RedactionRequest, ask: Ask) -> tuple[Prepared, list[tuple[int, str]]]:
@@ -218,12 +230,14 @@ def prepare_redaction(req: RedactionRequest, ask: Ask) -> tuple[Prepared, list[t
 
 
 def commit_requests(ctx: LedgerContext, reqs: Sequence[RedactionRequest], ask: Ask,
-                    ) -> list[int]:
-    """Append the redaction entries of ``reqs`` and erase their payloads in one
+                    signer: JwtSigner) -> list[int]:
+    """Sign the requests ``reqs`` (``ledger-redaction/2``, by the ledger key of
+    ``signer``), append their redaction entries and erase their payloads in one
     transaction; their seqs.  The legal holds are read again under the append lock, so
     that the check and the erasure are one serialised decision (also across processes):
     raises RedactionRefused (``entry_on_hold``) when a hold appended since the plan holds
     a target, and nothing is written."""
+    reqs = [sign_request(signer, ctx.ledger_id, r) for r in reqs]
     pairs = [prepare_redaction(r, ask) for r in reqs]
     seqs = sorted({s for r in reqs for s, _ in r.targets})
     commits = commit_redaction(ctx, [p for p, _ in pairs], [e for _, e in pairs],
@@ -235,10 +249,13 @@ def redact(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
            seqs: Iterable[int] = (), payloads: Iterable[str] = ("all",),
            keep_attestation: bool = False, override_minimum: str | None = None,
            retention: RetentionPolicy | None = None, dry_run: bool = False,
-           ) -> RedactionOutcome:
+           keyring: Keyring | None = None) -> RedactionOutcome:
     """Erase payloads of the entries of ``subject`` and/or ``seqs`` (see the module
-    docstring).  Nothing is written when ``dry_run`` or when any target is refused."""
+    docstring).  Nothing is written when ``dry_run`` or when any target is refused.  The
+    redaction entries are signed by the ledger key of ``keyring`` (required unless
+    ``dry_run``)."""
     _check_ask(ask)
+    signer = None if dry_run else redaction_signer(ctx, keyring)
     check_text(override_minimum, "override_minimum", required=False)
     names = payload_names(payloads)
     with connect(ctx.engine) as conn:
@@ -248,9 +265,9 @@ def redact(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
     reqs = requests_for(targets, ask, keep_attestation=keep_attestation,
                         override_minimum=override_minimum)
     out = RedactionOutcome(dry_run, targets, reqs)
-    if dry_run or not reqs:
+    if signer is None or not reqs:
         return out
-    out.redaction_seqs = commit_requests(ctx, reqs, ask)
+    out.redaction_seqs = commit_requests(ctx, reqs, ask, signer)
     out.erased_at_us = ctx.clock.now_us()
     return out
 

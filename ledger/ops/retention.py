@@ -17,9 +17,18 @@ from typing import Any
 from ledger.core.digest import digest_text
 from ledger.core.entry import SLOTS
 from ledger.core.retention import DAY_US, RetentionPolicy, parse_retention
+from ledger.crypto.keys import Keyring
+from ledger.crypto.tokens import JwtSigner
 from ledger.errors import RedactionRefused, UsageError
 from ledger.ops.context import LedgerContext
-from ledger.ops.redaction import Ask, Target, commit_requests, load_holds, requests_for
+from ledger.ops.redaction import (
+    Ask,
+    Target,
+    commit_requests,
+    load_holds,
+    redaction_signer,
+    requests_for,
+)
 from ledger.store import custody
 from ledger.store.db import connect
 
@@ -59,9 +68,12 @@ class RetentionRun:
 
 def apply_retention(ctx: LedgerContext, policy: RetentionPolicy, *, dry_run: bool = False,
                     producer: str | None = None, role: str = "operator",
-                    progress: Callable[[int, int], None] | None = None) -> RetentionRun:
+                    progress: Callable[[int, int], None] | None = None,
+                    keyring: Keyring | None = None) -> RetentionRun:
     """Erase every payload whose erase-after has passed (see the module docstring).
-    ``progress(done, total)`` after each page."""
+    ``progress(done, total)`` after each page.  The redaction entries are signed by the
+    ledger key of ``keyring`` (required unless ``dry_run``)."""
+    signer = None if dry_run else redaction_signer(ctx, keyring)
     now = ctx.clock.now_us()
     run = RetentionRun(dry_run)
     days = [r.erase_after_days for r in policy.rules if r.erase_after_days is not None]
@@ -86,7 +98,7 @@ def apply_retention(ctx: LedgerContext, policy: RetentionPolicy, *, dry_run: boo
             targets = _page_targets(policy, heads, present, holds, now, run)
             try:
                 if targets:
-                    _commit_page(ctx, targets, ask, run)
+                    _commit_page(ctx, targets, ask, run, signer)
                 break
             except RedactionRefused as exc:
                 # a hold appended since the page was planned (the check under the lock
@@ -117,11 +129,11 @@ def _page_targets(policy: RetentionPolicy, heads: list[Any], present: dict[int, 
 
 
 def _commit_page(ctx: LedgerContext, targets: list[Target], ask: Ask, run: RetentionRun,
-                 ) -> None:
+                 signer: JwtSigner | None) -> None:
     reqs = requests_for(targets, ask, keep_attestation=True, override_minimum=None)
     seqs: list[int | None] = [None] * len(reqs)
-    if not run.dry_run:
-        seqs = list(commit_requests(ctx, reqs, ask))
+    if signer is not None:
+        seqs = list(commit_requests(ctx, reqs, ask, signer))
         run.redaction_seqs += [s for s in seqs if s is not None]
     for req, rseq in zip(reqs, seqs, strict=False):
         for seq, names in req.targets:
