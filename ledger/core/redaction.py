@@ -1,8 +1,9 @@
 """The documents of redaction and hold entries: build, parse strictly, validate, fold.
 
-``ledger-redaction/1`` (the ``request`` payload of a ``redaction`` entry)::
+``ledger-redaction/2`` (the ``request`` payload of a ``redaction`` entry; ``/1`` is the same
+without ``signature``, written before redactions were signed, still read)::
 
-    {"format": "ledger-redaction/1",
+    {"format": "ledger-redaction/2", "signature": "<compact JWS by the ledger key>",
      "targets": [{"seq": N, "payloads": ["attestation", "query"]}, ...],  sorted by seq,
                   names sorted, from result/preimage/attestation/query/meta/subject
      "reason": "<non-empty text>", "reference": <text|null>, "requested_by": <text|null>,
