@@ -80,9 +80,14 @@ def raw_delete(url: str, n: int) -> float:
 
 
 def redact_rate(url: str) -> tuple[float, int]:
-    with Ledger.open(url) as led:
+    from ledger.clock import SystemClock
+    from ledger.crypto.keys import Keyring
+
+    with Ledger.open(url) as led, tempfile.TemporaryDirectory() as keys:
+        ring = Keyring.load(keys)  # redactions are signed by the ledger key
+        ring.generate(led.meta.origin, SystemClock().now_us())
         t0 = time.perf_counter()
-        out = led.redact(Ask("bench data-subject request"), subject="dsr-a")
+        out = led.redact(Ask("bench data-subject request"), subject="dsr-a", keyring=ring)
         dt = time.perf_counter() - t0
     return len(out.targets) / dt, len(out.targets)
 

@@ -173,7 +173,8 @@ def _data_subject_request(ledger: Ledger, ring: Keyring, directory: Path) -> Ite
     """Erase one subject's queries and evidence; show what still verifies, and that a
     payload cannot be deleted behind the ledger's back unnoticed."""
     ask = Ask("GDPR Art. 17 erasure request", "DSR-2026-0001", "dpo@demo.example")
-    out = ledger.redact(ask, subject=DATA_SUBJECT, payloads=["query", "evidence"])
+    out = ledger.redact(ask, subject=DATA_SUBJECT, payloads=["query", "evidence"],
+                        keyring=ring)
     erased = sum(len(t.erase) for t in out.targets)
     yield (f"data-subject request for {DATA_SUBJECT}: erased {erased} payloads (queries and "
            f"evidence) of {len(out.targets)} entries in redaction entry "

@@ -42,6 +42,7 @@ The tree (category in brackets; a class without one inherits its parent's)::
     │       ├── Forked
     │       ├── ProofRejected
     │       └── EntryUnverified
+    ├── StorePermissionDenied [internal]
     ├── StoreUnavailable [unavailable]
     ├── NotInitialized [unavailable]
     ├── Overloaded [unavailable]
@@ -293,6 +294,15 @@ class NoteSignatureError(IntegrityError):
 
 
 # -- unavailable: try again later (exit 4, HTTP 503) ---------------------------------------
+
+class StorePermissionDenied(LedgerError):
+    """The database refused a statement for lack of privilege (PostgreSQL SQLSTATE
+    42501): the service's role misses a GRANT (docs/operations.md), or an append-only
+    trigger refused a rewrite.  Permanent: retrying does not help (exit 4, HTTP 500)."""
+
+    category = "internal"
+    default_code = "store_permission_denied"
+
 
 class StoreUnavailable(LedgerError):
     category = "unavailable"

@@ -512,6 +512,7 @@ class Bundle:
                     self.r.fail(REDACTIONS, row["seq"], "not_a_redaction", row["kind"])
         rows = self.walk("entries.jsonl")
         self.redactions(rows, carried)
+        self.redaction_signatures(carried + rows, keys)
         for row in rows:
             self.attestation(row)
         for name, file_rows in (("key_events.jsonl", events), (REDACTIONS, carried),
@@ -713,7 +714,7 @@ class Bundle:
         for row in (by_seq[s] for s in sorted(by_seq)):
             doc = row["doc"]
             if row["kind"] != "redaction" or not isinstance(doc, dict) or \
-                    doc.get("format") != "ledger-redaction/1":
+                    doc.get("format") not in ("ledger-redaction/1", "ledger-redaction/2"):
                 continue
             for t in doc.get("targets") or []:
                 if isinstance(t, dict) and type(t.get("seq")) is int and t["seq"] < row["seq"]:
@@ -737,6 +738,62 @@ class Bundle:
                     self.r.fail("entries.jsonl", seq, "redaction_not_applied",
                                 f"payload {pname} is present although redaction "
                                 f"{erased[(seq, pname)]} erased it")
+
+    def redaction_signatures(self, rows: list[dict[str, Any]],
+                             keys: list[tuple[str | None, bytes]]) -> None:
+        """A redaction is signed by the ledger key (format ledger-redaction/2): an EdDSA JWS,
+        typ ledger-redaction+jwt, claims exactly {"ledger": <ledger id>, "request_digest":
+        sha256 of the canonical document without "signature"}.  An unsigned /1 document is
+        abstained (redaction_unsigned), failed once a signed one came before it."""
+        signed_before = None
+        by_seq = {r["seq"]: r for r in rows}
+        for row in (by_seq[s] for s in sorted(by_seq)):
+            doc, seq, file = row["doc"], row["seq"], row["file"]
+            if row["kind"] != "redaction" or not isinstance(doc, dict):
+                continue
+            if doc.get("format") == "ledger-redaction/1":
+                if signed_before is None:
+                    self.r.abstain(file, seq, "redaction_unsigned",
+                                   "an unsigned ledger-redaction/1 request: who asked "
+                                   "cannot be confirmed")
+                else:
+                    self.r.fail(file, seq, "redaction_unsigned",
+                                f"an unsigned request after the signed redaction "
+                                f"{signed_before}")
+                continue
+            if doc.get("format") != "ledger-redaction/2":
+                continue
+            signed_before = seq if signed_before is None else signed_before
+            why = self.redaction_signature(doc, keys)
+            if why == "untrusted":
+                self.r.abstain(file, seq, "untrusted_key", "the redaction's "
+                               "signature verifies only with the bundle's own jwks.json")
+            elif why is not None:
+                self.r.fail(file, seq, "redaction_signature_invalid", why)
+
+    def redaction_signature(self, doc: dict[str, Any],
+                            keys: list[tuple[str | None, bytes]]) -> str | None:
+        token = doc.get("signature")
+        parts = token.split(".") if isinstance(token, str) else []
+        if len(parts) != 3:
+            return "the signature is not a compact JWS"
+        try:
+            header, claims = (json.loads(b64url(p), object_pairs_hook=unique)
+                              for p in parts[:2])
+            sig = b64url(parts[2])
+        except (ValueError, binascii.Error):
+            return "the signature is not a compact JWS"
+        if not isinstance(header, dict) or header.get("alg") != "EdDSA" or \
+                header.get("typ") != "ledger-redaction+jwt" or "crit" in header:
+            return "header must be alg EdDSA, typ ledger-redaction+jwt"
+        body = {k: v for k, v in doc.items() if k != "signature"}
+        want = {"ledger": self.manifest.get("ledger_id"), "request_digest": digest(canon(body))}
+        if claims != want:
+            return "the signature's claims are not this ledger and this request"
+        msg = f"{parts[0]}.{parts[1]}".encode("ascii")
+        if not any(ed25519_ok(raw, sig, msg) for _, raw in keys):
+            return "the signature does not verify with the ledger's keys"
+        return None if self.trusted is not None else "untrusted"
 
     @staticmethod
     def contract(fail: Any, env: dict, doc: Any, data: dict[str, bytes]) -> None:

@@ -80,7 +80,7 @@ async def redact(request: Request, principal: Principal = require("redact")) -> 
                             override_minimum=doc.get("override_minimum"),
                             retention=load_retention(service.settings.retention_policy
                                                      or os.environ.get(RETENTION_ENV)),
-                            dry_run=doc.get("dry_run", False))
+                            dry_run=doc.get("dry_run", False), keyring=service.keyring)
         body: dict[str, Any] = {"entries": out.lines(), "redaction_seqs": out.redaction_seqs,
                                 "dry_run": out.dry_run}
         if doc.get("report") and not out.dry_run:

@@ -61,15 +61,16 @@ def redact(obj: dict, subject: str | None, seqs: tuple[int, ...], payloads: tupl
     if subject is None and not seqs:
         raise click.UsageError("give --subject S and/or --seq N")
     ask = Ask(reason, reference, requested_by, "operator", producer)
-    ring = Keyring.load(keys_dir) if report_path and not dry_run else None
+    ring = None if dry_run else Keyring.load(keys_dir)
     with Ledger.open(obj["db_url"]) as ledger:
         out = ledger.redact(ask, subject=subject, seqs=seqs, payloads=payloads or ("all",),
                             keep_attestation=keep_attestation,
                             override_minimum=override_minimum,
-                            retention=load_retention(retention_path), dry_run=dry_run)
+                            retention=load_retention(retention_path), dry_run=dry_run,
+                            keyring=ring)
         for line in out.lines():
             click.echo(dumps(line))
-        if ring is not None:
+        if ring is not None and report_path:
             write_report(report_path, ledger.erasure_report(  # type: ignore[arg-type]
                 out, ask, ring, keep_attestation=keep_attestation,
                 override_minimum=override_minimum))
@@ -78,7 +79,8 @@ def redact(obj: dict, subject: str | None, seqs: tuple[int, ...], payloads: tupl
     click.echo(f"redact: {verb} {n} payload(s) of {len(out.targets)} entr(y/ies)"
                + (f" in redaction entr(y/ies) {', '.join(map(str, out.redaction_seqs))}"
                   if out.redaction_seqs else "")
-               + (f"; report {report_path}" if ring is not None else ""), err=True)
+               + (f"; report {report_path}" if ring is not None and report_path else ""),
+               err=True)
 
 
 @click.group()
@@ -91,8 +93,10 @@ def retention() -> None:
               type=click.Path(dir_okay=False, exists=True), help="The retention policy file.")
 @click.option("--dry-run", is_flag=True, help="List what would be erased; change nothing.")
 @click.option("--producer", default=None, help="Identity recorded as the entries' producer.")
+@keys_dir_option()
 @click.pass_obj
-def retention_apply(obj: dict, policy_path: str, dry_run: bool, producer: str | None) -> None:
+def retention_apply(obj: dict, policy_path: str, dry_run: bool, producer: str | None,
+                    keys_dir: str) -> None:
     """Erase every payload whose retention period has ended, through redaction entries.
 
     Held entries are skipped.  Resumable: run it again after an interruption.  Prints
@@ -107,7 +111,8 @@ def retention_apply(obj: dict, policy_path: str, dry_run: bool, producer: str | 
                 bar.update(done - bar.pos)
 
             run = ledger.apply_retention(policy, dry_run=dry_run, producer=producer,
-                                         progress=progress)
+                                         progress=progress,
+                                         keyring=None if dry_run else Keyring.load(keys_dir))
     for line in run.lines:
         click.echo(dumps(line))
     click.echo("retention apply: " + dumps(run.summary()), err=True)

@@ -7,7 +7,8 @@ verifiers build it with :func:`fold_redactions` and pass it to the per-row check
 ask :func:`absent_payload` / :func:`present_payload` what an absent or present payload
 means.  Pure: stdlib only.
 
-The ``request`` document of a redaction entry (``ledger-redaction/1``, docs/redaction.md)
+The ``request`` document of a redaction entry (``ledger-redaction/2``, or ``/1`` written
+before redactions were signed; docs/redaction.md)
 names ``targets``: ``[{"seq": N, "payloads": [name, ...]}, ...]``.  The fold keeps only
 what could be a valid erasure: a target seq earlier than the redaction, names of result
 payloads; the *first* redaction naming a payload is the one cited.  Whether the redaction
@@ -25,19 +26,21 @@ from ledger.core.entry import SLOTS
 from ledger.core.finding import Abstention, Finding, FindingClass
 
 RedactionMap = dict[tuple[int, str], int]
-REDACTION_FORMAT = "ledger-redaction/1"
+# the request formats: /1 unsigned (old data), /2 signed (docs/format.md §10.1); the
+# signature is checked on the redaction row, not here
+REDACTION_FORMATS = ("ledger-redaction/1", "ledger-redaction/2")
 REDACTED = "redacted"  # the abstention reason of an erased payload
 
 
 def redaction_targets(doc: Any) -> list[tuple[int, str]]:
-    """The (seq, payload name) pairs a ``ledger-redaction/1`` document names; ``doc`` is
-    its bytes or the parsed object.  Anything unreadable names nothing."""
+    """The (seq, payload name) pairs a ``ledger-redaction/1`` or ``/2`` document names;
+    ``doc`` is its bytes or the parsed object.  Anything unreadable names nothing."""
     if isinstance(doc, (bytes, bytearray, memoryview, str)):
         try:
             doc = json.loads(bytes(doc) if not isinstance(doc, str) else doc)
         except ValueError:
             return []
-    if not isinstance(doc, dict) or doc.get("format") != REDACTION_FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") not in REDACTION_FORMATS:
         return []
     targets = doc.get("targets")
     out: list[tuple[int, str]] = []

@@ -1,8 +1,9 @@
 """The documents of redaction and hold entries: build, parse strictly, validate, fold.
 
-``ledger-redaction/1`` (the ``request`` payload of a ``redaction`` entry)::
+``ledger-redaction/2`` (the ``request`` payload of a ``redaction`` entry; ``/1`` is the same
+without ``signature``, written before redactions were signed, still read)::
 
-    {"format": "ledger-redaction/1",
+    {"format": "ledger-redaction/2", "signature": "<compact JWS by the ledger key>",
      "targets": [{"seq": N, "payloads": ["attestation", "query"]}, ...],  sorted by seq,
                   names sorted, from result/preimage/attestation/query/meta/subject
      "reason": "<non-empty text>", "reference": <text|null>, "requested_by": <text|null>,
@@ -22,13 +23,17 @@ Pure: stdlib, ``core`` and ``errors`` only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ledger.core.canonical import canonical_json
+from ledger.core.digest import digest_text
 from ledger.core.strict import StrictError, closed, loads
 from ledger.errors import UsageError
 
-REDACTION_FORMAT = "ledger-redaction/1"
+REDACTION_FORMAT = "ledger-redaction/1"  # unsigned (written before signed redactions)
+REDACTION_FORMAT_V2 = "ledger-redaction/2"  # v1's fields + "signature" (docs/format.md §10)
+MAX_SIGNATURE = 2048  # characters of the compact JWS
 HOLD_FORMAT = "ledger-hold/1"
 # The erasable payloads of a result entry, in slot order (docs/format.md, v2).
 PAYLOAD_NAMES = ("result", "preimage", "attestation", "query", "meta", "subject")
@@ -39,6 +44,7 @@ MAX_TEXT = 4096  # reason, reference, requested_by
 ROLES = ("custodian", "operator")  # who may ask for a redaction or a hold
 _REDACTION_KEYS = ("format", "targets", "reason", "reference", "requested_by",
                    "keep_attestation", "override_minimum")
+_REDACTION_KEYS_V2 = (*_REDACTION_KEYS, "signature")
 _HOLD_KEYS = {"add": ("format", "action", "targets", "reason", "reference"),
               "release": ("format", "action", "hold_seq", "reason", "reference")}
 
@@ -98,14 +104,35 @@ class RedactionRequest:
     requested_by: str | None = None
     keep_attestation: bool = False
     override_minimum: str | None = None
+    # the compact JWS of a ledger-redaction/2 document; None: a ledger-redaction/1 one
+    signature: str | None = None
 
     def to_doc(self) -> dict[str, Any]:
-        """The document (canonical JSON of it is the ``request`` payload)."""
-        return {"format": REDACTION_FORMAT,
-                "targets": [{"seq": s, "payloads": list(n)} for s, n in self.targets],
+        """The document (canonical JSON of it is the ``request`` payload):
+        ``ledger-redaction/2`` with its signature when signed, else ``ledger-redaction/1``."""
+        if self.signature is None:
+            return {**self._fields(), "format": REDACTION_FORMAT}
+        return {**self.signing_doc(), "signature": self.signature}
+
+    def _fields(self) -> dict[str, Any]:
+        return {"targets": [{"seq": s, "payloads": list(n)} for s, n in self.targets],
                 "reason": self.reason, "reference": self.reference,
                 "requested_by": self.requested_by, "keep_attestation": self.keep_attestation,
                 "override_minimum": self.override_minimum}
+
+    def signing_doc(self) -> dict[str, Any]:
+        """The ``ledger-redaction/2`` document without ``signature``: what is signed."""
+        return {"format": REDACTION_FORMAT_V2, **self._fields()}
+
+    def request_digest(self) -> str:
+        """``sha256:`` of the canonical JSON of :meth:`signing_doc` (the signed claim)."""
+        return digest_text(canonical_json(self.signing_doc()))
+
+    def signed(self, signature: str) -> RedactionRequest:
+        """This request with its signature (a ``ledger-redaction/2`` document)."""
+        out = replace(self, signature=signature)
+        validate_request(out)
+        return out
 
     def pairs(self) -> list[tuple[int, str]]:
         """Every (seq, payload name) this request erases."""
@@ -130,6 +157,11 @@ def validate_request(req: RedactionRequest) -> None:
     check_text(req.reference, "reference", required=False)
     check_text(req.requested_by, "requested_by", required=False)
     check_text(req.override_minimum, "override_minimum", required=False)
+    if req.signature is not None and (
+            not isinstance(req.signature, str) or not 0 < len(req.signature) <= MAX_SIGNATURE
+            or not req.signature.isascii()):
+        raise _bad(f"signature must be a compact JWS of 1..{MAX_SIGNATURE} ASCII characters",
+                   "signature")
     if not isinstance(req.keep_attestation, bool):
         raise _bad("keep_attestation must be true or false", "keep_attestation")
     if not req.targets:
@@ -151,9 +183,19 @@ def validate_request(req: RedactionRequest) -> None:
 def parse_request(data: bytes) -> RedactionRequest:
     """A ``request`` payload read strictly (closed format, no duplicate keys) and
     validated.  Raises UsageError (code ``bad_redaction``) naming the field."""
-    doc = _strict(data, _REDACTION_KEYS, "bad_redaction")
-    if doc.get("format") != REDACTION_FORMAT:
-        raise _bad(f"format must be {REDACTION_FORMAT}", "format")
+    fmt = None
+    try:
+        peek = loads(data)
+        fmt = peek.get("format") if isinstance(peek, dict) else None
+    except StrictError:
+        pass
+    keys = _REDACTION_KEYS_V2 if fmt == REDACTION_FORMAT_V2 else _REDACTION_KEYS
+    doc = _strict(data, keys, "bad_redaction")
+    if doc.get("format") not in (REDACTION_FORMAT, REDACTION_FORMAT_V2):
+        raise _bad(f"format must be {REDACTION_FORMAT_V2} (or {REDACTION_FORMAT}, unsigned)",
+                   "format")
+    if fmt == REDACTION_FORMAT_V2 and not isinstance(doc.get("signature"), str):
+        raise _bad("signature must be a compact JWS", "signature")
     targets = doc.get("targets")
     if not isinstance(targets, list):
         raise _bad("targets must be a list", "targets")
@@ -164,9 +206,15 @@ def parse_request(data: bytes) -> RedactionRequest:
             raise _bad("a target is {\"seq\": N, \"payloads\": [...]}", f"targets[{i}]")
         rows.append((t["seq"], tuple(t["payloads"])))
     req = RedactionRequest(tuple(rows), doc["reason"], doc["reference"], doc["requested_by"],
-                           doc["keep_attestation"], doc["override_minimum"])
+                           doc["keep_attestation"], doc["override_minimum"],
+                           doc.get("signature"))
     validate_request(req)
     return req
+
+
+def signature_claims(ledger_id: str, req: RedactionRequest) -> dict[str, str]:
+    """The claims a ``ledger-redaction/2`` signature makes: this ledger, this document."""
+    return {"ledger": ledger_id, "request_digest": req.request_digest()}
 
 
 def _strict(data: bytes, keys: Iterable[str], code: str) -> dict[str, Any]:
@@ -251,11 +299,18 @@ def parse_hold(data: bytes) -> HoldOrder:
 
 class Holds:
     """The legal holds in force, folded from hold entries in seq order (as the trust
-    store is folded from key events): ``held[seq]`` = the add-hold seqs holding it."""
+    store is folded from key events): ``active[hold seq]`` = the entries it holds.
+
+    A hold entry whose order cannot be read (not stored, not the document its envelope
+    commits to, or not a valid ``ledger-hold/1``) is kept in ``unreadable`` (hold seq ->
+    why): it may hold any result entry earlier than itself, so it holds all of them
+    (fail closed) until a release entry names it.  An unreadable release releases
+    nothing."""
 
     def __init__(self) -> None:
         self.active: dict[int, tuple[int, ...]] = {}  # hold seq -> its targets
         self.released: dict[int, int] = {}  # hold seq -> the release's seq
+        self.unreadable: dict[int, str] = {}  # hold seq -> why its order cannot be read
 
     def apply(self, seq: int, order: HoldOrder) -> str | None:
         """Fold one hold entry; returns a problem (text) when it does not apply."""
@@ -264,15 +319,30 @@ class Holds:
             return None
         if order.hold_seq in self.released:
             return f"hold {order.hold_seq} was already released by {self.released[order.hold_seq]}"
+        if order.hold_seq in self.unreadable and order.hold_seq < seq:
+            del self.unreadable[order.hold_seq]
+            self.released[order.hold_seq] = seq
+            return None
         if order.hold_seq not in self.active:
             return f"entry {order.hold_seq} is not a hold in force before {seq}"
         del self.active[order.hold_seq]
         self.released[order.hold_seq] = seq
         return None
 
+    def apply_unreadable(self, seq: int, action: Any, why: str) -> None:
+        """Fold a hold entry whose order cannot be read (``action``: its envelope's)."""
+        if action != "release":
+            self.unreadable[seq] = why
+
+    def in_force(self, hold_seq: int) -> bool:
+        """Whether ``hold_seq`` is a hold in force (readable or not)."""
+        return hold_seq in self.active or hold_seq in self.unreadable
+
     def holding(self, seq: int) -> list[int]:
-        """The holds in force on entry ``seq`` (their seqs, ascending)."""
-        return sorted(h for h, targets in self.active.items() if _contains(targets, seq))
+        """The holds in force on entry ``seq`` (their seqs, ascending), an unreadable hold
+        on every entry earlier than itself."""
+        return sorted([h for h, targets in self.active.items() if _contains(targets, seq)]
+                      + [h for h in self.unreadable if seq < h])
 
 
 def _contains(sorted_seqs: tuple[int, ...], seq: int) -> bool:
@@ -288,4 +358,36 @@ def fold_holds(orders: Iterable[tuple[int, HoldOrder]]) -> Holds:
     holds = Holds()
     for seq, order in orders:
         holds.apply(seq, order)
+    return holds
+
+
+def read_order(envelope: Mapping[str, Any], document: bytes | None) -> HoldOrder | str:
+    """The order of a hold entry, or why it cannot be read: the document is not stored,
+    is not the one its envelope commits to (``payloads.order``), or is not a valid
+    ``ledger-hold/1`` whose action is the envelope's."""
+    if document is None:
+        return "its order document is not stored"
+    want = (envelope.get("payloads") or {}).get("order") \
+        if isinstance(envelope.get("payloads"), dict) else None
+    if want != digest_text(document):
+        return "its order document differs from the digest its envelope commits to"
+    try:
+        order = parse_hold(document)
+    except UsageError as exc:
+        return f"its order document is invalid: {exc.message}"
+    if order.action != envelope.get("action"):
+        return "its order's action differs from the envelope's"
+    return order
+
+
+def fold_hold_entries(rows: Iterable[tuple[int, Mapping[str, Any], bytes | None]]) -> Holds:
+    """The holds in force after the hold entries ``rows`` ((seq, parsed envelope, order
+    bytes or None), seq order), unreadable orders failing closed (:class:`Holds`)."""
+    holds = Holds()
+    for seq, envelope, document in rows:
+        order = read_order(envelope, document)
+        if isinstance(order, str):
+            holds.apply_unreadable(seq, envelope.get("action"), order)
+        else:
+            holds.apply(seq, order)
     return holds

@@ -1,7 +1,7 @@
 """The audit's checks of redaction and hold entries themselves (docs/audit.md).
 
 A walk over the redaction and hold entries in seq order: each document must parse
-(``ledger-redaction/1``, ``ledger-hold/1``), be asked for by an allowed role, name only
+(``ledger-redaction/2`` or ``/1``, ``ledger-hold/1``), be asked for by an allowed role, name only
 result entries earlier than itself, and a redaction must not name an entry under a legal
 hold in force at its seq.  Whether the erased bytes are really gone (or still there) is
 the per-row payload check's business (``redacted`` / ``redaction_not_applied``).  Pure.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.core.finding import Finding, FindingClass
-from ledger.core.redaction import ROLES, Holds, parse_hold, parse_request
+from ledger.core.redaction import ROLES, Holds, parse_hold, parse_request, read_order
 from ledger.errors import UsageError
 
 CODES = {
@@ -23,6 +23,7 @@ CODES = {
     "redaction_role_invalid": FindingClass.POLICY_VIOLATION,
     "redaction_target_invalid": FindingClass.CONTRACT_VIOLATION,
     "redaction_of_held_entry": FindingClass.POLICY_VIOLATION,
+    "redaction_under_unreadable_hold": FindingClass.POLICY_VIOLATION,
     "hold_invalid": FindingClass.CONTRACT_VIOLATION,
     "hold_role_invalid": FindingClass.POLICY_VIOLATION,
     "hold_target_invalid": FindingClass.CONTRACT_VIOLATION,
@@ -94,24 +95,40 @@ def _check_redaction(e: CustodyEntry, holds: Holds, kind_of: Callable[[int], str
             out.append(bad)
             continue
         held = holds.holding(seq)
-        if held:
+        broken = [h for h in held if h in holds.unreadable]
+        if broken:
+            out.append(_f("redaction_under_unreadable_hold", e.seq,
+                          f"target {seq} was erased while legal hold {broken[0]}, which may "
+                          f"hold it, could not be read ({holds.unreadable[broken[0]]})",
+                          None, broken))
+        if len(broken) < len(held):
             out.append(_f("redaction_of_held_entry", e.seq,
-                          f"target {seq} is under legal hold {held[0]}", None, held))
+                          f"target {seq} is under legal hold "
+                          f"{[h for h in held if h not in broken][0]}", None,
+                          [h for h in held if h not in broken]))
     return out
 
 
 def _check_hold(e: CustodyEntry, holds: Holds, kind_of: Callable[[int], str | None],
                 ) -> list[Finding]:
     out = _role(e, "hold_role_invalid")
-    if e.document is None:
+    order_or_why = read_order(e.envelope, e.document)
+    if isinstance(order_or_why, str):
+        # unreadable: it holds every earlier entry until released (fail closed, as the
+        # redaction itself decides); a missing or modified document is the payload
+        # check's finding, an invalid one is reported here
+        holds.apply_unreadable(e.seq, e.envelope.get("action"), order_or_why)
+        if e.document is None:
+            return out
+        try:
+            order = parse_hold(e.document)
+        except UsageError as exc:
+            return out + [_f("hold_invalid", e.seq, f"the order document: {exc.message}")]
+        if order.action != e.envelope.get("action"):
+            out.append(_f("hold_invalid", e.seq, "order.action differs from the envelope",
+                          e.envelope.get("action"), order.action))
         return out
-    try:
-        order = parse_hold(e.document)
-    except UsageError as exc:
-        return out + [_f("hold_invalid", e.seq, f"the order document: {exc.message}")]
-    if order.action != e.envelope.get("action"):
-        out.append(_f("hold_invalid", e.seq, "order.action differs from the envelope",
-                      e.envelope.get("action"), order.action))
+    order = order_or_why
     if order.action == "add":
         for seq in order.targets:
             bad = _target(e, seq, kind_of, "hold_target_invalid")

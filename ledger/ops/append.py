@@ -791,7 +791,8 @@ class RedactionCommit:
 
 
 def commit_redaction(ctx: LedgerContext, prepared: Sequence[Prepared],
-                     erasures: Sequence[Sequence[tuple[int, str]]],
+                     erasures: Sequence[Sequence[tuple[int, str]]], *,
+                     under_lock: Callable[[AppendTxn], None] | None = None,
                      ) -> list[RedactionCommit]:
     """Append redaction entries and erase the payloads they name, in ONE transaction.
 
@@ -804,8 +805,12 @@ def commit_redaction(ctx: LedgerContext, prepared: Sequence[Prepared],
     ``already_erased`` (a no-op).  Either everything commits or nothing does.  On SQLite
     the WAL is checkpointed (TRUNCATE) after the commit, so the erased bytes are gone
     from the WAL too.  Validation of the document (targets exist, are results, holds,
-    retention) is the caller's; this raises UsageError for a target that is not earlier
-    than its redaction, LedgerError for an entry the batch rejected, and StoreDataError /
+    retention) is the caller's, except what must be decided under the append lock:
+    ``under_lock(txn)`` runs once the lock is held, before anything is written, and may
+    raise to refuse (the legal holds are checked there: a hold appended by another
+    process is either committed before the lock and seen, or appended after the
+    erasure).  This raises UsageError for a target that is not earlier than its
+    redaction, LedgerError for an entry the batch rejected, and StoreDataError /
     StoreUnavailable (rolled back).
     """
     if len(prepared) != len(erasures):
@@ -815,6 +820,8 @@ def commit_redaction(ctx: LedgerContext, prepared: Sequence[Prepared],
     out: list[RedactionCommit] = []
     with append_transaction(ctx.engine) as txn:
         writer = BatchWriter(txn, ctx.ledger_id, ctx.clock)
+        if under_lock is not None:
+            under_lock(txn)
         for p, pairs in zip(prepared, erasures, strict=True):
             res = writer.add([p])[0]
             if not res.ok or res.seq is None:

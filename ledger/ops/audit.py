@@ -32,6 +32,7 @@ from ledger.core.digest import digest_text
 from ledger.core.entry import genesis_hash, hash_hex, parse_hash_hex
 from ledger.core.finding import LEDGER_LEVEL_CODES, summary_line  # noqa: F401 -- re-exported
 from ledger.core.policy import Policy, load_policy
+from ledger.crypto.keys import PublicKeyRef, load_public_keys
 from ledger.crypto.trust import TrustStore, row_judge
 from ledger.errors import UsageError
 from ledger.ops.append import commit_batch, prepare_event
@@ -324,6 +325,11 @@ def check_head(conn: Connection, h: repo.Head | None) -> list[Finding]:
     return out
 
 
+def _ledger_keys(paths: tuple[str, ...]) -> list[PublicKeyRef] | None:
+    """The ledger public keys of ``--key`` (None: none given).  Raises KeyringError."""
+    return [ref for p in paths for ref in load_public_keys(p)] if paths else None
+
+
 def run_audit(ctx: LedgerContext, opts: AuditOptions,
               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Run an audit and return its report (see docs/audit.md for the format)."""
@@ -362,7 +368,8 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
         tally.add(audit_range(engine, ctx.meta.ledger_id, start, end, policy, store,
                               progress, saver, state))
         _finish_run(engine, run_id, end, tally)
-    add_custody_findings(tally, engine, opts.start if not opts.since_last else start, end)
+    add_custody_findings(tally, engine, opts.start if not opts.since_last else start, end,
+                         ctx.meta.ledger_id, _ledger_keys(opts.keys))
     tally.findings += [f.to_dict() for f in pre + head_findings]  # ledger-level, not rows
     report = {
         "format": REPORT_FORMAT, "ledger_id": ctx.meta.ledger_id, "origin": ctx.meta.origin,

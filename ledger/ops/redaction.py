@@ -25,10 +25,14 @@ from ledger.core.redaction import (
     build_hold,
     build_request,
     check_text,
+    fold_hold_entries,
     payload_names,
 )
 from ledger.core.retention import RetentionPolicy
-from ledger.errors import NotFound, RedactionRefused, UsageError
+from ledger.crypto.keys import Keyring
+from ledger.crypto.redaction_sign import sign_request
+from ledger.crypto.tokens import JwtSigner, ledger_signer
+from ledger.errors import KeyringError, NotFound, RedactionRefused, UsageError
 from ledger.ops.append import (
     Prepared,
     check_producer,
@@ -38,6 +42,7 @@ from ledger.ops.append import (
 )
 from ledger.ops.context import LedgerContext
 from ledger.store import custody, entries
+from ledger.store.append import AppendTxn
 from ledger.store.db import connect
 
 
@@ -93,19 +98,44 @@ def _check_ask(ask: Ask, code: str = "bad_redaction") -> None:
                          field="role")
 
 
-def load_holds(conn: Any) -> Holds:
-    """The legal holds in force now (the fold of every hold entry)."""
-    from ledger.core.redaction import fold_holds, parse_hold
-
-    orders = []
-    for seq, doc in custody.documents(conn, "hold"):
-        if doc is None:
-            continue
+def _holds_of(rows: Iterable[tuple[int, bytes, bytes | None]]) -> Holds:
+    parsed = []
+    for seq, envelope, doc in rows:
         try:
-            orders.append((seq, parse_hold(doc)))
-        except UsageError:
-            continue  # an unreadable order holds nothing (the audit reports it)
-    return fold_holds(orders)
+            env = json.loads(envelope)
+        except ValueError:
+            env = None
+        parsed.append((seq, env if isinstance(env, dict) else {}, doc))
+    return fold_hold_entries(parsed)
+
+
+def load_holds(conn: Any) -> Holds:
+    """The legal holds in force now (the fold of every hold entry; a hold whose order
+    cannot be read holds every entry before it: ``ledger.core.redaction.Holds``)."""
+    return _holds_of(custody.documents(conn, "hold"))
+
+
+def refuse_held(holds: Holds, seqs: Iterable[int]) -> None:
+    """Raise RedactionRefused (``entry_on_hold``) for the first of ``seqs`` that a hold in
+    force holds."""
+    for seq in seqs:
+        held = holds.holding(seq)
+        if not held:
+            continue
+        why = holds.unreadable.get(held[0])
+        if why is None:
+            msg = f"entry {seq} is under legal hold {held[0]}"
+        else:
+            msg = (f"entry {seq} may be under legal hold {held[0]}, whose order cannot be "
+                   f"read ({why}); an unreadable hold holds every earlier entry")
+        raise RedactionRefused(f"{msg} (release it with `ledger hold release {held[0]}`)",
+                               code="entry_on_hold", field="seq",
+                               detail={"seq": seq, "hold_seq": held[0],
+                                       "hold_unreadable": why is not None})
+
+
+def _check_holds_in(txn: AppendTxn, seqs: Sequence[int]) -> None:
+    refuse_held(_holds_of(txn.documents("hold")), seqs)
 
 
 def resolve_seqs(conn: Any, subject: str | None, seqs: Iterable[int]) -> list[int]:
@@ -137,12 +167,7 @@ def plan(ctx: LedgerContext, conn: Any, seqs: Sequence[int], names: tuple[str, .
         if h.kind != "result":
             raise UsageError(f"entry {seq} is a {h.kind} entry; only result entries are "
                              "redacted", code="not_redactable", field="seq")
-        held = holds.holding(seq)
-        if held:
-            raise RedactionRefused(f"entry {seq} is under legal hold {held[0]} (release it "
-                                   f"with `ledger hold release {held[0]}`)",
-                                   code="entry_on_hold", field="seq",
-                                   detail={"seq": seq, "hold_seq": held[0]})
+        refuse_held(holds, [seq])
         committed = committed_names(h.envelope)
         wanted = committed if names is None else committed & set(names)
         if "query" in wanted and not keep_attestation and "attestation" in committed:
@@ -179,13 +204,22 @@ def _check_minimum(policy: RetentionPolicy, seq: int, h: Any, names: list[str],
 
 def requests_for(targets: Sequence[Target], ask: Ask, *, keep_attestation: bool,
                  override_minimum: str | None) -> list[RedactionRequest]:
-    """The ``ledger-redaction/1`` documents of ``targets`` (at most MAX_TARGETS each)."""
+    """The unsigned request documents of ``targets`` (at most MAX_TARGETS each)."""
     todo = [t for t in targets if t.erase]
     return [build_request({t.seq: t.erase for t in todo[i:i + MAX_TARGETS]}, ask.reason,
                           reference=ask.reference, requested_by=ask.requested_by,
                           keep_attestation=keep_attestation,
                           override_minimum=override_minimum)
             for i in range(0, len(todo), MAX_TARGETS)]
+
+
+def redaction_signer(ctx: LedgerContext, keyring: Keyring | None) -> JwtSigner:
+    """The signer of redaction requests: the ledger's active key.  Raises KeyringError
+    (exit 2 / 400) when no keyring is given or it has no active key for this ledger."""
+    if keyring is None:
+        raise KeyringError("a redaction is signed by the ledger key: give the keyring "
+                           "(--keys DIR)", code="no_signing_key", field="keys")
+    return ledger_signer(keyring, ctx.origin)
 
 
 def prepare_redaction(req: RedactionRequest, ask: Ask) -> tuple[Prepared, list[tuple[int, str]]]:
@@ -196,11 +230,18 @@ def prepare_redaction(req: RedactionRequest, ask: Ask) -> tuple[Prepared, list[t
 
 
 def commit_requests(ctx: LedgerContext, reqs: Sequence[RedactionRequest], ask: Ask,
-                    ) -> list[int]:
-    """Append the redaction entries of ``reqs`` and erase their payloads in one
-    transaction; their seqs."""
+                    signer: JwtSigner) -> list[int]:
+    """Sign the requests ``reqs`` (``ledger-redaction/2``, by the ledger key of
+    ``signer``), append their redaction entries and erase their payloads in one
+    transaction; their seqs.  The legal holds are read again under the append lock, so
+    that the check and the erasure are one serialised decision (also across processes):
+    raises RedactionRefused (``entry_on_hold``) when a hold appended since the plan holds
+    a target, and nothing is written."""
+    reqs = [sign_request(signer, ctx.ledger_id, r) for r in reqs]
     pairs = [prepare_redaction(r, ask) for r in reqs]
-    commits = commit_redaction(ctx, [p for p, _ in pairs], [e for _, e in pairs])
+    seqs = sorted({s for r in reqs for s, _ in r.targets})
+    commits = commit_redaction(ctx, [p for p, _ in pairs], [e for _, e in pairs],
+                               under_lock=lambda txn: _check_holds_in(txn, seqs))
     return [c.result.seq for c in commits]  # type: ignore[misc]
 
 
@@ -208,10 +249,13 @@ def redact(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
            seqs: Iterable[int] = (), payloads: Iterable[str] = ("all",),
            keep_attestation: bool = False, override_minimum: str | None = None,
            retention: RetentionPolicy | None = None, dry_run: bool = False,
-           ) -> RedactionOutcome:
+           keyring: Keyring | None = None) -> RedactionOutcome:
     """Erase payloads of the entries of ``subject`` and/or ``seqs`` (see the module
-    docstring).  Nothing is written when ``dry_run`` or when any target is refused."""
+    docstring).  Nothing is written when ``dry_run`` or when any target is refused.  The
+    redaction entries are signed by the ledger key of ``keyring`` (required unless
+    ``dry_run``)."""
     _check_ask(ask)
+    signer = None if dry_run else redaction_signer(ctx, keyring)
     check_text(override_minimum, "override_minimum", required=False)
     names = payload_names(payloads)
     with connect(ctx.engine) as conn:
@@ -221,9 +265,9 @@ def redact(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
     reqs = requests_for(targets, ask, keep_attestation=keep_attestation,
                         override_minimum=override_minimum)
     out = RedactionOutcome(dry_run, targets, reqs)
-    if dry_run or not reqs:
+    if signer is None or not reqs:
         return out
-    out.redaction_seqs = commit_requests(ctx, reqs, ask)
+    out.redaction_seqs = commit_requests(ctx, reqs, ask, signer)
     out.erased_at_us = ctx.clock.now_us()
     return out
 
@@ -257,7 +301,7 @@ def hold_release(ctx: LedgerContext, ask: Ask, hold_seq: int) -> int:
     _check_ask(ask, "bad_hold")
     with connect(ctx.engine) as conn:
         holds = load_holds(conn)
-    if hold_seq not in holds.active:
+    if not holds.in_force(hold_seq):
         why = f"already released by {holds.released[hold_seq]}" \
             if hold_seq in holds.released else "not a hold entry"
         raise NotFound(f"entry {hold_seq} is {why}", code="no_such_hold", field="hold_seq")

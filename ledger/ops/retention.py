@@ -17,13 +17,23 @@ from typing import Any
 from ledger.core.digest import digest_text
 from ledger.core.entry import SLOTS
 from ledger.core.retention import DAY_US, RetentionPolicy, parse_retention
-from ledger.errors import UsageError
+from ledger.crypto.keys import Keyring
+from ledger.crypto.tokens import JwtSigner
+from ledger.errors import RedactionRefused, UsageError
 from ledger.ops.context import LedgerContext
-from ledger.ops.redaction import Ask, Target, commit_requests, load_holds, requests_for
+from ledger.ops.redaction import (
+    Ask,
+    Target,
+    commit_requests,
+    load_holds,
+    redaction_signer,
+    requests_for,
+)
 from ledger.store import custody
 from ledger.store.db import connect
 
 PAGE = 1000
+RACE_RETRIES = 3  # re-plans of a page whose commit a newly appended hold refused
 
 
 def load_retention(path: str | Path | None) -> RetentionPolicy | None:
@@ -58,9 +68,12 @@ class RetentionRun:
 
 def apply_retention(ctx: LedgerContext, policy: RetentionPolicy, *, dry_run: bool = False,
                     producer: str | None = None, role: str = "operator",
-                    progress: Callable[[int, int], None] | None = None) -> RetentionRun:
+                    progress: Callable[[int, int], None] | None = None,
+                    keyring: Keyring | None = None) -> RetentionRun:
     """Erase every payload whose erase-after has passed (see the module docstring).
-    ``progress(done, total)`` after each page."""
+    ``progress(done, total)`` after each page.  The redaction entries are signed by the
+    ledger key of ``keyring`` (required unless ``dry_run``)."""
+    signer = None if dry_run else redaction_signer(ctx, keyring)
     now = ctx.clock.now_us()
     run = RetentionRun(dry_run)
     days = [r.erase_after_days for r in policy.rules if r.erase_after_days is not None]
@@ -73,21 +86,30 @@ def apply_retention(ctx: LedgerContext, policy: RetentionPolicy, *, dry_run: boo
         total = custody.count_results_before(conn, cutoff)
     after = -1
     while True:
-        with connect(ctx.engine) as conn:
-            heads = custody.result_heads_before(conn, cutoff, after, PAGE)
-            if not heads:
+        for attempt in range(RACE_RETRIES + 1):
+            with connect(ctx.engine) as conn:
+                heads = custody.result_heads_before(conn, cutoff, after, PAGE)
+                if not heads:
+                    return run
+                seqs = [h.seq for h in heads]
+                present = custody.present_slots(conn, seqs)
+                holds = load_holds(conn)
+            held_before = run.held
+            targets = _page_targets(policy, heads, present, holds, now, run)
+            try:
+                if targets:
+                    _commit_page(ctx, targets, ask, run, signer)
                 break
-            seqs = [h.seq for h in heads]
-            present = custody.present_slots(conn, seqs)
-            holds = load_holds(conn)
-        targets = _page_targets(policy, heads, present, holds, now, run)
+            except RedactionRefused as exc:
+                # a hold appended since the page was planned (the check under the lock
+                # refused the whole page): plan the page again with the holds now in force
+                run.held = held_before
+                if exc.code != "entry_on_hold" or attempt == RACE_RETRIES:
+                    raise
         run.scanned += len(heads)
         after = heads[-1].seq
-        if targets:
-            _commit_page(ctx, targets, ask, run)
         if progress:
             progress(run.scanned, total)
-    return run
 
 
 def _page_targets(policy: RetentionPolicy, heads: list[Any], present: dict[int, set[int]],
@@ -107,11 +129,11 @@ def _page_targets(policy: RetentionPolicy, heads: list[Any], present: dict[int, 
 
 
 def _commit_page(ctx: LedgerContext, targets: list[Target], ask: Ask, run: RetentionRun,
-                 ) -> None:
+                 signer: JwtSigner | None) -> None:
     reqs = requests_for(targets, ask, keep_attestation=True, override_minimum=None)
     seqs: list[int | None] = [None] * len(reqs)
-    if not run.dry_run:
-        seqs = list(commit_requests(ctx, reqs, ask))
+    if signer is not None:
+        seqs = list(commit_requests(ctx, reqs, ask, signer))
         run.redaction_seqs += [s for s in seqs if s is not None]
     for req, rseq in zip(reqs, seqs, strict=False):
         for seq, names in req.targets:

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from ledger.store.custody import DOCUMENTS_SQL
 from ledger.store.db import driver_cursor, is_pg, placeholder
 from ledger.store.entries import ENTRY_COLUMNS, Head
 
@@ -90,6 +91,14 @@ class AppendTxn:
         if rows:
             self.cur.executemany(self.sql.insert_entry,
                                  [tuple(r.get(c) for c in ENTRY_COLUMNS) for r in rows])
+
+    def documents(self, kind: str) -> list[tuple[int, bytes, bytes | None]]:
+        """(seq, envelope, document bytes or None) of every ``kind`` entry, seq order, read
+        inside this transaction (so under the append lock: an entry appended by anyone
+        else is either seen here or appended after this transaction commits)."""
+        self.cur.execute(DOCUMENTS_SQL.format(ph=self.sql.ph) + " ORDER BY e.seq", (kind,))
+        return [(seq, bytes(env), None if d is None else bytes(d))
+                for seq, env, d in self.cur.fetchall()]
 
     def find_idempotent(self, keys: Iterable[str], producer: str | None = None,
                         ) -> dict[str, Stored]:

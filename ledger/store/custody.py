@@ -74,19 +74,22 @@ def present_slots(conn: Connection, seqs: Sequence[int]) -> dict[int, set[int]]:
     return out
 
 
+DOCUMENTS_SQL = ("SELECT e.seq, e.envelope, p.data FROM entries e "
+                 "LEFT JOIN payloads p ON p.pid = e.seq * 8 WHERE e.kind = {ph}")
+
+
 def documents(conn: Connection, kind: str, before: int | None = None,
-              ) -> list[tuple[int, bytes | None]]:
-    """(seq, document bytes or None when not stored) of every ``kind`` entry (seq order),
-    with seq < ``before`` when given."""
+              ) -> list[tuple[int, bytes, bytes | None]]:
+    """(seq, envelope, document bytes or None when not stored) of every ``kind`` entry
+    (seq order), with seq < ``before`` when given."""
     ph = placeholder(is_pg(conn))
-    sql = ("SELECT e.seq, p.data FROM entries e LEFT JOIN payloads p ON p.pid = e.seq * 8 "
-           f"WHERE e.kind = {ph}")
+    sql = DOCUMENTS_SQL.format(ph=ph)
     args: tuple[object, ...] = (kind,)
     if before is not None:
         sql += f" AND e.seq < {ph}"
         args += (before,)
     rows = conn.exec_driver_sql(sql + " ORDER BY e.seq", args).fetchall()
-    return [(seq, None if d is None else bytes(d)) for seq, d in rows]
+    return [(seq, bytes(env), None if d is None else bytes(d)) for seq, env, d in rows]
 
 
 def custody_rows(conn: Connection, start: int, end: int,

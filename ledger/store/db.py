@@ -36,6 +36,7 @@ from ledger.errors import (
     LedgerError,
     NotInitialized,
     StoreDataError,
+    StorePermissionDenied,
     StoreUnavailable,
     UsageError,
 )
@@ -68,12 +69,14 @@ def placeholder(pg: bool) -> str:
 # -- error translation -------------------------------------------------------------------
 # SQLSTATE classes and codes a retry can cure: connection exception, insufficient
 # resources, operator intervention (admin shutdown, cancel), system error; serialization
-# failure, deadlock, lock not available.  A store that refuses writes (a read-only role,
-# a hot standby: another node or the operator cures it) is unavailable too — on the
-# store's own paths only: the append-only triggers also raise 42501.
+# failure, deadlock, lock not available.  A hot standby that refuses writes (a failover
+# cures it) is unavailable too — on the store's own paths only.  A missing privilege
+# (42501: a role without a GRANT, or an append-only trigger refusing a rewrite) is not
+# transient: StorePermissionDenied.
 _RETRY_CLASSES = ("08", "53", "57", "58")
 _RETRY_STATES = frozenset({"40001", "40P01", "55P03"})
-_REFUSED_WRITE_STATES = frozenset({"42501", "25006"})
+_REFUSED_WRITE_STATES = frozenset({"25006"})
+_INSUFFICIENT_PRIVILEGE = "42501"
 _DATA_CLASSES = ("22", "23")  # data exception, integrity constraint violation
 _UNDEFINED_TABLE = "42P01"
 # SQLite primary result codes a retry can cure: BUSY, LOCKED, NOMEM, IOERR, FULL,
@@ -108,6 +111,13 @@ def _translate_pg(orig: Any, psycopg: Any, what: str) -> LedgerError | None:
             or state in _REFUSED_WRITE_STATES:
         return StoreUnavailable(f"{reason} (SQLSTATE {state}); retry shortly",
                                 detail={"sqlstate": state})
+    if state == _INSUFFICIENT_PRIVILEGE:
+        diag = getattr(orig, "diag", None)
+        said = getattr(diag, "message_primary", None) or ""
+        return StorePermissionDenied(
+            f"{reason}: the database refused the statement for lack of privilege "
+            f"(SQLSTATE {state}{': ' + said if said else ''}); retrying will not help: grant "
+            "the service's role what docs/operations.md lists", detail={"sqlstate": state})
     if state.startswith(_DATA_CLASSES):
         return StoreDataError(f"{reason}: the database refused a value (SQLSTATE {state})",
                               detail={"sqlstate": state})

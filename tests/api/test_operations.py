@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 from ledger.clock import SystemClock
 from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
+from ledger.ops.audit import AuditOptions
 from tests.api.server import ROOT, Server, start_server, stop_process
 from tests.api.test_append import unverifiable, valid
 
@@ -80,7 +81,8 @@ def test_least_privilege_roles_from_the_operations_doc(roles: dict[str, str],
     try:
         srv = Server("postgresql", roles["ledger_service"], keys, origin, proc, url,
                      tmp_path / "svc.log")
-        srv.tokens = {r: srv.token(r, f"ops-{r}") for r in ("producer", "auditor")}
+        srv.tokens = {r: srv.token(r, f"ops-{r}") for r in ("producer", "auditor",
+                                                              "custodian")}
         with srv.client("producer") as c:
             assert c.post("/v1/entries", json=valid()).status_code == 201
             assert c.post("/v1/entries", json=unverifiable("x"),
@@ -91,19 +93,41 @@ def test_least_privilege_roles_from_the_operations_doc(roles: dict[str, str],
             assert c.get("/v1/entries/0", params={"proof": "true"}).json()["proof"]
             assert c.get("/v1/checkpoint").status_code == 200
             assert len(c.get("/v1/export").text.splitlines()) == 3
+        with srv.client("custodian") as c:  # holds, redactions and their report
+            r = c.post("/v1/holds", json={"seqs": [0], "reason": "case 1"})
+            assert r.status_code == 201, r.text
+            hold = r.json()["hold_seq"]
+            r = c.post("/v1/redactions", json={"seqs": [0], "reason": "DSR"})
+            assert r.status_code == 409 and r.json()["code"] == "entry_on_hold", r.text
+            r = c.post("/v1/redactions", json={"seqs": [1],
+                                               "reason": "DSR", "report": True})
+            assert r.status_code == 200, r.text
+            assert r.json()["entries"][0]["payloads"] and r.json()["report"]["signature"]
+            r = c.post(f"/v1/holds/{hold}/release", json={"reason": "closed"})
+            assert r.status_code == 200, r.text
+            assert c.get("/v1/holds").json() == {"holds": []}
+        with srv.client("producer") as c:
+            assert c.post("/v1/entries", json=valid()).status_code == 201
     finally:
         stop_process(proc)
+    with Ledger.open(roles["ledger_owner"]) as ledger:
+        report = ledger.audit(AuditOptions(keys=(str(keys / "jwks.json"),)))
+        assert report["findings"] == [], report["findings"]
+        assert {a["reason"] for a in report["abstentions"]} == {"redacted"}
     # the service role is refused every rewrite (before any trigger: no privilege)
     with psycopg.connect(_psycopg(roles["ledger_service"]), autocommit=True) as conn:
         for stmt in ("UPDATE entries SET status = 'VERIFIED'", "DELETE FROM entries",
                      "TRUNCATE entries", "DELETE FROM payloads", "UPDATE payloads SET data = ''",
                      "DELETE FROM checkpoints", "DELETE FROM merkle_nodes",
+                     "DELETE FROM redacted_payloads", "UPDATE redacted_payloads SET slot = 0",
                      "ALTER TABLE entries DISABLE TRIGGER entries_append_only",
+                     "ALTER TABLE payloads DISABLE TRIGGER USER",
                      "DROP TABLE entries"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(stmt)
 
-    # a reader-role service: reads work, appends are 503 store_unavailable (never 500)
+    # a reader-role service: reads work; an append is refused for lack of privilege, which
+    # is permanent (500 store_permission_denied, never a 503 that invites retries)
     proc, url = start_server(roles["ledger_reader"], keys, tmp_path / "rd.log",
                              "--no-checkpoint-on-demand")
     try:
@@ -116,10 +140,13 @@ def test_least_privilege_roles_from_the_operations_doc(roles: dict[str, str],
             for body, key in ((valid(), None), (valid(), "ops-2")):
                 r = c.post("/v1/entries", json=body,
                            headers={"Idempotency-Key": key} if key else {})
-                assert r.status_code == 503, r.text
-                assert r.json()["error"]["code"] == "store_unavailable"
+                assert r.status_code == 500, r.text
+                assert r.json()["code"] == "store_permission_denied"
+                assert "42501" in r.json()["detail"] and "retrying will not" in r.json()["detail"]
+            r = c.post("/v1/entries/batch", json=[valid()])
+            assert r.status_code == 500 and r.json()["code"] == "store_permission_denied"
             r = c.get(f"/v1/entries/{2}", params={"proof": "true"})
             assert r.status_code in (200, 404) and r.status_code < 500
-        assert httpx.get(url + "/v1/health").json()["size"] == 3
+        assert httpx.get(url + "/v1/health").json()["size"] == 7  # nothing appended
     finally:
         stop_process(proc)

@@ -16,8 +16,10 @@ from ledger.ops.erasure_report import verify_report
 from ledger.ops.samples import math_verified
 
 
-def _ledger(db_url: str, n: int = 3) -> list[int]:
+def _ledger(db_url: str, n: int = 3, keys=None) -> list[int]:
     with Ledger.init(db_url, origin="test.example/cli-redact") as lg:
+        if keys is not None:  # redactions are signed by the ledger key
+            Keyring.load(keys).generate(lg.meta.origin, SystemClock().now_us())
         subs = []
         for i in range(n):
             s = math_verified(i, random.Random(i))
@@ -26,8 +28,9 @@ def _ledger(db_url: str, n: int = 3) -> list[int]:
         return [r.seq for r in lg.append_many(subs)]
 
 
-def _run(db_url: str, *args: str):
-    return CliRunner().invoke(cli, ["--db", db_url, *args], catch_exceptions=False)
+def _run(db_url: str, *args: str, keys=None):
+    env = {"LEDGER_KEYS_DIR": str(keys)} if keys is not None else None
+    return CliRunner().invoke(cli, ["--db", db_url, *args], catch_exceptions=False, env=env)
 
 
 def _lines(out: str) -> list[dict]:
@@ -56,43 +59,75 @@ def test_redact_dry_run_then_for_real_with_report(db_url, tmp_path):
     doc = json.loads(report.read_text())
     assert doc["reference"] == "DSR-7" and doc["redaction_seqs"] == [got[0]["redaction_seq"]]
     assert verify_report(doc, json.loads((keys / "jwks.json").read_text()))
-    audit = _run(db_url, "audit")
+    audit = _run(db_url, "audit", "--key", str(keys / "jwks.json"))
     assert audit.exit_code == 3, audit.output  # only redactions are not verified
     assert "0 failed, 2 unverified, 4 redacted" in audit.stderr
+    unkeyed = _run(db_url, "audit")  # the redaction's signature is not checked: abstained
+    assert unkeyed.exit_code == 3 and "0 failed, 3 unverified" in unkeyed.stderr
 
 
-def test_refusals_exit_2(db_url):
-    seqs = _ledger(db_url)
+def test_refusals_exit_2(db_url, tmp_path):
+    keys = tmp_path / "keys"
+    seqs = _ledger(db_url, keys=keys)
     assert _run(db_url, "redact", "--seq", "99", "--reason", "x").exit_code == 2
     assert _run(db_url, "redact", "--seq", "0").exit_code == 2  # --reason is required
     assert _run(db_url, "redact", "--reason", "x").exit_code == 2  # no target
     held = _run(db_url, "hold", "add", "--seq", str(seqs[2]), "--reason", "case 1")
     assert held.exit_code == 0, held.output
     hold_seq = json.loads(held.stdout)["hold_seq"]
-    refused = _run(db_url, "redact", "--subject", "erin", "--reason", "x")
+    refused = _run(db_url, "redact", "--subject", "erin", "--reason", "x", keys=keys)
     assert refused.exit_code == 2 and f"legal hold {hold_seq}" in refused.stderr
     listed = _run(db_url, "hold", "list", "--format", "json")
     assert json.loads(listed.stdout) == {str(hold_seq): [seqs[2]]}
     rel = _run(db_url, "hold", "release", str(hold_seq), "--reason", "closed")
     assert rel.exit_code == 0 and json.loads(rel.stdout)["release_seq"] > hold_seq
-    assert _run(db_url, "redact", "--subject", "erin", "--reason", "x").exit_code == 0
+    assert _run(db_url, "redact", "--subject", "erin", "--reason", "x",
+                keys=keys).exit_code == 0
+    # without the ledger key there is no redaction: exit 2, nothing written
+    nokey = _run(db_url, "redact", "--subject", "dana", "--reason", "x",
+                 keys=tmp_path / "empty")
+    assert nokey.exit_code == 2 and "no active signing key" in nokey.stderr
+    assert "Traceback" not in nokey.output
 
 
 def test_minimum_retention_and_retention_apply(db_url, tmp_path):
-    _ledger(db_url)
+    keys = tmp_path / "keys"
+    _ledger(db_url, keys=keys)
     policy = tmp_path / "retention.json"
     policy.write_text(json.dumps({"format": "ledger-retention/1", "rules": [
         {"id": "min", "payloads": ["query"], "minimum_days": 30},
         {"id": "meta-now", "payloads": ["meta"], "erase_after_days": 0}]}))
-    refused = _run(db_url, "redact", "--seq", "0", "--reason", "x", "--retention", str(policy))
+    refused = _run(db_url, "redact", "--seq", "0", "--reason", "x", "--retention", str(policy),
+                   keys=keys)
     assert refused.exit_code == 2 and "minimum retention" in refused.stderr
     ok = _run(db_url, "redact", "--seq", "0", "--reason", "x", "--retention", str(policy),
-              "--override-minimum", "court order")
+              "--override-minimum", "court order", keys=keys)
     assert ok.exit_code == 0, ok.output
     dry = _run(db_url, "retention", "apply", "--policy", str(policy), "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert [x["payloads"] for x in _lines(dry.stdout)] == [["meta"], ["meta"]]
-    run = _run(db_url, "retention", "apply", "--policy", str(policy))
+    run = _run(db_url, "retention", "apply", "--policy", str(policy), keys=keys)
     assert json.loads(run.stderr.split("retention apply: ", 1)[1])["entries"] == 2
-    again = _run(db_url, "retention", "apply", "--policy", str(policy))
+    again = _run(db_url, "retention", "apply", "--policy", str(policy), keys=keys)
     assert _lines(again.stdout) == []
+
+
+def test_audit_with_the_ledger_key_tells_a_forged_redaction_from_a_lawful_one(db_url, tmp_path):
+    from ledger.core.redaction import build_request
+    from ledger.ops.redaction import Ask, commit_redaction, prepare_redaction
+
+    keys = tmp_path / "keys"
+    seqs = _ledger(db_url, keys=keys)
+    lawful = _run(db_url, "redact", "--seq", str(seqs[0]), "--reason", "DSR", keys=keys)
+    assert lawful.exit_code == 0, lawful.output
+    jwks = str(keys / "jwks.json")
+    ok = _run(db_url, "audit", "--key", jwks)
+    assert ok.exit_code == 3, ok.output  # lawful: only the erased payloads are unverified
+    with Ledger.open(db_url) as lg:  # a database writer without the key
+        p, pairs = prepare_redaction(build_request({seqs[1]: ["query"]}, "forged"),
+                                     Ask("forged", role="custodian"))
+        forged = commit_redaction(lg.ctx, [p], [pairs])[0].result.seq
+    bad = _run(db_url, "audit", "--key", jwks, "--json-report", "-")
+    assert bad.exit_code == 1, bad.output
+    report = json.loads(bad.stdout)
+    assert {(f["seq"], f["code"]) for f in report["findings"]} == {(forged, "redaction_unsigned")}

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger.core.canonical import canonical_json
+from ledger.core.digest import digest_text
 from ledger.core.redaction import (
     MAX_TARGETS,
     build_hold,
@@ -151,8 +152,10 @@ def test_bad_retention_policies_are_refused(doc):
 
 
 def _entry(seq, kind, doc, role="custodian", action=None):
-    env = {"role": role, **({"action": action} if action else {})}
-    return CustodyEntry(seq, kind, env, canonical_json(doc))
+    data = canonical_json(doc)
+    env = {"role": role, **({"action": action} if action else {}),
+           "payloads": {"order" if kind == "hold" else "request": digest_text(data)}}
+    return CustodyEntry(seq, kind, env, data)
 
 
 def test_custody_checks():

@@ -11,7 +11,6 @@ from sqlalchemy import create_engine, text
 
 from ledger.clock import FixedClock, SystemClock
 from ledger.core.retention import DAY_US, parse_retention
-from ledger.crypto.keys import Keyring
 from ledger.crypto.tokens import new_es256_key
 from ledger.errors import NotFound, RedactionRefused, UsageError
 from ledger.facade import Ledger
@@ -20,6 +19,7 @@ from ledger.ops.audit import AuditOptions
 from ledger.ops.erasure_report import verify_report
 from ledger.ops.redaction import Ask
 from ledger.ops.samples import attested, math_verified
+from tests.keyrings import ledger_keyring
 
 ISSUER = "did:test:issuer"
 ASK = Ask("GDPR Art. 17 request", "DSR-1", "dpo@example.org")
@@ -41,6 +41,11 @@ def ledger(db_url):
     lg.close()
 
 
+@pytest.fixture
+def ring(ledger, tmp_path):
+    return ledger_keyring(ledger, tmp_path / "keys")
+
+
 def _seed(lg: Ledger) -> dict[str, list[int]]:
     alice = [r.seq for r in lg.append_many(_subs(3, "alice"), producer="p")]
     bob = [r.seq for r in lg.append_many(_subs(2, "bob", 10), producer="p")]
@@ -55,9 +60,9 @@ def _abstained(report: dict) -> list[tuple[int, str]]:
     return sorted((a["seq"], a["reason"]) for a in report["abstentions"])
 
 
-def test_redact_by_subject_erases_and_the_audit_abstains(ledger):
+def test_redact_by_subject_erases_and_the_audit_abstains(ledger, ring):
     seqs = _seed(ledger)
-    out = ledger.redact(ASK, subject="alice", payloads=["query", "evidence"])
+    out = ledger.redact(ASK, keyring=ring, subject="alice", payloads=["query", "evidence"])
     assert [t.seq for t in out.targets] == seqs["alice"]
     assert all(t.erase == ("preimage", "query") for t in out.targets)
     assert len(out.redaction_seqs) == 1 and out.redaction_seqs[0] > max(seqs["bob"])
@@ -78,52 +83,52 @@ def test_redact_by_subject_erases_and_the_audit_abstains(ledger):
 def test_dry_run_changes_nothing(ledger):
     seqs = _seed(ledger)
     size = ledger.head()["size"]
-    out = ledger.redact(ASK, seqs=[seqs["bob"][0]], dry_run=True)
+    out = ledger.redact(ASK, keyring=ring, seqs=[seqs["bob"][0]], dry_run=True)
     assert out.dry_run and out.redaction_seqs == []
     assert out.targets[0].erase == ("meta", "preimage", "query", "result", "subject")
     assert ledger.head()["size"] == size
     assert ledger.get(seqs["bob"][0])["payloads"]["query"]["text"] is not None
 
 
-def test_refusals_write_nothing(ledger):
+def test_refusals_write_nothing(ledger, ring):
     seqs = _seed(ledger)
     size = ledger.head()["size"]
     with pytest.raises(NotFound) as e:
-        ledger.redact(ASK, seqs=[999])
+        ledger.redact(ASK, keyring=ring, seqs=[999])
     assert e.value.code == "no_such_entry"
     with pytest.raises(UsageError):
-        ledger.redact(Ask("  "), seqs=[0])
+        ledger.redact(Ask("  "), keyring=ring, seqs=[0])
     with pytest.raises(UsageError):
-        ledger.redact(ASK, seqs=[0], payloads=["passwords"])
-    first = ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["meta"])
+        ledger.redact(ASK, keyring=ring, seqs=[0], payloads=["passwords"])
+    first = ledger.redact(ASK, keyring=ring, seqs=[seqs["alice"][0]], payloads=["meta"])
     with pytest.raises(UsageError) as e:
-        ledger.redact(ASK, seqs=[first.redaction_seqs[0]])  # a redaction is not redactable
+        ledger.redact(ASK, keyring=ring, seqs=[first.redaction_seqs[0]])  # a redaction is not redactable
     assert e.value.code == "not_redactable"
     assert ledger.head()["size"] == size + 1
 
 
-def test_already_erased_is_a_reported_no_op(ledger):
+def test_already_erased_is_a_reported_no_op(ledger, ring):
     seqs = _seed(ledger)
-    ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["query"])
-    again = ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["query", "meta"])
+    ledger.redact(ASK, keyring=ring, seqs=[seqs["alice"][0]], payloads=["query"])
+    again = ledger.redact(ASK, keyring=ring, seqs=[seqs["alice"][0]], payloads=["query", "meta"])
     assert again.targets[0].erase == ("meta",) and again.targets[0].already == ("query",)
     size = ledger.head()["size"]
-    none = ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["query"])
+    none = ledger.redact(ASK, keyring=ring, seqs=[seqs["alice"][0]], payloads=["query"])
     assert none.redaction_seqs == [] and none.targets[0].already == ("query",)
     assert ledger.head()["size"] == size  # nothing to erase: no entry
-    assert ledger.redact(ASK, subject="nobody").targets == []
+    assert ledger.redact(ASK, keyring=ring, subject="nobody").targets == []
 
 
-def test_query_takes_its_attestation_unless_kept(ledger):
+def test_query_takes_its_attestation_unless_kept(ledger, ring):
     key, jwk = new_es256_key()
     jwk["kid"] = f"{ISSUER}#k1"
     ledger.trust_issuer(ISSUER, {"keys": [jwk]})
     iat = SystemClock().now_us() // 1_000_000 - 60
     a, b = [r.seq for r in ledger.append_many(
         [attested(i, key, ISSUER, jwk["kid"], iat) for i in range(2)])]
-    took = ledger.redact(ASK, seqs=[a], payloads=["query"])
+    took = ledger.redact(ASK, keyring=ring, seqs=[a], payloads=["query"])
     assert took.targets[0].erase == ("attestation", "query")
-    kept = ledger.redact(ASK, seqs=[b], payloads=["query"], keep_attestation=True)
+    kept = ledger.redact(ASK, keyring=ring, seqs=[b], payloads=["query"], keep_attestation=True)
     assert kept.targets[0].erase == ("query",)
     assert ledger.get(b)["payloads"]["attestation"]["text"] is not None
     doc = json.loads(ledger.get(kept.redaction_seqs[0])["payloads"]["request"]["text"])
@@ -132,38 +137,38 @@ def test_query_takes_its_attestation_unless_kept(ledger):
     assert report["summary"]["failed"] == 0, report["findings"]
 
 
-def test_legal_hold_blocks_redaction_until_released(ledger):
+def test_legal_hold_blocks_redaction_until_released(ledger, ring):
     seqs = _seed(ledger)
     hold = ledger.hold_add(Ask("litigation", "case 42"), subject="alice")
     assert ledger.holds() == {hold: seqs["alice"]}
     with pytest.raises(RedactionRefused) as e:
-        ledger.redact(ASK, subject="alice")
+        ledger.redact(ASK, keyring=ring, subject="alice")
     assert e.value.code == "entry_on_hold" and e.value.detail["hold_seq"] == hold
     assert str(hold) in e.value.message
-    ledger.redact(ASK, subject="bob")  # other entries are not held
+    ledger.redact(ASK, keyring=ring, subject="bob")  # other entries are not held
     release = ledger.hold_release(Ask("case closed"), hold)
     assert release > hold and ledger.holds() == {}
     with pytest.raises(NotFound):
         ledger.hold_release(Ask("twice"), hold)
-    ledger.redact(ASK, subject="alice")
+    ledger.redact(ASK, keyring=ring, subject="alice")
     assert ledger.audit(AuditOptions())["summary"]["failed"] == 0
 
 
-def test_minimum_retention_refuses_without_override(ledger):
+def test_minimum_retention_refuses_without_override(ledger, ring):
     seqs = _seed(ledger)
     policy = parse_retention(json.dumps({"format": "ledger-retention/1", "rules": [
         {"engine": "*", "payloads": ["query"], "minimum_days": 183}]}))
     with pytest.raises(RedactionRefused) as e:
-        ledger.redact(ASK, seqs=[seqs["alice"][0]], retention=policy)
+        ledger.redact(ASK, keyring=ring, seqs=[seqs["alice"][0]], retention=policy)
     assert e.value.code == "minimum_retention"
-    ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["meta"], retention=policy)
-    out = ledger.redact(ASK, seqs=[seqs["alice"][0]], retention=policy,
+    ledger.redact(ASK, keyring=ring, seqs=[seqs["alice"][0]], payloads=["meta"], retention=policy)
+    out = ledger.redact(ASK, keyring=ring, seqs=[seqs["alice"][0]], retention=policy,
                         override_minimum="court order 7")
     doc = json.loads(ledger.get(out.redaction_seqs[0])["payloads"]["request"]["text"])
     assert doc["override_minimum"] == "court order 7"
 
 
-def test_retention_apply_is_resumable_and_skips_holds(db_url):
+def test_retention_apply_is_resumable_and_skips_holds(db_url, tmp_path):
     clock = FixedClock(1_800_000_000_000_000, step_us=1)
     Ledger.init(db_url, origin="test.example/retention", clock=clock).close()
     with Ledger.open(db_url, clock=clock) as lg:
@@ -171,23 +176,22 @@ def test_retention_apply_is_resumable_and_skips_holds(db_url):
         hold = lg.hold_add(Ask("keep one"), seqs=[seqs[0]])
         policy = parse_retention(json.dumps({"format": "ledger-retention/1", "rules": [
             {"payloads": ["query", "evidence"], "erase_after_days": 30}]}))
-        assert lg.apply_retention(policy).entries == 0  # not old enough yet
+        ring = ledger_keyring(lg, tmp_path / "keys")
+        assert lg.apply_retention(policy, keyring=ring).entries == 0  # not old enough yet
         clock.advance(31 * DAY_US)
         dry = lg.apply_retention(policy, dry_run=True)
         assert dry.entries == 4 and dry.held == 1 and dry.redaction_seqs == []
-        run = lg.apply_retention(policy)
+        run = lg.apply_retention(policy, keyring=ring)
         assert run.entries == 4 and run.payloads == 8 and len(run.redaction_seqs) == 1
-        assert lg.apply_retention(policy).entries == 0  # a rerun: nothing left
+        assert lg.apply_retention(policy, keyring=ring).entries == 0  # a rerun: nothing left
         assert lg.get(seqs[0])["payloads"]["query"]["text"] is not None
         assert lg.holds() == {hold: [seqs[0]]}
         assert lg.audit(AuditOptions())["summary"]["failed"] == 0
 
 
-def test_erasure_report_is_signed(ledger, tmp_path):
+def test_erasure_report_is_signed(ledger, ring):
     _seed(ledger)
-    ring = Keyring.load(tmp_path / "keys")
-    ring.generate(ledger.meta.origin, SystemClock().now_us())
-    out = ledger.redact(ASK, subject="bob")
+    out = ledger.redact(ASK, keyring=ring, subject="bob")
     report = ledger.erasure_report(out, ASK, ring)
     jwks = json.loads((ring.path / "jwks.json").read_text())
     assert verify_report(report, jwks)["iss"] == ledger.meta.origin
@@ -244,3 +248,178 @@ def test_audit_checks_the_redaction_entries_themselves(ledger):
     # the payload the bad redaction names is still stored: not applied
     assert (seqs["bob"][0], "redaction_not_applied") in codes
     assert report["summary"]["failed"] >= 2
+
+
+# -- a hold and a redaction racing (issue 34, item 1) -------------------------------------
+class _HoldWhenPlanned:
+    """A system clock that, the first time it is read after ``arm``, appends a legal hold
+    on ``seq`` through a second ledger handle (its own engine and connections): a custodian
+    whose hold lands after the redaction read the holds and before it erased anything."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.seq, self.hold = url, None, None
+
+    def arm(self, seq: int) -> None:
+        self.seq = seq
+
+    def now_us(self) -> int:
+        if self.seq is not None:
+            seq, self.seq = self.seq, None
+            with Ledger.open(self.url) as other:
+                self.hold = other.hold_add(Ask("litigation", "case 9"), seqs=[seq])
+        return SystemClock().now_us()
+
+
+def test_a_hold_appended_while_a_redaction_is_planned_blocks_it(db_url, tmp_path):
+    Ledger.init(db_url, origin="test.example/race").close()
+    clock = _HoldWhenPlanned(db_url)
+    with Ledger.open(db_url, clock=clock) as lg:
+        seqs = _seed(lg)
+        target = seqs["alice"][1]
+        clock.arm(target)
+        with pytest.raises(RedactionRefused) as e:
+            lg.redact(ASK, seqs=[target, seqs["bob"][0]], keyring=ledger_keyring(lg, tmp_path))
+        assert clock.hold is not None  # the race happened
+        assert e.value.code == "entry_on_hold" and e.value.detail["hold_seq"] == clock.hold
+        # nothing erased, no redaction entry: the hold is the last entry
+        assert lg.get(target)["payloads"]["query"]["text"] is not None
+        assert lg.get(seqs["bob"][0])["payloads"]["query"]["text"] is not None
+        assert lg.head()["size"] == clock.hold + 1
+        report = lg.audit(AuditOptions())
+        assert report["findings"] == [] and report["outcome"] == "passed"
+
+
+# -- a hold that cannot be read (issue 34, item 2) ---------------------------------------
+def _break_order(url: str, hold_seq: int, how: str) -> None:
+    from tests import tamper
+
+    with tamper.unlocked(url, ("payloads",)) as c:
+        if how == "deleted":
+            c.execute(text(f"DELETE FROM payloads WHERE pid = {hold_seq * 8}"))
+        else:
+            c.execute(text(f"UPDATE payloads SET data = :d WHERE pid = {hold_seq * 8}"),
+                      {"d": b'{"format": "ledger-hold/1", "garbage": true}'})
+
+
+@pytest.mark.parametrize("how", ["deleted", "corrupted"])
+def test_an_unreadable_hold_blocks_erasure_of_every_earlier_entry(ledger, ring, db_url, how):
+    seqs = _seed(ledger)
+    hold = ledger.hold_add(Ask("litigation", "case 42"), seqs=[seqs["alice"][0]])
+    later = ledger.append_many(_subs(1, "zoe", 30))[0].seq
+    _break_order(db_url, hold, how)
+    size = ledger.head()["size"]
+    for target in (seqs["alice"][0], seqs["bob"][1]):  # held, and not named by the hold
+        with pytest.raises(RedactionRefused) as e:
+            ledger.redact(ASK, keyring=ring, seqs=[target])
+        assert e.value.code == "entry_on_hold" and e.value.detail["hold_seq"] == hold
+        assert e.value.detail["hold_unreadable"] is True
+        assert "cannot be read" in e.value.message
+    assert ledger.head()["size"] == size
+    assert ledger.get(seqs["bob"][1])["payloads"]["query"]["text"] is not None
+    # retention skips what the broken hold may cover
+    clock_policy = parse_retention(json.dumps({"format": "ledger-retention/1", "rules": [
+        {"payloads": ["meta"], "erase_after_days": 0}]}))
+    run = ledger.apply_retention(clock_policy, dry_run=True)
+    assert run.held == len(seqs["alice"]) + len(seqs["bob"])
+    assert [line["seq"] for line in run.lines] == [later]
+    # an entry appended after the hold is not covered by it
+    assert ledger.redact(ASK, keyring=ring, seqs=[later], payloads=["meta"]).redaction_seqs
+    # the way out: release the broken hold (recorded), then the erasure goes through
+    ledger.hold_release(Ask("order lost; re-issued as a new hold"), hold)
+    assert ledger.redact(ASK, keyring=ring, seqs=[seqs["bob"][1]], payloads=["meta"]).redaction_seqs
+
+
+def test_the_audit_names_an_erasure_made_while_a_hold_was_unreadable(ledger, db_url):
+    seqs = _seed(ledger)
+    hold = ledger.hold_add(Ask("litigation"), seqs=[seqs["alice"][0]])
+    _break_order(db_url, hold, "deleted")
+    # an erasure the fixed code refuses, written as the old code wrote it
+    from ledger.core.redaction import build_request
+    from ledger.ops.redaction import commit_redaction, prepare_redaction
+
+    req = build_request({seqs["bob"][0]: ["meta"]}, "r")
+    p, pairs = prepare_redaction(req, ASK)
+    rseq = commit_redaction(ledger.ctx, [p], [pairs])[0].result.seq
+    report = ledger.audit(AuditOptions())
+    codes = {(f["seq"], f["code"]) for f in report["findings"]}
+    assert (rseq, "redaction_under_unreadable_hold") in codes
+    assert (hold, "payload_missing") in codes
+    assert report["outcome"] == "failed"
+
+
+# -- redactions are signed by the ledger key (issue 34, item 3) ---------------------------
+def _forge(lg, targets, *, signer=None, reqs=None):
+    """What anyone who can write the database can do: append a redaction entry (custodian
+    role) and erase the payloads it names, signed by ``signer`` or not at all."""
+    from ledger.core.redaction import build_request
+    from ledger.crypto.redaction_sign import sign_request
+    from ledger.ops.redaction import commit_redaction, prepare_redaction
+
+    req = build_request(targets, "forged") if reqs is None else reqs
+    if signer is not None:
+        req = sign_request(signer, lg.meta.ledger_id, req)
+    p, pairs = prepare_redaction(req, Ask("forged", role="custodian", producer="mallory"))
+    return commit_redaction(lg.ctx, [p], [pairs])[0].result.seq
+
+
+def _jwks(ring, tmp_path):
+    path = tmp_path / "ledger-jwks.json"
+    path.write_text(json.dumps({"keys": ring.jwks}))
+    return str(path)
+
+
+def test_a_redaction_is_signed_and_the_audit_checks_it(ledger, ring, tmp_path):
+    seqs = _seed(ledger)
+    out = ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["query"], keyring=ring)
+    doc = json.loads(ledger.get(out.redaction_seqs[0])["payloads"]["request"]["text"])
+    assert doc["format"] == "ledger-redaction/2" and doc["signature"].count(".") == 2
+    signed = ledger.audit(AuditOptions(keys=(_jwks(ring, tmp_path),)))
+    assert signed["findings"] == [] and signed["outcome"] == "unverified"
+    assert _abstained(signed) == [(seqs["alice"][0], "redacted")]
+    unkeyed = ledger.audit(AuditOptions())  # without --key the signature is not checked
+    assert (out.redaction_seqs[0], "no_ledger_key") in _abstained(unkeyed)
+    assert unkeyed["findings"] == []
+    # no keyring, no redaction (nothing written)
+    size = ledger.head()["size"]
+    with pytest.raises(UsageError) as e:
+        ledger.redact(ASK, seqs=[seqs["bob"][0]])
+    assert e.value.code == "no_signing_key" and ledger.head()["size"] == size
+
+
+def test_a_redaction_written_without_the_ledger_key_fails_the_audit(ledger, ring, tmp_path):
+    from ledger.core.redaction import build_request
+    from ledger.crypto.tokens import ledger_signer
+
+    seqs = _seed(ledger)
+    keys = (_jwks(ring, tmp_path),)
+    other = ledger_keyring(ledger, tmp_path / "mallory-keys")  # a key of the same name
+    forged = _forge(ledger, {seqs["bob"][0]: ["query"]},
+                    signer=ledger_signer(other, ledger.meta.origin))
+    report = ledger.audit(AuditOptions(keys=keys))
+    assert [(f["seq"], f["code"], f["class"]) for f in report["findings"]] == \
+        [(forged, "redaction_signature_invalid", "signature_invalid")]
+    assert report["outcome"] == "failed" and report["summary"]["failed"] == 1
+    # a lawful signature lifted onto other targets: the claims no longer match
+    lawful = ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["meta"], keyring=ring)
+    doc = json.loads(ledger.get(lawful.redaction_seqs[0])["payloads"]["request"]["text"])
+    lifted = build_request({seqs["bob"][1]: ["query"]}, doc["reason"]).signed(doc["signature"])
+    moved = _forge(ledger, {}, reqs=lifted)
+    codes = {(f["seq"], f["code"]) for f in ledger.audit(AuditOptions(keys=keys))["findings"]}
+    assert (moved, "redaction_signature_invalid") in codes
+    assert (lawful.redaction_seqs[0], "redaction_signature_invalid") not in codes
+
+
+def test_unsigned_redactions_are_old_data_until_a_signed_one_exists(ledger, ring, tmp_path):
+    seqs = _seed(ledger)
+    keys = (_jwks(ring, tmp_path),)
+    old = _forge(ledger, {seqs["alice"][0]: ["query"]})  # as written before signing
+    report = ledger.audit(AuditOptions(keys=keys))
+    assert report["findings"] == [] and report["outcome"] == "unverified"
+    assert (old, "redaction_unsigned") in _abstained(report)
+    assert (seqs["alice"][0], "redacted") in _abstained(report)
+    ledger.redact(ASK, seqs=[seqs["alice"][1]], payloads=["meta"], keyring=ring)
+    late = _forge(ledger, {seqs["bob"][0]: ["query"]})  # unsigned after a signed one
+    report = ledger.audit(AuditOptions(keys=keys))
+    assert [(f["seq"], f["code"]) for f in report["findings"]] == [(late, "redaction_unsigned")]
+    assert (old, "redaction_unsigned") in _abstained(report)
+    assert report["outcome"] == "failed"

@@ -20,6 +20,7 @@ from ledger.ops.redaction import Ask
 from ledger.ops.samples import realistic
 from ledger.store import entries as repo
 from tests import tamper as T
+from tests.keyrings import ledger_keyring
 from tests.store.test_migrate_v2 import FIXTURE, load_v1_ledger
 
 
@@ -34,13 +35,14 @@ def _all_layers_clean(L: Ledger) -> int:
     return n
 
 
-def test_every_kind_of_entry_reads_verified(db_url):
+def test_every_kind_of_entry_reads_verified(db_url, tmp_path):
     with Ledger.init(db_url) as L:
         L.trust_issuer(T.ISSUER, T.JWKS, reason="issuer")  # key_event
         res = L.append_many(realistic(8), producer="p")
         L.audit(AuditOptions(record=True))  # audit_run
         L.hold_add(Ask("litigation hold", "case 1"), seqs=[res[0].seq])  # hold
-        L.redact(Ask("GDPR Art. 17", "DSR-1"), seqs=[res[1].seq])  # redaction
+        L.redact(Ask("GDPR Art. 17", "DSR-1"), seqs=[res[1].seq],  # redaction
+                 keyring=ledger_keyring(L, tmp_path / "keys"))
         kinds = {r["kind"] for r in L.query_page(make_filters(), limit=1000,
                                                   layer="auditor").rows}
         assert {"result", "key_event", "audit_run", "hold", "redaction"} <= kinds
@@ -67,12 +69,13 @@ def test_a_migrated_v1_ledger_reads_verified(db_url):
         assert got["status"] == envelope_status  # the envelope's value, not the column
 
 
-def test_a_lawfully_erased_payload_is_named_redacted_not_flagged(sqlite_url):
+def test_a_lawfully_erased_payload_is_named_redacted_not_flagged(sqlite_url, tmp_path):
     with Ledger.init(sqlite_url) as L:
         L.append_many(realistic(4), producer="p")
         seq = next(r["seq"] for r in L.query_page(make_filters(), layer="auditor").rows
                    if r["query"] is not None)
-        L.redact(Ask("GDPR Art. 17", "DSR-2"), seqs=[seq], payloads=["query"])
+        L.redact(Ask("GDPR Art. 17", "DSR-2"), seqs=[seq], payloads=["query"],
+                 keyring=ledger_keyring(L, tmp_path / "keys"))
         got = L.get(seq)
         assert got["integrity"] == {"verified": True, "codes": [], "fields": [],
                                     "redacted": ["query"], "problems": []}

@@ -253,15 +253,17 @@ def test_a_bad_codec_setting_stops_the_cli_before_anything_is_written(tmp_path):
     assert not (tmp_path / "l.db").exists()
 
 
-def test_migration_0009_keeps_redactions_as_they_were(db_url):
+def test_migration_0009_keeps_redactions_as_they_were(db_url, tmp_path):
     """Erased rows stay erased through the rewrite both ways: the audit abstains on the same
     payloads, citing the same redaction, before and after."""
     from ledger.ops.redaction import Ask
+    from tests.keyrings import ledger_keyring
 
     with Ledger.init(db_url, origin="test.example/codec") as L:
         subs = mix(6)
         assert all(r.ok for r in L.append_many(subs))
-        L.redact(Ask("erasure test"), seqs=[2, 4], payloads=["evidence", "query"])
+        L.redact(Ask("erasure test"), seqs=[2, 4], payloads=["evidence", "query"],
+                 keyring=ledger_keyring(L, tmp_path / "keys"))
 
         def seen() -> tuple:
             rep = L.audit(AuditOptions())

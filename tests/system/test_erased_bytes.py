@@ -20,6 +20,7 @@ from sqlalchemy import create_engine, text
 from ledger.facade import Ledger
 from ledger.ops.redaction import Ask
 from ledger.ops.samples import math_verified
+from tests.keyrings import ledger_keyring
 
 
 def _marked(marker: str) -> dict:
@@ -59,7 +60,8 @@ def test_sqlite_file_and_wal_hold_no_erased_bytes(tmp_path):
         before = _files(db)
         for needle in needles:  # the search finds each before the erasure
             assert any(needle in data for data in before.values()), needle
-        lg.redact(Ask("erasure test"), subject=f"subject-{marker}")
+        lg.redact(Ask("erasure test"), subject=f"subject-{marker}",
+                  keyring=ledger_keyring(lg, tmp_path / "keys"))
         assert lg.get(seqs[0])["payloads"]["query"]["text"] is None
         after = _files(db)  # the ledger is still open: the WAL file exists
         assert f"{db.name}-wal" in after
@@ -97,7 +99,7 @@ def own_pg_database(pg_database):
     admin.dispose()
 
 
-def test_postgresql_files_hold_no_erased_bytes_after_vacuum_full(own_pg_database):
+def test_postgresql_files_hold_no_erased_bytes_after_vacuum_full(own_pg_database, tmp_path):
     pg_url = own_pg_database
     marker = "ZQXERASEME" + uuid.uuid4().hex[:8].upper()
     eng = create_engine(pg_url, isolation_level="AUTOCOMMIT")
@@ -125,7 +127,8 @@ def test_postgresql_files_hold_no_erased_bytes_after_vacuum_full(own_pg_database
                 files = _pg_files(c, "payloads", datadir)
             for needle in needles:  # the search finds each before the erasure
                 assert any(needle in f.read_bytes() for f in files), needle
-            lg.redact(Ask("erasure test"), subject=f"subject-{marker}")
+            lg.redact(Ask("erasure test"), subject=f"subject-{marker}",
+                      keyring=ledger_keyring(lg, tmp_path / "keys"))
         # VACUUM FULL copies a deleted row version that a snapshot still open anywhere it
         # counts may see (docs/redaction.md); under a loaded server such a snapshot ends
         # within seconds, so the rewrite is repeated until none is left, bounded in time.

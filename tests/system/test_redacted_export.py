@@ -32,7 +32,7 @@ def test_redacted_export_verifies_with_both_verifiers(db_url, tmp_path):
         lg.append_many(subs)
         lg.hold_add(Ask("keep entry 0"), seqs=[0])
         out = lg.redact(Ask("GDPR Art. 17", "DSR-3"), subject="frank",
-                        payloads=["query", "evidence"])
+                        payloads=["query", "evidence"], keyring=ring)
         assert len(out.targets) == 3
         lg.export(tmp_path / "bundle", keys=ring.path)
     jwks = ring.path / "jwks.json"

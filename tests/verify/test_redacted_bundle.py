@@ -12,6 +12,8 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from ledger import Ledger
 from ledger.clock import FixedClock
 from ledger.crypto.keys import Keyring
@@ -34,24 +36,42 @@ def _script(bundle: Path, jwks: Path) -> tuple[int, str]:
     return code, out.getvalue() + err.getvalue()
 
 
-def _redacted_bundle(url: str, tmp: Path, **export: object) -> tuple[Path, Path]:
+def _redacted_bundle(url: str, tmp: Path, *, signed: bool = True,
+                     **export: object) -> tuple[Path, Path]:
+    """A ledger of 6 results and, at seq 6, a redaction of seq 2's query and subject: signed
+    by the ledger key (ledger-redaction/2), or unsigned as written before signing
+    (``signed=False``, ledger-redaction/1); exported with ``export``."""
+    from ledger.core.redaction import build_request
+    from ledger.crypto.redaction_sign import sign_request
+    from ledger.crypto.tokens import ledger_signer
+
     rng = random.Random(5)
+    ring = Keyring.load(tmp / "keys")
     with Ledger.init(url, clock=FixedClock(T0, 1000), origin=ORIGIN) as L:
-        L.append_many([bench_submission(i, rng) for i in range(6)])
-        doc = {"format": "ledger-redaction/1",
-               "targets": [{"seq": 2, "payloads": ["query", "subject"]}],
-               "reason": "erasure request", "reference": None, "requested_by": None,
-               "keep_attestation": False, "override_minimum": None}
-        p = prepare_event("redaction", {"producer": "dpo", "role": "operator"}, "request", doc)
-        commit_redaction(L.ctx, [p], [[(2, "query"), (2, "subject")]])
-        ring = Keyring.load(tmp / "keys")
         ring.generate(ORIGIN, T0)
+        L.append_many([bench_submission(i, rng) for i in range(6)])
+        req = build_request({2: ["query", "subject"]}, "erasure request")
+        if signed:
+            req = sign_request(ledger_signer(ring, ORIGIN), L.meta.ledger_id, req)
+        p = prepare_event("redaction", {"producer": "dpo", "role": "operator"}, "request",
+                          req.to_doc())
+        commit_redaction(L.ctx, [p], [[(2, "query"), (2, "subject")]])
         L.export(tmp / "bundle", keys=ring.path, **export)
     return tmp / "bundle", ring.path / "jwks.json"
 
 
 def test_both_verifiers_abstain_on_the_erased_payloads_only(db_url, tmp_path):
     bundle, jwks = _redacted_bundle(db_url, tmp_path)
+    report = verify_export(bundle, jwks)
+    assert report["findings"] == [] and report["outcome"] == "unverified"
+    assert sorted((a["seq"], a["reason"]) for a in report["abstentions"]) == [
+        (2, "redacted"), (2, "redacted")]
+    code, out = _script(bundle, jwks)
+    assert code == 3 and '"redacted"' in out and "redaction_unsigned" not in out, out
+
+
+def test_an_unsigned_redaction_of_old_is_abstained_as_such(db_url, tmp_path):
+    bundle, jwks = _redacted_bundle(db_url, tmp_path, signed=False)
     lines = [json.loads(x) for x in (bundle / "entries.jsonl").read_text().splitlines()]
     erased = {n: p for n, p in lines[2]["payloads"].items() if p["data_b64"] is None}
     assert erased == {n: {"data_b64": None, "digest": lines[2]["payloads"][n]["digest"],
@@ -59,11 +79,56 @@ def test_both_verifiers_abstain_on_the_erased_payloads_only(db_url, tmp_path):
     assert all("salt_b64" in p for p in lines[0]["payloads"].values())
     report = verify_export(bundle, jwks)
     assert report["findings"] == [] and report["outcome"] == "unverified"
+    # an unsigned (ledger-redaction/1) request, as written before redactions were signed:
+    # abstained as what it is
     assert sorted((a["seq"], a["reason"]) for a in report["abstentions"]) == [
-        (2, "redacted"), (2, "redacted")]
+        (2, "redacted"), (2, "redacted"), (6, "redaction_unsigned")]
     code, out = _script(bundle, jwks)
     assert code == 3, out
     assert '"redacted"' in out and "payload_missing" not in out
+    assert '"redaction_unsigned"' in out
+
+
+def _signed_bundle(url: str, tmp: Path, *, forged: str) -> tuple[Path, Path, int]:
+    """A ledger with a lawful (signed) redaction of seq 1, then a redaction of seq 3 that a
+    database writer appended: signed by another key (``forged="key"``) or unsigned
+    (``"unsigned"``).  Returns the bundle, the ledger's JWKS and the forged seq."""
+    from ledger.core.redaction import build_request
+    from ledger.crypto.redaction_sign import sign_request
+    from ledger.crypto.tokens import ledger_signer
+    from ledger.ops.redaction import Ask, prepare_redaction
+
+    rng = random.Random(7)
+    ring = Keyring.load(tmp / "keys")
+    with Ledger.init(url, clock=FixedClock(T0, 1000), origin=ORIGIN) as L:
+        ring.generate(ORIGIN, T0)
+        L.append_many([bench_submission(i, rng) for i in range(5)])
+        L.redact(Ask("DSR"), seqs=[1], payloads=["query"], keyring=ring)
+        req = build_request({3: ["query"]}, "forged")
+        if forged == "key":
+            other = Keyring.load(tmp / "other-keys")
+            other.generate(ORIGIN, T0)
+            req = sign_request(ledger_signer(other, ORIGIN), L.meta.ledger_id, req)
+        p, pairs = prepare_redaction(req, Ask("forged", role="custodian"))
+        seq = commit_redaction(L.ctx, [p], [pairs])[0].result.seq
+        L.export(tmp / "bundle", keys=ring.path)
+    return tmp / "bundle", ring.path / "jwks.json", seq
+
+
+@pytest.mark.parametrize("forged", ["key", "unsigned"])
+def test_a_redaction_not_signed_by_the_ledger_key_fails_in_both_verifiers(db_url, tmp_path,
+                                                                          forged):
+    bundle, jwks, seq = _signed_bundle(db_url, tmp_path, forged=forged)
+    code = "redaction_signature_invalid" if forged == "key" else "redaction_unsigned"
+    report = verify_export(bundle, jwks)
+    assert [(f["seq"], f["code"]) for f in report["findings"]] == [(seq, code)]
+    assert report["outcome"] == "failed"
+    assert sorted((a["seq"], a["reason"]) for a in report["abstentions"]) == [
+        (1, "redacted"), (3, "redacted")]
+    status, out = _script(bundle, jwks)
+    assert status == 1, out
+    found = json.JSONDecoder().raw_decode(out[out.index("{"):])[0]["findings"]
+    assert [(f["seq"], f["code"]) for f in found] == [(seq, code)]
 
 
 def test_a_forged_erasure_marker_fails_in_both_verifiers(sqlite_url, tmp_path):

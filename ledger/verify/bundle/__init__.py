@@ -39,6 +39,7 @@ from ledger.verify.bundle.rows import (
     Redactions,
     bundle_redactions,
     judge_with,
+    report_signatures,
     walk,
 )
 from ledger.verify.bundle.sink import FindingSink
@@ -66,7 +67,10 @@ def verify_bundle_dir(directory: str | Path, trusted: list[PublicKeyRef] | None,
         walk(ctx, sink, carried, cursor, None)  # its rows' findings fail the bundle
     entries = Entries(ctx, sink, key_events.hashes)
     judge = judge_with(store) if check_attestations else None
-    entry_counts = walk(ctx, sink, entries, cursor, judge, bundle_redactions(ctx, carried.docs))
+    redactions, signatures = bundle_redactions(ctx, carried.docs)
+    report_signatures(sink, REDACTIONS, carried.docs, signatures)
+    entry_counts = walk(ctx, sink, entries, cursor, judge, redactions,
+                        {s: c for s, c in signatures.items() if s not in carried.docs})
     cursor.drain()
     check_csv(ctx, sink, entries)
     check_digests(ctx.files, ctx.manifest, sink)

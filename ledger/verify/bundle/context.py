@@ -26,6 +26,7 @@ class BundleContext:
     manifest: Mapping[str, Any] = field(default_factory=dict)  # {} if unreadable
     checkpoint: Checkpoint | None = None
     signatures: Mapping[str, Disposition] = field(default_factory=dict)
+    bundle_keys: list[PublicKeyRef] = field(default_factory=list)  # the bundle's jwks.json
 
     @property
     def dir(self) -> Path:

@@ -53,7 +53,8 @@ def read_header(ctx: BundleContext, sink: FindingSink) -> BundleContext:
         signatures["checkpoint"] = _signature("checkpoint", note_check, CHECKPOINT, sink)
         checkpoint = note_check.parsed
         _checkpoint_matches(manifest, checkpoint, sink)
-    return replace(ctx, manifest=manifest, checkpoint=checkpoint, signatures=signatures)
+    return replace(ctx, manifest=manifest, checkpoint=checkpoint, signatures=signatures,
+                   bundle_keys=bundle_keys)
 
 
 def _bundle_keys(ctx: BundleContext, sink: FindingSink) -> list[PublicKeyRef]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Iterable
+from typing import Any
 
 from ledger.core.audit import AttestationJudge, ChainAuditor
 from ledger.core.bundle import (
@@ -30,13 +32,18 @@ from ledger.core.bundle import (
     read_entry,
 )
 from ledger.core.erasure import RedactionMap, fold_redactions
-from ledger.core.finding import FindingClass, row_disposition
+from ledger.core.finding import Disposition, FindingClass, row_disposition
+from ledger.core.redaction import parse_request
+from ledger.crypto.jws import SignatureCheck
+from ledger.crypto.redaction_sign import judge_redactions
 from ledger.crypto.trust import TrustStore, row_judge
+from ledger.errors import UsageError
 from ledger.verify.bundle.context import BundleContext, RowCounts
 from ledger.verify.bundle.proofs import ProofCursor, ProofTracker
 from ledger.verify.bundle.sink import FindingSink
 
 Slots = dict[int, tuple[bytes | None, bytes]]
+RedactionCheck = SignatureCheck[dict[str, Any]]
 
 
 def committed(row: BundleRow, name: str) -> str | None:
@@ -57,12 +64,15 @@ def redaction_doc(row: BundleRow, blobs: Slots) -> bytes | None:
     return None
 
 
-def bundle_redactions(ctx: BundleContext, carried: dict[int, bytes] | None = None
-                      ) -> RedactionMap:
+def bundle_redactions(ctx: BundleContext, carried: dict[int, bytes] | None = None,
+                      ) -> tuple[RedactionMap, dict[int, RedactionCheck]]:
     """The redaction map of the bundle: the fold of the redaction entries in
     ``entries.jsonl`` (a pre-pass over the file) and of those ``carried`` by
     ``redactions.jsonl`` (seq -> document, walked before), whose request document matches
-    its envelope's digest; the walks report every problem of those lines."""
+    its envelope's digest; the walks report every problem of those lines.  Also the check
+    of each such redaction's signature that did not verify, by redaction seq
+    (``judge_redactions``: the verifier's trusted keys verify it; with only the bundle's
+    own keys it abstains at best)."""
     path = ctx.files.dir / ENTRIES
     docs = dict(carried or {})
     if path.is_file():
@@ -77,7 +87,29 @@ def bundle_redactions(ctx: BundleContext, carried: dict[int, bytes] | None = Non
                 data = redaction_doc(row, blobs)
                 if data is not None:
                     docs.setdefault(row.seq, data)
-    return fold_redactions((seq, "redaction", docs[seq]) for seq in sorted(docs))
+    requests = []
+    for seq in sorted(docs):
+        try:
+            requests.append((seq, parse_request(docs[seq])))
+        except UsageError:
+            continue  # the walk's document check reports it
+    trusted = ctx.trusted is not None
+    checks = judge_redactions(requests, str(ctx.manifest.get("ledger_id")),
+                              ctx.trusted if trusted else ctx.bundle_keys, trusted=trusted)
+    return (fold_redactions((seq, "redaction", docs[seq]) for seq in sorted(docs)),
+            {seq: c for seq, c in checks if c.disposition != Disposition.VERIFIED})
+
+
+def report_signatures(sink: FindingSink, file: str, seqs: Iterable[int],
+                      signatures: dict[int, RedactionCheck]) -> None:
+    """Record the redaction signature checks of ``seqs`` (rows of ``file`` whose walk did
+    not count them: ``redactions.jsonl``)."""
+    for seq in sorted(seqs):
+        sig = signatures.get(seq)
+        if sig is not None and sig.disposition == Disposition.FAILED:
+            sink.fail(sig.code, FindingClass.SIGNATURE_INVALID, sig.message, file, seq)
+        elif sig is not None:
+            sink.abstain("redaction_signature", sig.code, sig.message, file, seq)
 
 
 class RowVisitor:
@@ -193,9 +225,11 @@ def judge_with(store: TrustStore) -> AttestationJudge:
 
 
 def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: ProofCursor,
-         judge: AttestationJudge | None, redactions: RedactionMap | None = None) -> RowCounts:
-    """Check every line of ``visitor.file`` and return its row counts; ``redactions``:
-    the bundle's redaction map (:func:`bundle_redactions`)."""
+         judge: AttestationJudge | None, redactions: RedactionMap | None = None,
+         signatures: dict[int, RedactionCheck] | None = None) -> RowCounts:
+    """Check every line of ``visitor.file`` and return its row counts; ``redactions``
+    and ``signatures``: the bundle's redaction map and the redaction signature checks
+    that did not verify (:func:`bundle_redactions`)."""
     file = visitor.file
     tracker = ProofTracker(ctx, sink, file, cursor)
     ledger_id = ctx.manifest.get("ledger_id")
@@ -239,6 +273,12 @@ def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: Pro
         sink.add(out.findings, file)
         sink.add_abstentions(out.abstentions, file)
         visitor.visit(row, blobs)
+        sig = (signatures or {}).get(row.seq) if row.kind == "redaction" else None
+        if sig is not None and sig.disposition == Disposition.FAILED:
+            sink.fail(sig.code, FindingClass.SIGNATURE_INVALID, sig.message, file, row.seq)
+        elif sig is not None:
+            sink.abstain("redaction_signature", sig.code, sig.message, file, row.seq)
         row_failed = bool(line.problem or problems) or sink.count() > before
-        tracker.add(row.seq, row.entry_hash, row_disposition(row_failed, bool(out.abstentions)))
+        tracker.add(row.seq, row.entry_hash,
+                    row_disposition(row_failed, bool(out.abstentions) or sig is not None))
     return RowCounts(rows=rows, failed=failed) + tracker.finish()
