@@ -351,7 +351,8 @@ class SpoolLocked(SpoolError):
 
 
 class SpoolCorrupt(IntegrityError):
-    """A record other than the torn tail of the newest segment does not decode."""
+    """A record other than the torn tail of the newest segment does not decode (or breaks
+    the record rules), or a spool file is not one the spool created."""
 
     default_code = "spool_corrupt"
 

@@ -1,10 +1,11 @@
 """``ledger spool status DIR`` and ``ledger spool drain DIR --url URL --token TOKEN``:
 look at and empty a producer's durable spool (ledger/client/spool.py).
 
-Exit codes: 0 done (status: read; drain: the spool is empty); 1 drain stopped with
-items left (the ledger is still unavailable), or the spool is corrupt; 2 usage, or
-items the ledger refused (kept in ``DIR/rejected.jsonl``); 4 the spool is in use by
-another process.
+Exit codes: 0 done (status: read; drain: the spool is empty and nothing was dropped);
+1 drain stopped with items left (the ledger is still unavailable), the spool is corrupt,
+or bytes were dropped (a torn tail cut off, or damage set aside by ``--salvage``): never
+0 when an item may have been lost; 2 usage, or items refused (by the ledger, or as no
+JSON object; kept in ``DIR/rejected.jsonl``); 4 the spool is in use by another process.
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ def status(directory: str, fmt: str) -> None:
         click.echo(f"torn tail: {d['segment']} at byte {d['offset']} ({d['reason']})")
 
 
+def _say_dropped(dropped: list[dict[str, object]]) -> None:
+    for d in dropped:
+        kept = f", kept in {d['kept_in']}" if d.get("kept_in") else ""
+        click.echo(f"dropped {d['bytes']} bytes of {d['segment']} at byte {d['offset']} "
+                   f"({d['reason']}{kept})", err=True)
+
+
 @spool.command()
 @click.argument("directory", type=click.Path(file_okay=False, exists=True))
 @click.option("--url", required=True, envvar="LEDGER_URL", metavar="URL",
@@ -50,24 +58,29 @@ def status(directory: str, fmt: str) -> None:
 @click.option("--batch", "drain_batch", default=100, show_default=True,
               type=click.IntRange(1, 1000), help="Items per batch request.")
 @click.option("--timeout", default=10.0, show_default=True, type=float, help="Seconds per request.")
+@click.option("--salvage", is_flag=True,
+              help="Open a corrupt spool anyway: set each bad stretch aside in "
+                   "DIR/<segment>.damaged-<offset>, keep every readable record (exit 1).")
 @format_option(default="text", choices=("text", "json"))
 def drain(directory: str, url: str, token: str, origin: str | None, drain_batch: int,
-          timeout: float, fmt: str) -> None:
+          timeout: float, salvage: bool, fmt: str) -> None:
     """Send every pending item, oldest first, with the idempotency key it was spooled
     with (a retry never stores an item twice); verify each receipt."""
     from ledger.client import LedgerClient
 
     with LedgerClient(url, token, spool_dir=directory, origin=origin, timeout=timeout,
-                      drain_batch=drain_batch) as client:
+                      drain_batch=drain_batch, spool_salvage=salvage) as client:
+        dropped = client.spool.status().dropped
         report = client.drain()
     if fmt == "json":
-        emit_mapping(report.to_dict(), "json")
+        emit_mapping({**report.to_dict(), "dropped": dropped}, "json")
     else:
         click.echo(f"sent {report.sent}: {report.appended} appended, {report.replayed} "
                    f"replayed, {report.rejected} rejected; {report.remaining} remaining")
     if report.error:
         click.echo(f"stopped: {report.error}", err=True)
-    if report.remaining:
+    _say_dropped(dropped)
+    if report.remaining or dropped:
         sys.exit(1)
     if report.rejected:
         click.echo(f"rejected items are in {directory}/rejected.jsonl", err=True)

@@ -22,6 +22,8 @@ from ledger.client.protocol import (
     batch_body,
     chunks,
     done_record,
+    local_refusal,
+    merge,
     prepare,
     rejected,
     spooled,
@@ -37,6 +39,7 @@ class AsyncLedgerClient:
                  drain_batch: int = 100, drain_interval_s: float | None = None,
                  key_prefix: str = "lc-", spool_max_records: int | None = None,
                  spool_max_bytes: int | None = None, fsync: bool = True,
+                 spool_salvage: bool = False,
                  receipts: str = "batch",
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         limits = {k: v for k, v in (("spool_max_records", spool_max_records),
@@ -45,6 +48,7 @@ class AsyncLedgerClient:
                                ledger_id=ledger_id, timeout=timeout, batch_max=batch_max,
                                batch_wait_ms=batch_wait_ms, drain_batch=drain_batch,
                                key_prefix=key_prefix, fsync=fsync, receipts=receipts,
+                               salvage=spool_salvage,
                                **limits)
         self.http = httpx.AsyncClient(base_url=self.core.url, headers=self.core.headers,
                                       timeout=timeout, transport=transport)
@@ -153,6 +157,8 @@ class AsyncLedgerClient:
         return await self._verify(self.core.single_answer(status, payload), key)
 
     async def _send_many(self, items: list[tuple[bytes, str]]) -> list[AppendOutcome]:
+        if not items:
+            return []
         await self._identify()
         bodies = [b for b, _ in items]
         out: list[AppendOutcome] = []
@@ -183,8 +189,10 @@ class AsyncLedgerClient:
             n = self.core.drain_batch if max_items is None else \
                 min(self.core.drain_batch, max_items - report.sent)
             batch = await asyncio.to_thread(spool.peek, n)
+            local = [local_refusal(i.body, i.key) for i in batch]
             try:
-                outs = await self._send_many([(i.body, i.key) for i in batch])
+                outs = merge(local, await self._send_many(
+                    [(i.body, i.key) for i, o in zip(batch, local, strict=True) if o is None]))
             except NotNow as exc:
                 self.core.failed()
                 report.error = str(exc)

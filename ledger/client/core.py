@@ -35,7 +35,7 @@ class ClientCore:
                  ledger_id: str | None, timeout: float, batch_max: int, batch_wait_ms: float,
                  drain_batch: int, key_prefix: str, spool_max_records: int = DEFAULT_MAX_RECORDS,
                  spool_max_bytes: int = DEFAULT_MAX_BYTES, fsync: bool = True,
-                 receipts: str = "batch") -> None:
+                 receipts: str = "batch", salvage: bool = False) -> None:
         if batch_max < 1 or drain_batch < 1 or batch_wait_ms < 0:
             raise ClientUsage("batch_max and drain_batch must be >= 1, batch_wait_ms >= 0")
         if receipts not in RECEIPT_KINDS:
@@ -49,7 +49,8 @@ class ClientCore:
         self.batch_max, self.batch_wait_s = batch_max, batch_wait_ms / 1000.0
         self.drain_batch, self.key_prefix = drain_batch, key_prefix
         self.spool = Spool(spool_dir, max_records=spool_max_records,
-                           max_bytes=spool_max_bytes, fsync=fsync) if spool_dir else None
+                           max_bytes=spool_max_bytes, fsync=fsync,
+                           salvage=salvage) if spool_dir else None
         self.jwks: dict[str, Any] | None = None
         self._jwks_at = 0.0
         self._down_until = 0.0

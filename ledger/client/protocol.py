@@ -76,17 +76,44 @@ def new_key(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex}"
 
 
+def _parse_body(body: bytes) -> tuple[Any, str | None]:
+    """``body`` parsed as one JSON text (the value, or None and what is wrong)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"a submission must be UTF-8 (bad byte at {exc.start})"
+    if text.startswith("\ufeff"):
+        return None, "a submission must be JSON without a byte order mark (U+FEFF)"
+    try:
+        return json.loads(text), None
+    except RecursionError:
+        return None, "a submission is nested too deeply"
+    except ValueError as exc:  # "Extra data" too: two values are not one submission
+        return None, f"a submission must be one JSON object: {exc}"
+
+
+def body_problem(body: bytes) -> str | None:
+    """What keeps ``body`` from being one element of a batch body (None: nothing): it
+    must be UTF-8 without a byte order mark and exactly one JSON object.  Checked
+    before a body is batched or spooled, so a bad one fails alone instead of making
+    the whole batch (or every drain) fail, or splitting into two items."""
+    value, problem = _parse_body(body)
+    if problem is None and not isinstance(value, dict):
+        problem = "a submission must be a JSON object"
+    return problem
+
+
 def prepare(submission: Any, key_prefix: str) -> tuple[bytes, str]:
     """The exact request body for ``submission`` (a dict, or JSON bytes/text) and its
     idempotency key.  A submission without a key gets a fresh one *now*, before any
     attempt, so that the first try, every retry and the spooled copy share it.  A
-    JSON text that already has a key is sent byte for byte."""
+    JSON text that already has a key is sent byte for byte.  Raises ClientUsage for a
+    text that is not one JSON object (:func:`body_problem`)."""
     if isinstance(submission, (bytes, bytearray, str)):
         raw = bytes(submission, "utf-8") if isinstance(submission, str) else bytes(submission)
-        try:
-            obj = json.loads(raw)
-        except ValueError as exc:
-            raise ClientUsage(f"a submission must be JSON: {exc}") from None
+        obj, problem = _parse_body(raw)
+        if problem is not None:
+            raise ClientUsage(problem, field="body")
         if isinstance(obj, dict) and isinstance(obj.get("idempotency_key"), str):
             return raw, obj["idempotency_key"]
     elif isinstance(submission, dict):
@@ -94,13 +121,28 @@ def prepare(submission: Any, key_prefix: str) -> tuple[bytes, str]:
     else:
         raise ClientUsage("a submission is a dict or JSON text")
     if not isinstance(obj, dict):
-        raise ClientUsage("a submission must be a JSON object")
+        raise ClientUsage("a submission must be a JSON object", field="body")
     key = obj.get("idempotency_key")
     if not isinstance(key, str) or not key:
         key = new_key(key_prefix)
         obj = {**obj, "idempotency_key": key}
-    body = json.dumps(obj, ensure_ascii=False, allow_nan=True, separators=(",", ":"))
-    return body.encode("utf-8"), key
+    try:
+        body = json.dumps(obj, ensure_ascii=False, allow_nan=True, separators=(",", ":"))
+        return body.encode("utf-8"), key
+    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError: a lone surrogate
+        raise ClientUsage(f"a submission must be JSON-serializable text: {exc}",
+                          field="body") from None
+
+
+def local_refusal(body: bytes, key: str) -> AppendOutcome | None:
+    """A spooled item that cannot be sent (:func:`body_problem`) as a ``rejected``
+    outcome, decided here without asking the ledger; None for a sendable one.  Such an
+    item (written before bodies were checked) is refused alone instead of making every
+    drain fail."""
+    problem = body_problem(body)
+    if problem is None:
+        return None
+    return rejected(key, {"code": "invalid_json", "field": "body", "message": problem})
 
 
 def batch_body(bodies: list[bytes]) -> bytes:
@@ -156,6 +198,12 @@ def spooled(key: str, spool_id: int) -> AppendOutcome:
 
 def rejected(key: str, error: dict[str, Any]) -> AppendOutcome:
     return AppendOutcome("rejected", key, error=error)
+
+
+def merge(local: list[AppendOutcome | None], sent: list[AppendOutcome]) -> list[AppendOutcome]:
+    """The outcomes in item order: each local refusal, else the next sent outcome."""
+    it = iter(sent)
+    return [o if o is not None else next(it) for o in local]
 
 
 def done_record(outcome: AppendOutcome) -> dict[str, Any]:

@@ -11,7 +11,16 @@ draining, ``rejected.jsonl``.  Guarantees:
   sent with; replaying it can only replay the entry, never add a second one;
 * **crash-safe**: on open, a torn last record of the newest segment (a crash mid-write)
   is detected by its length and checksum and cut off; every earlier record survives.  A
-  bad record anywhere else is corruption and raises :class:`SpoolCorrupt`;
+  bad record anywhere else is corruption and raises :class:`SpoolCorrupt` naming the
+  segment and the offset, and nothing is changed; ``salvage=True`` then sets the bad
+  bytes aside (``<segment>.damaged-<offset>``) and keeps every readable record, before
+  and after them, saying so in :attr:`Spool.dropped`;
+* **its own files only**: segments, ``lock`` and ``rejected.jsonl`` are opened with
+  ``O_NOFOLLOW`` and must be regular files of this user, writable by nobody else, with
+  no other hard link (the spool creates them 0600); anything else raises
+  :class:`SpoolCorrupt` (a planted link would otherwise be truncated and written through);
+* **one JSON object per item**: :meth:`Spool.put_many` refuses a body that is not one
+  UTF-8 JSON object (``ClientUsage``) before writing anything;
 * **bounded**: at most ``max_records`` pending items and ``max_bytes`` of them; one more
   raises :class:`SpoolFull`, which says how full it is and how to drain it;
 * **one process at a time**: the directory is locked (``flock``) while open.
@@ -19,9 +28,11 @@ draining, ``rejected.jsonl``.  Guarantees:
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -30,7 +41,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from ledger.client import framing
-from ledger.client.errors import SpoolCorrupt, SpoolError, SpoolFull, SpoolLocked
+from ledger.client.errors import ClientUsage, SpoolCorrupt, SpoolError, SpoolFull, SpoolLocked
+from ledger.client.protocol import body_problem
 
 DEFAULT_MAX_RECORDS = 100_000
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
@@ -60,7 +72,7 @@ class SpoolStatus:
     max_bytes: int = DEFAULT_MAX_BYTES
     oldest_spooled_at_us: int | None = None
     rejected: int = 0
-    dropped: list[dict[str, Any]] = field(default_factory=list)  # torn tails cut off
+    dropped: list[dict[str, Any]] = field(default_factory=list)  # torn tails, salvaged bytes
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -83,6 +95,67 @@ def _segments(directory: Path) -> list[int]:
     return sorted(int(p.stem) for p in directory.glob("*.seg") if p.stem.isdigit())
 
 
+def open_own(path: Path, flags: int, mode: int = 0o600) -> int:
+    """``os.open`` for a spool file: never through a symbolic link, and only a regular
+    file of this user that group and others cannot write, with one link.  Raises SpoolCorrupt
+    naming the file and the rule (the descriptor is closed)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise SpoolCorrupt(f"spool file {path} is a symbolic link; the spool never "
+                               "creates links and does not follow them") from None
+        if exc.errno == errno.ENXIO:
+            raise SpoolCorrupt(f"spool file {path} is not a regular file") from None
+        raise SpoolError(f"cannot open spool file {path}: {exc.strerror}") from exc
+    st = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(st.st_mode):
+        problem = "is not a regular file"
+    elif st.st_uid != os.geteuid():
+        problem = f"is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    elif st.st_mode & 0o022:
+        problem = (f"has mode {stat.S_IMODE(st.st_mode):04o}, writable by group or others; "
+                   "the spool creates its files 0600")
+    elif st.st_nlink != 1:
+        problem = f"has {st.st_nlink} hard links; the spool's files have one"
+    if problem is not None:
+        os.close(fd)
+        raise SpoolCorrupt(f"spool file {path} {problem}: not a file this spool created",
+                           detail={"file": path.name})
+    return fd
+
+
+def _read_own(path: Path) -> bytes:
+    fd = open_own(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write ``data`` to a fresh file ``path`` (0600, replacing nothing), durably."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def corrupt_error(name: str, result: framing.Scan) -> SpoolCorrupt:
+    """The SpoolCorrupt for a segment with damage that is no torn tail."""
+    first = result.damage[0]
+    after = sum(1 for r in result.records if r.offset >= first.end)
+    return SpoolCorrupt(
+        f"spool segment {name} is corrupt at byte {first.offset}: {first.problem}"
+        f" ({len(result.damage)} bad stretch(es), {after} readable record(s) after the "
+        "first); nothing was changed: `ledger spool drain --salvage` sets the bad bytes "
+        "aside and delivers every readable record",
+        detail={"segment": name, "offset": first.offset,
+                "damage": [{"offset": d.offset, "bytes": d.end - d.offset,
+                            "reason": d.problem} for d in result.damage]})
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -94,60 +167,90 @@ def _fsync_dir(directory: Path) -> None:
 class Spool:
     """An open spool directory (created if absent).  Thread-safe.
 
-    Raises SpoolLocked (another process has it open) or SpoolCorrupt.
+    Raises SpoolLocked (another process has it open) or SpoolCorrupt (damage other
+    than a torn tail, unless ``salvage``; a file the spool did not create).
     """
 
     def __init__(self, directory: str | os.PathLike[str], *,
                  max_records: int = DEFAULT_MAX_RECORDS, max_bytes: int = DEFAULT_MAX_BYTES,
-                 segment_bytes: int = DEFAULT_SEGMENT_BYTES, fsync: bool = True) -> None:
+                 segment_bytes: int = DEFAULT_SEGMENT_BYTES, fsync: bool = True,
+                 salvage: bool = False) -> None:
         self.dir = Path(directory)
         self.max_records, self.max_bytes = max_records, max_bytes
         self.segment_bytes, self.fsync = segment_bytes, fsync
         self._mutex = threading.Lock()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self._fd = self._lock_fd = -1
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._lock_fd = open_own(self.dir / "lock", os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
+            self._lock_fd = -1
             raise SpoolLocked(f"spool {self.dir} is open in another process") from None
-        self._fd = -1
         try:
-            self._recover()
+            self._recover(salvage)
         except BaseException:
             self.close()
             raise
 
     # -- opening ------------------------------------------------------------
-    def _recover(self) -> None:
+    def _recover(self, salvage: bool) -> None:
         self._pending: OrderedDict[int, _Pending] = OrderedDict()
         self._per_segment: dict[int, int] = {}
         self.pending_bytes, self.next_id = 0, 1
         self.dropped: list[dict[str, Any]] = []
         numbers = _segments(self.dir)
-        for i, n in enumerate(numbers):
+        scans = []
+        for i, n in enumerate(numbers):  # everything is read and judged before any repair
             path = self.dir / _segment_name(n)
-            result = framing.scan(path.read_bytes())
-            if result.problem is not None:
-                if i != len(numbers) - 1:
-                    raise SpoolCorrupt(f"spool segment {path.name} is corrupt at byte "
-                                       f"{result.good_end}: {result.problem}")
+            data = _read_own(path)
+            result = framing.scan(data)
+            if result.damage and not (i == len(numbers) - 1 and result.torn_tail) \
+                    and not salvage:
+                raise corrupt_error(path.name, result)
+            scans.append((n, path, data, result))
+        for n, path, data, result in scans:
+            if result.torn_tail and n == numbers[-1]:
                 self._cut_tail(path, result)
+            elif result.damage:
+                result = self._salvage(path, data, result)
             self._per_segment[n] = 0
             for rec in result.records:
                 self._apply(n, rec)
         self._open_segment(numbers[-1] if numbers else 1, fresh=False)
 
     def _cut_tail(self, path: Path, result: framing.Scan) -> None:
-        size = path.stat().st_size
-        with open(path, "r+b") as fh:
-            fh.truncate(result.good_end)
+        fd = open_own(path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, result.good_end)
             if result.good_end == 0:
-                fh.write(framing.SEGMENT_MAGIC)
-            fh.flush()
-            os.fsync(fh.fileno())
+                os.pwrite(fd, framing.SEGMENT_MAGIC, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         self.dropped.append({"segment": path.name, "offset": result.good_end,
-                             "bytes": size - result.good_end, "reason": result.problem})
+                             "bytes": result.size - result.good_end,
+                             "reason": result.problem})
+
+    def _salvage(self, path: Path, data: bytes, result: framing.Scan) -> framing.Scan:
+        """Set each bad stretch aside in ``<segment>.damaged-<offset>`` and rewrite the
+        segment with every readable record (in order), atomically; the new scan."""
+        for d in result.damage:
+            kept = f"{path.name}.damaged-{d.offset}"
+            (self.dir / kept).unlink(missing_ok=True)
+            _write_new(self.dir / kept, data[d.offset:d.end])
+            self.dropped.append({"segment": path.name, "offset": d.offset,
+                                 "bytes": d.end - d.offset, "reason": d.problem,
+                                 "kept_in": kept})
+        good = framing.SEGMENT_MAGIC + b"".join(data[r.offset:r.offset + r.size]
+                                                for r in result.records)
+        tmp = self.dir / f".{path.name}.salvage"
+        tmp.unlink(missing_ok=True)
+        _write_new(tmp, good)
+        os.replace(tmp, path)
+        _fsync_dir(self.dir)
+        return framing.scan(good)
 
     def _apply(self, segment: int, rec: framing.Record) -> None:
         rid = int(rec.body["id"])
@@ -164,10 +267,11 @@ class Spool:
                 self.pending_bytes -= gone.size
 
     def _open_segment(self, n: int, *, fresh: bool) -> None:
+        path = self.dir / _segment_name(n)
+        fd = open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # the old one stays if refused
         if self._fd >= 0:
             os.close(self._fd)
-        path = self.dir / _segment_name(n)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._fd = fd
         self.active = n
         self._per_segment.setdefault(n, 0)
         self._size = os.fstat(self._fd).st_size
@@ -207,6 +311,14 @@ class Spool:
 
     def put_many(self, items: list[tuple[bytes, str]]) -> list[SpoolItem]:
         """Store several bodies, all or none, with one ``fsync``.  Raises SpoolFull."""
+        for i, (body, key) in enumerate(items):
+            problem = body_problem(body)
+            if problem is not None:
+                raise ClientUsage(f"spool item {i}: {problem}; nothing was spooled",
+                                  field="body")
+            if not isinstance(key, str) or not key:
+                raise ClientUsage(f"spool item {i}: the idempotency key must be a non-empty "
+                                  "string; nothing was spooled", field="key")
         with self._mutex:
             now = time.time_ns() // 1000
             records = []
@@ -252,8 +364,8 @@ class Spool:
                     if len(out) >= n:
                         break
                     if p.segment not in files:
-                        files[p.segment] = open(  # noqa: SIM115 - closed below
-                            self.dir / _segment_name(p.segment), "rb")
+                        files[p.segment] = os.fdopen(  # closed below
+                            open_own(self.dir / _segment_name(p.segment), os.O_RDONLY), "rb")
                     fh = files[p.segment]
                     fh.seek(p.offset)
                     try:
@@ -291,7 +403,8 @@ class Spool:
         lines = "".join(json.dumps({"id": item.id, "key": item.key, "error": o.get("error"),
                                     "body": item.body.decode("utf-8")}, ensure_ascii=False)
                         + "\n" for item, o in rejected)
-        with open(self.dir / REJECTED_FILE, "a", encoding="utf-8") as fh:
+        fd = open_own(self.dir / REJECTED_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(lines)
             fh.flush()
             if self.fsync:
@@ -337,11 +450,10 @@ class Spool:
 
 
 def _count_lines(path: Path) -> int:
-    try:
-        with open(path, "rb") as fh:
-            return sum(1 for _ in fh)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return 0
+    with os.fdopen(open_own(path, os.O_RDONLY), "rb") as fh:
+        return sum(1 for _ in fh)
 
 
 def inspect(directory: str | os.PathLike[str]) -> SpoolStatus:
@@ -354,11 +466,10 @@ def inspect(directory: str | os.PathLike[str]) -> SpoolStatus:
     status = SpoolStatus(str(d))
     numbers = _segments(d)
     for i, n in enumerate(numbers):
-        result = framing.scan((d / _segment_name(n)).read_bytes())
-        if result.problem is not None:
-            if i != len(numbers) - 1:
-                raise SpoolCorrupt(f"spool segment {_segment_name(n)} is corrupt at byte "
-                                   f"{result.good_end}: {result.problem}")
+        result = framing.scan(_read_own(d / _segment_name(n)))
+        if result.damage:
+            if i != len(numbers) - 1 or not result.torn_tail:
+                raise corrupt_error(_segment_name(n), result)
             status.dropped.append({"segment": _segment_name(n), "offset": result.good_end,
                                    "reason": result.problem})
         for rec in result.records:

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,19 @@ class PublicKeyRef:
     public_raw: bytes
 
 
+def _check_owned(file: Path, what: str, mode: int, uid: int, forbidden: int,
+                 fix: str) -> None:
+    """Refuse a key file (or the directory) that is not this user's or has a
+    ``forbidden`` permission bit.  Raises KeyringError."""
+    if mode & forbidden:
+        may = "write" if forbidden == 0o022 else "read or write"
+        raise KeyringError(f"{what} {file} has mode {stat.S_IMODE(mode):o}: others than its"
+                           f" owner may {may} it; {fix} it", code="key_file_mode")
+    if uid != os.geteuid():
+        raise KeyringError(f"{what} {file} belongs to uid {uid}, not to this user"
+                           f" (uid {os.geteuid()})", code="key_file_owner")
+
+
 class Keyring:
     """The keys in one directory; loading never needs the private keys."""
 
@@ -117,8 +131,26 @@ class Keyring:
     def _save(self) -> None:
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = self.path / (JWKS_FILE + ".tmp")
-        tmp.write_text(json.dumps({"keys": self.jwks}, indent=2) + "\n", "utf-8")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), 0o644)  # whatever the umask: writable by its owner only
+            fh.write(json.dumps({"keys": self.jwks}, indent=2) + "\n")
         os.replace(tmp, self.path / JWKS_FILE)
+
+    def check_trusted_files(self) -> None:
+        """The key directory and ``jwks.json`` decide which keys are trusted (a key added
+        there as ``retired`` verifies tokens), so, like the private keys, they must belong
+        to this user and be writable by nobody else.  Raises KeyringError
+        (``key_file_mode``, ``key_file_owner``)."""
+        for file, what in ((self.path, "key directory"), (self.path / JWKS_FILE, "JWKS")):
+            try:
+                st = file.stat()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise KeyringError(f"cannot read {what} {file}", code="bad_key_file") from exc
+            _check_owned(file, what, st.st_mode, st.st_uid, 0o022, "chmod go-w")
 
     def generate(self, name: str, now_us: int,
                  private_key: Ed25519PrivateKey | None = None) -> dict[str, Any]:
@@ -167,19 +199,21 @@ class Keyring:
         Raises KeyringError if there is none, a private key file is missing,
         readable by group/others, or does not match its published public key.
         """
+        self.check_trusted_files()
         out = []
         for jwk in self.active(name):
             file = self.path / (file_stem(name, jwk["note_key_id"]) + ".pem")
             try:
-                mode = file.stat().st_mode
+                st = file.stat()
                 key = load_pem_private_key(file.read_bytes(), password=None)
             except (OSError, ValueError) as exc:
                 raise KeyringError(f"cannot read private key {file}", code="bad_key_file"
                                    ) from exc
-            if mode & 0o077:
+            if st.st_mode & 0o077:
                 raise KeyringError(f"private key {file} is accessible by others"
-                                   f" (mode {mode & 0o777:o}); chmod 600 it",
+                                   f" (mode {st.st_mode & 0o777:o}); chmod 600 it",
                                    code="key_file_mode")
+            _check_owned(file, "private key", st.st_mode, st.st_uid, 0o077, "chmod 600")
             if not isinstance(key, Ed25519PrivateKey) or b64url(raw_public(key)) != jwk["x"]:
                 raise KeyringError(f"{file} does not hold the key published as"
                                    f" {jwk['kid']}", code="key_mismatch")

@@ -97,6 +97,67 @@ def test_an_unreachable_webhook_is_retried_then_given_up(tmp_path: Path) -> None
     assert sender.delivered == 0 and took < 20
 
 
+def _wait_for(out: Path, n: int, within_s: float) -> float | None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < within_s:
+        if len(_lines(out)) >= n:
+            return time.monotonic() - t0
+        time.sleep(0.02)
+    return None
+
+
+def test_a_slow_receiver_delays_neither_the_others_nor_its_own_deadline(tmp_path: Path) -> None:
+    """A receiver that drips its answer a byte every 0.2 s, listed first: the second gets
+    the alert at once (it used to wait 45 s: one delivery thread, a 5 s timeout per read
+    and no overall deadline), and the slow one's attempt ends at its deadline."""
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "fast").mkdir()
+    slow, slow_url, _ = _receiver(tmp_path / "slow", "--drip-s", "30")
+    fast, fast_url, fast_out = _receiver(tmp_path / "fast")
+    try:
+        signer, _ = _signer()
+        sender = AlertSender([slow_url, fast_url], signer, retries=0, timeout_s=1.5)
+        sender.start()
+        t0 = time.monotonic()
+        sender.send(_alert())
+        took = _wait_for(fast_out, 1, within_s=10)
+        assert took is not None and took < 1.0
+        while sender.failed == 0 and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        assert (sender.delivered, sender.failed) == (1, 1)
+        assert time.monotonic() - t0 < 3.0  # the deadline, not the drip, ended it
+        sender.stop(timeout_s=5)
+    finally:
+        for p in (slow, fast):
+            p.terminate()
+            p.wait(10)
+
+
+def _peak_rss_kib() -> int:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+
+
+def test_a_huge_answer_is_not_read(tmp_path: Path) -> None:
+    """A receiver answering 200 with a 512 MiB body: the sender reads the status line
+    (a few KiB at most) and hangs up; before, the whole body was read into memory."""
+    proc, url, out = _receiver(tmp_path, "--answer-bytes", str(512 << 20))
+    try:
+        signer, _ = _signer()
+        before = _peak_rss_kib()
+        sender, took = _send(url, signer, 0)
+        assert sender.delivered == 1 and took < 5
+        deadline = time.monotonic() + 10
+        sent = Path(str(out) + ".sent")
+        while not sent.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert int(sent.read_text()) < 64 << 20  # what the kernel's buffers took, no more
+        assert _peak_rss_kib() - before < 64 * 1024
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 @pytest.mark.parametrize("kw, field", [
     ({"log_format": "xml"}, "log_format"),
     ({"alert_webhooks": ["ftp://x"]}, "alert_webhook"),

@@ -21,7 +21,9 @@ from ledger.client import (
     ReceiptInvalid,
     Rejected,
     Spool,
+    framing,
 )
+from ledger.errors import ClientUsage
 from tests.client.conftest import audit_exit, result_keys
 from tests.client.server import LedgerServer
 from tests.client.submissions import blocked, mixed, verified
@@ -197,3 +199,63 @@ def test_async_client_appends_spools_and_drains(server: LedgerServer, tmp_path: 
     asyncio.run(drain())
     stored = result_keys(server.db_url)
     assert all(stored.count(k) == 1 for k in keys)
+
+
+def test_a_bad_body_in_a_live_batch_fails_alone(server: LedgerServer) -> None:
+    """A body with a UTF-8 byte order mark (json.loads takes it) used to fail every
+    caller of its batch with invalid_json; now its own caller gets ClientUsage before
+    anything is sent and the seven others are appended."""
+    bom = b"\xef\xbb\xbf" + json.dumps({**blocked(0, "bom"), "idempotency_key": "bom-1"}).encode()
+    subs: list[object] = [mixed(i, "bom-batch") for i in range(1, 8)] + [bom]
+    start = threading.Barrier(8)
+
+    def one(s: object) -> object:
+        start.wait()
+        try:
+            return client.append(s)
+        except ClientUsage as exc:
+            return exc
+
+    with LedgerClient(server.url, server.token(), batch_max=8, batch_wait_ms=300) as client, \
+            ThreadPoolExecutor(8) as pool:
+        client.append(blocked(99, "warm-up"))  # identity and keys learnt before the race
+        outs = list(pool.map(one, subs))
+    assert isinstance(outs[-1], ClientUsage) and "byte order mark" in str(outs[-1])
+    assert [getattr(o, "status", None) for o in outs[:-1]] == ["appended"] * 7
+    assert "bom-1" not in result_keys(server.db_url)
+
+
+def _raw_spool(directory: Path, bodies: list[bytes]) -> list[str]:
+    """A spool holding ``bodies`` as an older client wrote them (no body check)."""
+    Spool(directory).close()
+    seg = next(directory.glob("*.seg"))
+    keys = [f"raw-{directory.name}-{i}" for i in range(len(bodies))]
+    with open(seg, "ab") as fh:
+        for i, (body, key) in enumerate(zip(bodies, keys, strict=True)):
+            fh.write(framing.encode(framing.KIND_APPEND, {
+                "id": i + 1, "key": key, "t": 1, "body": body.decode("utf-8")}))
+    return keys
+
+
+def test_a_spooled_body_that_is_not_one_object_is_refused_alone(server: LedgerServer,
+                                                                tmp_path: Path) -> None:
+    """Spooled before bodies were checked: a BOM body used to block every drain
+    (0 of 20 delivered) and a forged ``{...},{...}`` made the ledger append 51 items for
+    50 and the spool never empty.  Each is now refused here, the others delivered."""
+    bodies = [json.dumps({**mixed(i, "poison"), "idempotency_key": f"p-{i}"}).encode()
+              for i in range(20)]
+    bodies[3] = "\ufeff".encode() + bodies[3]
+    bodies[7] = bodies[7] + b"," + json.dumps({**blocked(70, "forged"),
+                                               "idempotency_key": "forged-70"}).encode()
+    keys = _raw_spool(tmp_path / "sp", bodies)
+    with LedgerClient(server.url, server.token(), spool_dir=str(tmp_path / "sp"),
+                      drain_batch=50) as client:
+        report = client.drain()
+        assert (report.sent, report.appended, report.rejected, report.remaining) == (20, 18, 2, 0)
+        assert [o.status for o in report.outcomes][3] == "rejected"
+        assert report.outcomes[7].error["code"] == "invalid_json"
+    stored = result_keys(server.db_url)
+    assert [f"p-{i}" in stored for i in range(20)] == [i not in (3, 7) for i in range(20)]
+    assert "forged-70" not in stored
+    refused = [json.loads(x) for x in (tmp_path / "sp" / "rejected.jsonl").read_text().splitlines()]
+    assert [r["key"] for r in refused] == [keys[3], keys[7]]

@@ -6,6 +6,8 @@ import base64
 import json
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -171,3 +173,48 @@ def test_a_signature_by_a_retired_key_still_verifies(tmp_path):
     note = body + "\n" + "".join(sign_note(body, n, k) for n, k in ring.signers(NAME))
     ring.retire(ring.jwks[0]["kid"], T0 + 5)
     assert verify_note(note, known_keys(Keyring.load(tmp_path).public_keys(), NAME)) == [NAME]
+
+
+def test_jwks_and_key_directory_are_protected_like_the_private_key(tmp_path):
+    """jwks.json decides which keys verify tokens (a key added there as ``retired``
+    verifies an auditor token): it was written group-writable under umask 002 and never
+    checked.  Now it is written 0644 whatever the umask, and signing (the server's start)
+    refuses it, or the key directory, when writable by others or owned by another user."""
+    keys = tmp_path / "keys"
+    old = os.umask(0o002)
+    try:
+        Keyring.load(keys).generate(NAME, T0)
+    finally:
+        os.umask(old)
+    jwks = keys / "jwks.json"
+    assert stat.S_IMODE(jwks.stat().st_mode) == 0o644
+    assert stat.S_IMODE(keys.stat().st_mode) == 0o700
+    assert Keyring.load(keys).signers(NAME)
+    for target, mode in ((jwks, 0o664), (jwks, 0o646), (keys, 0o770)):
+        before = stat.S_IMODE(target.stat().st_mode)
+        target.chmod(mode)
+        with pytest.raises(KeyringError, match=f"{target.name} has mode {mode:o}") as err:
+            Keyring.load(keys).signers(NAME)
+        assert err.value.code == "key_file_mode" and err.value.exit_code == 2
+        target.chmod(before)
+    if os.geteuid() == 0:  # only root can give a file away
+        os.chown(jwks, 54321, -1)
+        with pytest.raises(KeyringError, match="belongs to uid 54321") as err:
+            Keyring.load(keys).signers(NAME)
+        assert err.value.code == "key_file_owner"
+        os.chown(jwks, 0, -1)
+    assert Keyring.load(keys).signers(NAME)
+
+
+def test_serve_refuses_a_group_writable_jwks_at_start(tmp_path, sqlite_url):
+    Ledger.init(sqlite_url, origin=NAME).close()
+    keys = tmp_path / "keys"
+    Keyring.load(keys).generate(NAME, T0)
+    (keys / "jwks.json").chmod(0o664)
+    try:  # a real process: before the check it started serving, and kept on
+        res = subprocess.run([sys.executable, "-m", "ledger", "--db", sqlite_url, "serve",
+                              "--keys", str(keys), "--port", "0"], capture_output=True,
+                             text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("ledger serve started with a group-writable jwks.json")
+    assert res.returncode == 2 and "jwks.json has mode 664" in res.stderr
