@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Engine
 from ledger.clock import format_us, parse_rfc3339
 from ledger.errors import UsageError
 from ledger.ops.context import LedgerContext
-from ledger.ops.verified import check_page, findings_of
+from ledger.ops.verified import check_page
 from ledger.ops.view import (  # noqa: F401 -- the layers and views, re-exported
     AGENT_FIELDS,
     AUDITOR_FIELDS,
@@ -278,17 +278,16 @@ def _shape(conn: Connection, ctx: LedgerContext, f: Filters, rows: list[tuple[An
     """The layered views of ``rows`` (checked on the way out) and the page's flagged,
     matched and with-findings counts."""
     checked = check_page(conn, ctx.ledger_id, ctx.reads, rows, _payload_names(layer))
-    found = findings_of(conn, (r.seq for r, _ in checked)) if checked else {}
     out: list[dict[str, Any]] = []
     flagged = matched = with_findings = 0
-    for r, c in checked:
-        view = layer_view(r, c, layer, found.get(r.seq))
+    for r, c, found in checked:
+        view = layer_view(r, c, layer, found)
         if not f.matches({**c.values, "kind": c.kind}):
             view["integrity"]["filter_match"] = False
         else:
             matched += 1
         flagged += not c.integrity.verified
-        with_findings += r.seq in found
+        with_findings += bool(found)
         out.append(view)
     return out, flagged, matched, with_findings
 

@@ -9,7 +9,7 @@ from ledger.clock import format_us
 from ledger.core.entry import hash_hex
 from ledger.errors import IntegrityError, NotFound
 from ledger.ops.context import LedgerContext
-from ledger.ops.verified import check_page, findings_of
+from ledger.ops.verified import check_page
 from ledger.ops.view import entry_detail
 from ledger.store import entries as repo
 from ledger.store.db import connect
@@ -34,8 +34,7 @@ def get_entry(ctx: LedgerContext, seq: int) -> dict[str, Any]:
         if row is None:
             raise NotFound(f"no entry with seq {seq}", field="seq")
         blobs = repo.get_payloads(conn, seq)
-        [(_, checked)] = check_page(conn, ctx.ledger_id, ctx.reads, [(row, blobs)])
-        findings = findings_of(conn, [seq]).get(seq)
+        [(_, checked, findings)] = check_page(conn, ctx.ledger_id, ctx.reads, [(row, blobs)])
     return entry_detail(row, checked, findings)
 
 

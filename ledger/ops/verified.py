@@ -36,38 +36,63 @@ class RedactionCache:
     last: int | None = -1
     redactions: RedactionMap = field(default_factory=dict)
 
-    def get(self, conn: Connection) -> RedactionMap:
-        last = repo.max_seq(conn, "redaction")
+    def get(self, conn: Connection, last: int | None = -1) -> RedactionMap:
+        """The map as of the redaction entry ``last`` (-1: ask the store which it is)."""
+        if last == -1:
+            last = repo.max_seq(conn, "redaction")
         if last != self.last:
             self.redactions = load_redaction_map(conn) if last is not None else {}
             self.last = last
         return self.redactions
 
 
+Checked = tuple[Any, CheckedEntry, list[dict[str, Any]]]
+
+
 def check_page(conn: Connection, ledger_id: str, cache: RedactionCache,
                rows: Sequence[tuple[Any, Any]], slots: Collection[int] | None = None,
-               ) -> list[tuple[Any, CheckedEntry]]:
-    """``(row, CheckedEntry)`` for each ``(row, {slot: payload})`` of ``rows`` (in order;
-    ``slots``: the payload slots read, None: all): one read for the hashes the next entries
-    link to, and the head for the last entry."""
+               ) -> list[Checked]:
+    """``(row, CheckedEntry, findings)`` for each ``(row, {slot: payload})`` of ``rows`` (in
+    order; ``slots``: the payload slots read, None: all), with the audit findings about
+    each entry (:func:`findings_of`).
+
+    The hash each entry must link on with is the next row of the page when the page holds
+    it, else read: the entry after the last row and the head in one statement with the
+    rest of what a read needs (``ledger.store.entries.read_state``), the others (a filtered
+    page) in one more read; the findings in one more when an audit run exists."""
     if not rows:
         return []
     seqs = [r.seq for r, _ in rows]
-    links = repo.next_links(conn, seqs)
-    head = repo.read_head(conn)
-    if head is not None and head.size > 0:
-        links.setdefault(head.size - 1, head.head_hash)
-    redactions = cache.get(conn)
+    links: dict[int, bytes] = {}
+    for (a, _), (b, _) in zip(rows, rows[1:], strict=False):
+        if b.seq == a.seq + 1:
+            links[a.seq] = as_bytes(b.prev_hash)
+    state = repo.read_state(conn, seqs[-1] + 1)
+    if state.next_prev is not None:
+        links[seqs[-1]] = state.next_prev
+    if state.head_size and state.head_hash is not None:
+        links.setdefault(state.head_size - 1, state.head_hash)
+    missing = [s for s in seqs[:-1] if s not in links]
+    if missing:
+        links.update(repo.next_links(conn, missing))
+    redactions = cache.get(conn, state.last_redaction)
+    scope: tuple[int, ...] = () if state.latest_complete_run is None \
+        else (state.latest_complete_run,)
+    if state.later_running:
+        scope = runs_repo.finding_scope(conn)
+    found = findings_of(conn, seqs, scope)
     return [(r, check_entry(r, blobs, ledger_id, redactions=redactions,
-                            next_prev=links.get(r.seq), slots=slots))
+                            next_prev=links.get(r.seq), slots=slots), found.get(r.seq, []))
             for r, blobs in rows]
 
 
-def findings_of(conn: Connection, seqs: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
-    """seq -> the audit findings about it (each with its ``run_id``), of the runs in scope
-    (``ledger.store.audit_runs.finding_scope``)."""
+def findings_of(conn: Connection, seqs: Iterable[int], scope: Sequence[int] | None = None,
+                ) -> dict[int, list[dict[str, Any]]]:
+    """seq -> the audit findings about it (each with its ``run_id``), of the runs ``scope``
+    (None: the runs in scope now, ``ledger.store.audit_runs.finding_scope``)."""
     wanted = sorted(set(seqs))
-    scope = runs_repo.finding_scope(conn) if wanted else ()
+    if scope is None:
+        scope = runs_repo.finding_scope(conn) if wanted else ()
     out: dict[int, list[dict[str, Any]]] = {}
     for run_id, seq, body in runs_repo.entry_findings(conn, scope, wanted):
         try:

@@ -23,7 +23,7 @@ from ledger.store.db import (
     placeholder,
     translate_errors,
 )
-from ledger.store.schema import entries, head, ledger_meta, payloads, quarantine
+from ledger.store.schema import audit_runs, entries, head, ledger_meta, payloads, quarantine
 
 
 @dataclass(frozen=True)
@@ -451,3 +451,41 @@ def next_links(conn: Connection, seqs: Sequence[int]) -> dict[int, bytes]:
         else and_(entries.c.seq >= nxt[0], entries.c.seq <= nxt[-1])))
     wanted = set(nxt)
     return {int(s) - 1: _bytes(p) for s, p in rows if int(s) in wanted}
+
+
+
+@dataclass(frozen=True)
+class ReadState:
+    """What a verified read needs besides its rows, read in one statement: the head, the
+    last redaction entry (is the redaction map current?), the latest complete audit run
+    and whether a run begun after it is still running (whose findings apply), and the
+    ``prev_hash`` of the entry after a page's last row."""
+
+    head_size: int | None
+    head_hash: bytes | None
+    last_redaction: int | None
+    latest_complete_run: int | None
+    later_running: bool
+    next_prev: bytes | None
+
+
+def read_state(conn: Connection, next_seq: int | None) -> ReadState:
+    """:class:`ReadState`, with ``next_prev`` the stored ``prev_hash`` of the entry at
+    ``next_seq`` (None: not asked, or no such entry)."""
+    h = select(head.c.size).where(head.c.id == 1).scalar_subquery()
+    hh = select(head.c.head_hash).where(head.c.id == 1).scalar_subquery()
+    red = select(func.max(entries.c.seq)).where(entries.c.kind == "redaction") \
+        .scalar_subquery()
+    done = select(func.max(audit_runs.c.id)).where(audit_runs.c.state == "complete") \
+        .scalar_subquery()
+    later = select(func.count()).select_from(audit_runs).where(
+        audit_runs.c.state == "running",
+        audit_runs.c.id > func.coalesce(done, -1)).scalar_subquery()
+    nxt = select(entries.c.prev_hash).where(entries.c.seq == (
+        -1 if next_seq is None else next_seq)).scalar_subquery()
+    row = conn.execute(select(h, hh, red, done, later, nxt)).one()
+    return ReadState(None if row[0] is None else int(row[0]),
+                     None if row[1] is None else _bytes(row[1]),
+                     None if row[2] is None else int(row[2]),
+                     None if row[3] is None else int(row[3]), bool(row[4]),
+                     None if row[5] is None else _bytes(row[5]))

@@ -28,7 +28,7 @@ def _rows(L: Ledger) -> list[tuple[object, dict[str, bytes]]]:
 
 def _checked(L: Ledger, rows, slots=None):
     with L.engine.connect() as conn:
-        return [c for _, c in check_page(conn, L.ctx.ledger_id, L.ctx.reads, rows, slots)]
+        return [c for _, c, _ in check_page(conn, L.ctx.ledger_id, L.ctx.reads, rows, slots)]
 
 
 def test_every_view_of_every_entry(db_url):
