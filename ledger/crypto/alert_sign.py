@@ -17,7 +17,7 @@ from ledger.core.strict import b64url_decode as strict_b64url
 from ledger.crypto.jws import verifies
 from ledger.crypto.keys import b64url, b64url_decode
 from ledger.crypto.tokens import key_from_jwk
-from ledger.errors import UsageError
+from ledger.errors import CanonicalizationError, UsageError
 
 ALG = "Ed25519"
 SIG_SIZE = 64
@@ -48,7 +48,11 @@ def check_alert(envelope: Any, jwks: dict[str, Any]) -> dict[str, Any]:
     if sig.get("alg") != ALG:
         raise UsageError(f"alert signature alg must be {ALG}", code="bad_alert",
                          field="signature.alg")
-    message = signing_input(envelope.get("alert"))
+    try:
+        message = signing_input(envelope.get("alert"))
+    except CanonicalizationError as exc:
+        raise UsageError(f"the alert is outside the canonical JSON subset: {exc.message}",
+                         code="bad_alert", field="alert") from None
     try:
         raw = strict_b64url(sig.get("sig"), "signature.sig")
     except StrictError:

@@ -152,3 +152,11 @@ def test_an_alert_body_with_a_duplicate_key_is_refused() -> None:
     with pytest.raises(UsageError) as exc:
         check_alert(forged.encode(), ALERT_JWKS)
     assert exc.value.code == "bad_alert"
+
+
+def test_an_alert_with_a_float_is_refused_as_a_bad_alert() -> None:
+    env = json.loads(json.dumps(ALERT["envelope"]))
+    env["alert"]["detail"] = {"down_for_s": 1.5}  # the canonical form has no floats
+    with pytest.raises(UsageError) as exc:
+        check_alert(env, ALERT_JWKS)
+    assert (exc.value.code, exc.value.field) == ("bad_alert", "alert")
