@@ -41,7 +41,9 @@ def test_redaction_and_hold_key_sets_are_the_codes():
     common = {"v", "ledger", "kind", "payloads"}
     assert rows["`redaction`"] == common | set(V2_FIELDS["redaction"])
     assert rows["`hold`"] == common | set(V2_FIELDS["hold"])
-    assert rows["`ledger-redaction/1`"] == set(redaction._REDACTION_KEYS)
+    assert rows["`ledger-redaction/2` (written today)"] == set(redaction._REDACTION_KEYS_V2)
+    assert rows["`ledger-redaction/1` (written before signatures; still read)"] == \
+        set(redaction._REDACTION_KEYS)
     assert rows["`ledger-hold/1`, `action` `add`"] == set(redaction._HOLD_KEYS["add"])
     assert rows["`ledger-hold/1`, `action` `release`"] == set(redaction._HOLD_KEYS["release"])
     # and the documents the code builds have exactly those keys
@@ -50,7 +52,7 @@ def test_redaction_and_hold_key_sets_are_the_codes():
     req = redaction.build_request({1: ["query"]}, "GDPR Art. 17")
     assert set(add.to_doc()) == rows["`ledger-hold/1`, `action` `add`"]
     assert set(rel.to_doc()) == rows["`ledger-hold/1`, `action` `release`"]
-    assert set(req.to_doc()) == rows["`ledger-redaction/1`"]
+    assert set(req.to_doc()) == rows["`ledger-redaction/1` (written before signatures; still read)"]
     assert set(PAYLOAD_MAP_V2["redaction"]) == {"request"}
     assert set(PAYLOAD_MAP_V2["hold"]) == {"order"}
 

@@ -16,6 +16,7 @@ from ledger.ops.lifecycle import upgrade_schema
 from ledger.ops.query import make_filters
 from ledger.ops.redaction import Ask
 from tests import tamper as T
+from tests.keyrings import ledger_keyring
 from tests.store.test_migrate_v2 import FIXTURE, load_v1_ledger
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "export.md"
@@ -46,10 +47,11 @@ def records(L: Ledger) -> list[dict]:
     return [json.loads(line) for line in iter_records(L.ctx, make_filters())]
 
 
-def erase_and_lose(L: Ledger, url: str, seqs: list[int], v: int) -> list[dict]:
+def erase_and_lose(L: Ledger, url: str, seqs: list[int], keys: Path) -> list[dict]:
     """Redact the query of seqs[0]; delete the query bytes of seqs[1] behind the ledger's
     back (no redaction names them)."""
-    L.redact(Ask("GDPR Art. 17", "DSR-7"), seqs=[seqs[0]], payloads=["query"])
+    L.redact(Ask("GDPR Art. 17", "DSR-7"), seqs=[seqs[0]], payloads=["query"],
+             keyring=ledger_keyring(L, keys))
     with T.unlocked(url) as conn:
         conn.exec_driver_sql(f"DELETE FROM payloads WHERE pid = {seqs[1] * 8 + 3}")
     return records(L)
@@ -68,14 +70,14 @@ def test_the_table_has_every_row():
     assert set(documented()) == {(v, s) for v in ("v1", "v2") for s in STATES.values()}
 
 
-def test_v2_payload_members_are_as_documented(db_url):
+def test_v2_payload_members_are_as_documented(db_url, tmp_path):
     table = documented()
     with Ledger.init(db_url) as L:
         subs = [{"result": {"status": "BLOCKED", "agent_message": f"no {i}"}, "engine": "sql",
                  "query": f"q{i}"} for i in range(3)]
         L.append_many(subs, producer="p")
         seqs = _with_query(L)
-        lines = erase_and_lose(L, db_url, seqs, 2)
+        lines = erase_and_lose(L, db_url, seqs, tmp_path / "keys")
     assert json.loads(lines[seqs[2]]["envelope"])["v"] == 2
     assert members(lines, seqs[2], "query") == table[("v2", STATES["stored"])]
     assert members(lines, seqs[0], "query") == table[("v2", STATES["erased"])]
@@ -84,7 +86,7 @@ def test_v2_payload_members_are_as_documented(db_url):
     assert members(lines, redaction["seq"], "request") == table[("v1", STATES["stored"])]
 
 
-def test_v1_payload_members_are_as_documented(db_url):
+def test_v1_payload_members_are_as_documented(db_url, tmp_path):
     table = documented()
     load_v1_ledger(db_url)
     upgrade_schema(db_url)
@@ -92,7 +94,7 @@ def test_v1_payload_members_are_as_documented(db_url):
         seqs = [s for s in _with_query(L)
                 if json.loads(records(L)[s]["envelope"])["v"] == 1]
         assert len(seqs) >= 3
-        lines = erase_and_lose(L, db_url, seqs, 1)
+        lines = erase_and_lose(L, db_url, seqs, tmp_path / "keys")
     assert members(lines, seqs[2], "query") == table[("v1", STATES["stored"])]
     assert members(lines, seqs[0], "query") == table[("v1", STATES["erased"])]
     assert members(lines, seqs[1], "query") == table[("v1", STATES["gone"])]
