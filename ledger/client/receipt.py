@@ -68,6 +68,43 @@ def _unb64(text: str) -> bytes:
     return data
 
 
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def _strict_json(data: bytes, what: str) -> Any:
+    """UTF-8 JSON without duplicate keys, NaN or Infinity (ValueError otherwise)."""
+    def constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates,
+                          parse_constant=constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ValueError(f"the {what} is not strict JSON: {exc}") from None
+
+
+def _strict_jws(token: str) -> dict[str, Any]:
+    """The header of a compact JWS whose three parts are canonical unpadded base64url and
+    whose header and claims are JSON objects without duplicate keys (ValueError else)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise ValueError("a compact JWS has three parts")
+    header, claims = (_strict_json(_unb64(p), what)
+                      for p, what in zip(parts[:2], ("header", "claims"), strict=True))
+    _unb64(parts[2])
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise ValueError("the header and the claims must be JSON objects")
+    if "crit" in header:
+        raise ValueError("the header has crit")
+    return header
+
+
 def batch_root(leaf: bytes, index: int, size: int, path: list[bytes]) -> bytes:
     """The root RFC 9162 §2.1.3.2 computes from ``leaf`` (a leaf document) at ``index`` in
     a tree of ``size`` leaves along ``path``; ValueError when the path cannot be one."""
@@ -93,7 +130,10 @@ def batch_root(leaf: bytes, index: int, size: int, path: list[bytes]) -> bytes:
 def _verify_jws(token: str, jwks: dict[str, Any], typ: str, origin: str,
                 require: tuple[str, ...]) -> dict[str, Any]:
     try:
-        header = jwt.get_unverified_header(token)
+        header = _strict_jws(token)
+    except ValueError as exc:
+        raise ReceiptInvalid(f"receipt is not read strictly: {exc}") from None
+    try:
         if header.get("typ") != typ or header.get("alg") != "EdDSA":
             raise ReceiptInvalid("not a ledger receipt (typ/alg)")
         keys = [k for k in jwks.get("keys", []) if k.get("kid") == header.get("kid")]
@@ -124,7 +164,7 @@ def _batch_claims(token: str, jwks: dict[str, Any], origin: str) -> dict[str, An
     index = int.from_bytes(proof[:4], "big")
     try:
         got = batch_root(leaf, index, size, [proof[i:i + 32] for i in range(4, len(proof), 32)])
-        doc = json.loads(leaf)
+        doc = _strict_json(leaf, "leaf document")
     except ValueError as exc:
         raise ReceiptInvalid(f"batch receipt: {exc}") from exc
     if "sha256:" + got.hex() != root:
@@ -133,6 +173,8 @@ def _batch_claims(token: str, jwks: dict[str, Any], origin: str) -> dict[str, An
             or not isinstance(doc.get("entry_hash"), str):
         raise ReceiptInvalid("batch receipt: the leaf document is not a JSON object with an "
                              "integer seq and a string entry_hash")
+    if set(doc) - {"seq", "entry_hash", "recorded_at", "producer"}:
+        raise ReceiptInvalid("batch receipt: the leaf document has a member it does not define")
     fields = {k: doc[k] for k in ("seq", "entry_hash", "recorded_at", "producer") if k in doc}
     return {**claims, **fields, "index": index}
 

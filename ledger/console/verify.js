@@ -188,7 +188,7 @@ export async function verifyProof(bundle, jwks) {
         if (got !== p.digest) fail("payload_digest_mismatch", `payload ${name} bytes do not hash to its digest`);
       }
       step("payloads", `${Object.keys(sent).length - withheld.length} digest(s) recomputed` +
-        (withheld.length ? `, ${withheld.length} erased` : ""));
+        (withheld.length ? `, ${withheld.length} without bytes (erased or withheld)` : ""));
       const body = sha256Field(e.body_hash, "body_hash");
       if (!equal(await sha256(concat(ENVELOPE_TAG, enc.encode(e.envelope))), body)) {
         fail("body_hash_mismatch", "the envelope does not hash to body_hash");

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledger.core.merkle import HASH_SIZE, LEAF_PREFIX, MemoryTree, root_from_inclusion_proof
+from ledger.core.strict import StrictError, loads
 
 __all__ = ["BATCH_CLAIMS", "BATCH_RECEIPT_TYP", "FORMAT", "SEPARATOR", "batch_claims",
            "batch_tree", "encode", "is_batch", "leaf_document", "leaf_hash", "read_leaf", "root_of",
@@ -128,14 +129,19 @@ def root_of(leaf: bytes, index: int, size: int, path: Sequence[bytes]) -> bytes:
 
 
 def read_leaf(leaf: bytes) -> dict[str, Any]:
-    """The fields of a leaf document; raises ValueError unless it is a JSON object with an
-    integer ``seq`` and string ``entry_hash``/``recorded_at`` (and ``producer``, if any)."""
+    """The fields of a leaf document, read strictly (UTF-8 JSON, no duplicate keys, no
+    member but ``entry_hash``, ``recorded_at``, ``seq`` and ``producer``); raises ValueError
+    unless it is a JSON object with an integer ``seq`` and string ``entry_hash``/
+    ``recorded_at`` (and ``producer``, if any)."""
     try:
-        doc = json.loads(leaf)
-    except (ValueError, UnicodeDecodeError):
-        raise ValueError("the leaf document is not JSON") from None
+        doc = loads(leaf)
+    except StrictError as exc:
+        raise ValueError(f"the leaf document is not strict JSON: {exc.message}") from None
     if not isinstance(doc, dict):
         raise ValueError("the leaf document is not a JSON object")
+    unknown = sorted(set(doc) - {*LEAF_FIELDS, "producer"})
+    if unknown:
+        raise ValueError(f"the leaf document has the unknown member {unknown[0]!r}")
     if type(doc.get("seq")) is not int or not isinstance(doc.get("entry_hash"), str) \
             or not isinstance(doc.get("recorded_at"), str) \
             or not isinstance(doc.get("producer", ""), str):

@@ -17,6 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, EllipticCurvePublicKey
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from ledger.core.strict import StrictError
+from ledger.crypto.jws import parse_jwt
 from ledger.crypto.keys import Keyring
 from ledger.errors import IntegrityError, UsageError
 
@@ -167,9 +169,19 @@ def decode_with_keys(token: str, keys: list[VerificationKey], alg: str, *, audie
 def verify_ledger_jwt(token: str, jwks: dict[str, Any], *, typ: str, issuer: str,
                       require: list[str], code: str) -> dict[str, Any]:
     """The claims of an EdDSA JWT of type ``typ`` signed by the key of ``jwks`` its kid
-    names, issued by ``issuer``.  Raises IntegrityError with ``code`` for anything else."""
+    names, issued by ``issuer``.  Read strictly first (docs/format-receipt.md): every part
+    canonical unpadded base64url, header and claims JSON objects without duplicate keys, no
+    ``crit``.  Raises IntegrityError with ``code`` for anything else."""
     try:
-        header = jwt.get_unverified_header(token)
+        if not isinstance(token, str):
+            raise ValueError("the token is not text")
+        header, _, _, _ = parse_jwt(token.encode("ascii"))
+    except (ValueError, UnicodeError, RecursionError) as exc:
+        why = exc.message if isinstance(exc, StrictError) else exc
+        raise IntegrityError(f"not a compact JWS read strictly: {why}", code=code) from None
+    if "crit" in header:
+        raise IntegrityError("the JWS header has crit", code=code)
+    try:
         if header.get("typ") != typ or header.get("alg") != "EdDSA":
             raise IntegrityError(f"not a {typ} token", code=code)
         keys = [k for k in jwks.get("keys", []) if k.get("kid") == header.get("kid")]
