@@ -274,10 +274,12 @@ def _finding_runs(conn: Connection, f: Filters) -> tuple[int, ...] | None:
 
 
 def _shape(conn: Connection, ctx: LedgerContext, f: Filters, rows: list[tuple[Any, Any]],
-           layer: str) -> tuple[list[dict[str, Any]], int, int, int]:
+           layer: str, state: Any = None, after: Any = None,
+           ) -> tuple[list[dict[str, Any]], int, int, int]:
     """The layered views of ``rows`` (checked on the way out) and the page's flagged,
     matched and with-findings counts."""
-    checked = check_page(conn, ctx.ledger_id, ctx.reads, rows, _payload_names(layer))
+    checked = check_page(conn, ctx.ledger_id, ctx.reads, rows, _payload_names(layer),
+                         state=state, after=after)
     out: list[dict[str, Any]] = []
     flagged = matched = with_findings = 0
     for r, c, found in checked:
@@ -300,12 +302,15 @@ def query(ctx: LedgerContext, f: Filters, *, after: int = -1, limit: int = 100,
     names = _payload_names(layer)
     with connect(ctx.engine) as conn:
         lo, hi = seq_window(conn, f)
-        rows = [] if hi is not None and lo >= hi else sq.select_page(
-            conn, _equal(f), lo, hi, after, limit + 1, names, _finding_runs(conn, f))
+        rows, state = ([], None) if hi is not None and lo >= hi else \
+            sq.select_page_with_state(conn, _equal(f), lo, hi, after, limit + 1, names,
+                                      _finding_runs(conn, f))
         more = len(rows) > limit
+        beyond = rows[limit][0] if more else None  # links the page's last row on
         rows = rows[:limit]
         kept = [(r, b) for r, b in rows if _in_window(f, r.recorded_at)]
-        out, flagged, matched, with_findings = _shape(conn, ctx, f, kept, layer)
+        out, flagged, matched, with_findings = _shape(
+            conn, ctx, f, kept, layer, state, beyond if kept and kept[-1] is rows[-1] else None)
     return QueryPage(out, rows[-1][0].seq if more else None, layer, f, flagged, matched,
                      with_findings)
 

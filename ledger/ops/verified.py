@@ -50,8 +50,8 @@ Checked = tuple[Any, CheckedEntry, list[dict[str, Any]]]
 
 
 def check_page(conn: Connection, ledger_id: str, cache: RedactionCache,
-               rows: Sequence[tuple[Any, Any]], slots: Collection[int] | None = None,
-               ) -> list[Checked]:
+               rows: Sequence[tuple[Any, Any]], slots: Collection[int] | None = None, *,
+               state: repo.ReadState | None = None, after: Any = None) -> list[Checked]:
     """``(row, CheckedEntry, findings)`` for each ``(row, {slot: payload})`` of ``rows`` (in
     order; ``slots``: the payload slots read, None: all), with the audit findings about
     each entry (:func:`findings_of`).
@@ -59,7 +59,9 @@ def check_page(conn: Connection, ledger_id: str, cache: RedactionCache,
     The hash each entry must link on with is the next row of the page when the page holds
     it, else read: the entry after the last row and the head in one statement with the
     rest of what a read needs (``ledger.store.entries.read_state``), the others (a filtered
-    page) in one more read; the findings in one more when an audit run exists."""
+    page) in one more read; the findings in one more when an audit run exists.  A caller
+    whose page query read the state already (``ledger.store.query.select_page_with_state``)
+    passes it as ``state``, and the row after the page, if it read one, as ``after``."""
     if not rows:
         return []
     seqs = [r.seq for r, _ in rows]
@@ -67,12 +69,15 @@ def check_page(conn: Connection, ledger_id: str, cache: RedactionCache,
     for (a, _), (b, _) in zip(rows, rows[1:], strict=False):
         if b.seq == a.seq + 1:
             links[a.seq] = as_bytes(b.prev_hash)
-    state = repo.read_state(conn, seqs[-1] + 1)
+    if after is not None and after.seq == seqs[-1] + 1:
+        links[seqs[-1]] = as_bytes(after.prev_hash)
+    if state is None:
+        state = repo.read_state(conn, None if seqs[-1] in links else seqs[-1] + 1)
     if state.next_prev is not None:
         links[seqs[-1]] = state.next_prev
     if state.head_size and state.head_hash is not None:
         links.setdefault(state.head_size - 1, state.head_hash)
-    missing = [s for s in seqs[:-1] if s not in links]
+    missing = [s for s in seqs if s not in links]
     if missing:
         links.update(repo.next_links(conn, missing))
     redactions = cache.get(conn, state.last_redaction)

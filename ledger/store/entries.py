@@ -469,9 +469,10 @@ class ReadState:
     next_prev: bytes | None
 
 
-def read_state(conn: Connection, next_seq: int | None) -> ReadState:
-    """:class:`ReadState`, with ``next_prev`` the stored ``prev_hash`` of the entry at
-    ``next_seq`` (None: not asked, or no such entry)."""
+def state_columns() -> list[Any]:
+    """The scalar subqueries of a :class:`ReadState` but ``next_prev`` (head size, head hash,
+    last redaction, latest complete run, later running runs), to add to a page's SELECT:
+    each is evaluated once per statement."""
     h = select(head.c.size).where(head.c.id == 1).scalar_subquery()
     hh = select(head.c.head_hash).where(head.c.id == 1).scalar_subquery()
     red = select(func.max(entries.c.seq)).where(entries.c.kind == "redaction") \
@@ -481,11 +482,25 @@ def read_state(conn: Connection, next_seq: int | None) -> ReadState:
     later = select(func.count()).select_from(audit_runs).where(
         audit_runs.c.state == "running",
         audit_runs.c.id > func.coalesce(done, -1)).scalar_subquery()
+    return [h.label("st_head_size"), hh.label("st_head_hash"), red.label("st_redaction"),
+            done.label("st_complete_run"), later.label("st_later_running")]
+
+
+STATE_COLUMNS = 5
+
+
+def state_of(values: Sequence[Any], next_prev: Any = None) -> ReadState:
+    """The :class:`ReadState` of the values of :func:`state_columns` (in that order)."""
+    size, h, red, done, later = values
+    return ReadState(None if size is None else int(size), None if h is None else _bytes(h),
+                     None if red is None else int(red), None if done is None else int(done),
+                     bool(later), None if next_prev is None else _bytes(next_prev))
+
+
+def read_state(conn: Connection, next_seq: int | None) -> ReadState:
+    """:class:`ReadState`, with ``next_prev`` the stored ``prev_hash`` of the entry at
+    ``next_seq`` (None: not asked, or no such entry)."""
     nxt = select(entries.c.prev_hash).where(entries.c.seq == (
         -1 if next_seq is None else next_seq)).scalar_subquery()
-    row = conn.execute(select(h, hh, red, done, later, nxt)).one()
-    return ReadState(None if row[0] is None else int(row[0]),
-                     None if row[1] is None else _bytes(row[1]),
-                     None if row[2] is None else int(row[2]),
-                     None if row[3] is None else int(row[3]), bool(row[4]),
-                     None if row[5] is None else _bytes(row[5]))
+    row = conn.execute(select(*state_columns(), nxt)).one()
+    return state_of(row[:STATE_COLUMNS], row[STATE_COLUMNS])

@@ -20,11 +20,15 @@ from ledger.store.db import STORED_TEXT_UNREADABLE
 from ledger.store.entries import (
     ENTRY_COLUMNS,
     SLOT_COUNT,
+    STATE_COLUMNS,
     TEXT_COLUMNS,
     EntryRow,
     Payload,
+    ReadState,
     Slots,
     rows_as_stored,
+    state_columns,
+    state_of,
     subject_condition,
 )
 from ledger.store.schema import entries, payloads
@@ -40,12 +44,14 @@ def first_seq_at(conn: Connection, t_us: int) -> int | None:
 
 
 def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | None,
-              slots: Iterable[int] = (0,), finding_runs: Sequence[int] | None = None) -> Any:
+              slots: Iterable[int] = (0,), finding_runs: Sequence[int] | None = None,
+              extra: Sequence[Any] = ()) -> Any:
     """The SELECT of one page: entries columns plus the joined payload salt and bytes of
     ``slots`` (labelled ``s<slot>_salt`` / ``s<slot>_data`` / ``s<slot>_codec``; ``pid = seq * 8
     + slot``).
     ``subject`` matches the v1 column or the v2 subject payload; ``finding_runs`` (not None)
-    keeps only the entries the findings of those audit runs are about."""
+    keeps only the entries the findings of those audit runs are about; ``extra`` columns
+    follow the payloads'."""
     joined, cols = entries, [entries]
     for slot in slots:
         p = payloads.alias(f"p_{slot}")
@@ -64,7 +70,8 @@ def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | No
             conds.append(entries.c[name] == values[0])
         elif values:
             conds.append(entries.c[name].in_(values))
-    stmt = select(*cols).select_from(joined).where(and_(*conds)).order_by(entries.c.seq)
+    stmt = select(*cols, *extra).select_from(joined).where(and_(*conds)) \
+        .order_by(entries.c.seq)
     return stmt.limit(limit) if limit is not None else stmt
 
 
@@ -74,8 +81,21 @@ def select_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: 
                 ) -> list[tuple[EntryRow, Slots]]:
     """One page of (entry as a namedtuple — cheap attribute access —, {slot: payload})
     in seq order; payloads of ``slots`` only, missing ones absent."""
+    return select_page_with_state(conn, equal, lo, hi, after, limit, slots, finding_runs,
+                                  state=False)[0]
+
+
+def select_page_with_state(conn: Connection, equal: Equal, lo: int, hi: int | None,
+                           after: int, limit: int | None, slots: tuple[int, ...],
+                           finding_runs: Sequence[int] | None = None, *, state: bool = True,
+                           ) -> tuple[list[tuple[EntryRow, Slots]], ReadState | None]:
+    """:func:`select_page` and, in the same statement, the :class:`ReadState` a verified
+    read needs (without ``next_prev``; None when the page is empty or not asked)."""
     out = []
-    stmt = statement(equal, lo, hi, after, limit, slots, finding_runs)
+    extra = state_columns() if state else []
+    stmt = statement(equal, lo, hi, after, limit, slots, finding_runs, extra)
+    got: ReadState | None = None
+    end = _N + 3 * len(slots)
     for t in rows_as_stored(conn, stmt, TEXT_COLUMNS):
         blobs: Slots = {}
         for i, slot in enumerate(slots):
@@ -84,7 +104,9 @@ def select_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: 
                 blobs[slot] = Payload(None if salt is None else bytes(salt),
                                       decode(how, bytes(data)))
         out.append((EntryRow(*t[:_N]), blobs))
-    return out
+        if state and got is None:
+            got = state_of(t[end:end + STATE_COLUMNS])
+    return out, got
 
 
 def explain_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: int,
