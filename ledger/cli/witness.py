@@ -134,7 +134,8 @@ def witness() -> None:
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 def serve(config_path: str, host: str, port: int, log_level: str) -> None:
-    """Serve POST /add-checkpoint (c2sp.org/tlog-witness) for the configured logs."""
+    """Serve POST /add-checkpoint and GET /<origin hash>/checkpoint (c2sp.org/tlog-witness)
+    for the configured logs."""
     import uvicorn
 
     from ledger.witness.config import load_config
