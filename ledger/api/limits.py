@@ -3,7 +3,8 @@
 The request head (request line and headers, counted as raw bytes up to the blank line) is
 capped at ``MAX_HEAD_BYTES`` (32 KiB) by the HTTP protocol ``ledger serve`` runs
 (:class:`HeadLimitedHttpToolsProtocol`): a head that grows past it is answered at once with
-431 ``header_too_large`` and the connection is closed; no more of it is read or kept.
+431 ``header_too_large`` (a problem document, like every error) and the connection is
+closed; no more of it is read or kept.
 
 A body larger than its route's limit is refused with 413 ``too_large`` (pure ASGI
 middleware :class:`BodyLimit`): at once from ``Content-Length``, or, for a chunked body, as
@@ -128,12 +129,11 @@ class HeadLimitedHttpToolsProtocol(HttpToolsProtocol):
         self.data_received(data[room:])
 
     def _send_431(self) -> None:
-        body = json.dumps({"error": {
-            "code": "header_too_large",
-            "message": f"the request line and headers exceed {self.max_head_bytes} bytes"}}
-        ).encode()
+        body = json.dumps(problem_body(
+            431, "header_too_large",
+            f"the request line and headers exceed {self.max_head_bytes} bytes")).encode()
         self.transport.write(b"".join([
-            STATUS_LINE[431], b"content-type: application/json\r\n",
+            STATUS_LINE[431], b"content-type: ", PROBLEM_MEDIA_TYPE.encode(), b"\r\n",
             b"content-length: ", str(len(body)).encode(), b"\r\n",
             b"connection: close\r\n\r\n", body]))
         self.transport.close()
