@@ -13,8 +13,9 @@ table); a rejected submission (an ``ErrorInfo``) -> the status of its category t
 Request validation -> 422 ``invalid_request`` (400 ``bad_request`` for a malformed
 path/query/header); unknown routes -> 404 ``no_such_route``; wrong method -> 405
 ``method_not_allowed`` (``Allow``: every method served at that path); anything unexpected
--> 500 ``internal_error`` (logged, no detail leaked).  401s carry ``WWW-Authenticate: Bearer``, 403s ``insufficient_scope``, 503
-``overloaded`` ``Retry-After: 1``.
+-> 500 ``internal_error`` (logged, no detail leaked).  401s carry
+``WWW-Authenticate: Bearer``, 403s ``insufficient_scope``, 503 ``overloaded``
+``Retry-After: 1``.
 """
 
 from __future__ import annotations
