@@ -157,7 +157,7 @@ def test_pipelined_requests_each_under_the_cap_are_all_served(served):
 def test_serve_runs_the_head_limited_protocol():
     from uvicorn.importer import import_from_string
 
-    from ledger.api.limits import HeadLimitedHttpToolsProtocol
+    from ledger.api.limits import GuardedHttpToolsProtocol
     from ledger.cli.serve import HEAD_PROTOCOL
 
-    assert import_from_string(HEAD_PROTOCOL) is HeadLimitedHttpToolsProtocol
+    assert import_from_string(HEAD_PROTOCOL) is GuardedHttpToolsProtocol

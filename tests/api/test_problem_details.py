@@ -24,8 +24,9 @@ from ledger.ops.samples import math_verified
 from tests.api.server import Server, api  # noqa: F401 - fixture
 
 PROBLEM_MEMBERS = {"type", "title", "status", "detail", "code", "error"}
-# answered by any operation: body limit, header limit (431), wrong method, a bug
-EVERY_OPERATION = {"400", "405", "413", "431", "500"}
+# answered by any operation: body limit, slow client (408), header limit (431), wrong
+# method, a bug
+EVERY_OPERATION = {"400", "405", "408", "413", "431", "500"}
 
 
 def assert_problem(r: httpx.Response, status: int, code: str,

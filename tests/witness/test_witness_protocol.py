@@ -242,3 +242,19 @@ def test_a_state_file_from_before_bounded_refusals_opens(tmp_path):
     assert [(r.status, r.count, r.last_at) for r in state.refusal_rows()] == [(409, 1, 5)]
     state.record_refusal(ORIGIN, 409, "new", b"b", 6, b"\1" * 32)
     assert len(state.refusal_rows()) == 2
+
+
+@pytest.mark.slow
+def test_a_slow_head_is_cut_off_by_the_witness(witness):
+    """``ledger witness serve`` runs the service's guarded protocol (head timeout 10 s)."""
+    import socket
+    import time
+
+    s = socket.create_connection(("127.0.0.1", witness.port), timeout=15)
+    start = time.monotonic()
+    try:
+        s.sendall(b"POST /add-checkpoint HTTP/1.1\r\nHost: x\r\n")
+        answer = s.recv(65536)
+    finally:
+        s.close()
+    assert answer.startswith(b"HTTP/1.1 408 ") and 9 < time.monotonic() - start < 14
