@@ -21,7 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ledger.crypto.keys import Keyring
 from ledger.ops.limits import RESERVED_FDS, descriptor_cap
+from ledger.ops.tokens import ledger_signer, mint_access_token
 from tests.api.server import ROOT, prepare_ledger, start_server, stop_process
 from tests.conftest import ENGINES, engine_url
 
@@ -32,17 +34,22 @@ SLOW_HEAD = b"GET /v1/health HTTP/1.1\r\nHost: x\r\n"  # never ends
 
 
 @pytest.fixture(scope="module", params=ENGINES)
-def served(request, tmp_path_factory) -> Iterator[tuple[str, int, str]]:
-    """A dedicated server of each engine, shared by this module: (host, port, log path)."""
+def served(request, tmp_path_factory) -> Iterator[tuple[str, int, str, str]]:
+    """A dedicated server of each engine, shared by this module: (host, port, log path,
+    a producer token)."""
     tmp_path = tmp_path_factory.mktemp(f"slow-{request.param}")
     url = engine_url(request.param, request, tmp_path)
-    prepare_ledger(url, tmp_path / "keys", f"test.example/slow-{request.param}")
+    origin = f"test.example/slow-{request.param}"
+    prepare_ledger(url, tmp_path / "keys", origin)
     log = tmp_path / "serve.log"
     proc, base = start_server(url, tmp_path / "keys", log, "--head-timeout", "1s",
                               "--body-timeout", "1s", nofile=NOFILE)
     host, port = base.removeprefix("http://").split(":")
+    token = mint_access_token(ledger_signer(Keyring.load(tmp_path / "keys"), origin),
+                              role="producer", subject="slow", ttl_s=3600, issuer=origin,
+                              audience=origin, now_s=int(time.time()))
     try:
-        yield host, int(port), str(log)
+        yield host, int(port), str(log), token
     finally:
         stop_process(proc)
 
@@ -79,7 +86,7 @@ def _healthy(base: str) -> bool:
 
 @pytest.mark.slow
 def test_idle_connections_beyond_the_descriptor_limit_leave_health_answering(served):
-    host, port, log = served
+    host, port, log, _ = served
     base = f"http://{host}:{port}"
     idle = [s for s in (_open((host, port), SLOW_HEAD) for _ in range(IDLE_CLIENTS)) if s]
     try:
@@ -100,7 +107,7 @@ def test_idle_connections_beyond_the_descriptor_limit_leave_health_answering(ser
 
 
 def test_a_head_trickling_in_is_cut_off_at_the_head_timeout(served):
-    host, port, _ = served
+    host, port = served[:2]
     s = _open((host, port), b"GET /v1/health HTTP/1.1\r\n")
     assert s is not None
     start = time.monotonic()
@@ -120,23 +127,24 @@ def test_a_head_trickling_in_is_cut_off_at_the_head_timeout(served):
 
 
 def test_a_body_that_never_ends_is_cut_off_at_the_body_timeout(served):
-    host, port, _ = served
+    host, port, _, token = served
     head = (b"POST /v1/entries HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + token.encode() + b"\r\n"
             b"Content-Length: 1000\r\n\r\n{\"result\":")
     s = _open((host, port), head)
     assert s is not None
+    start = time.monotonic()
     try:
         answer = _answer(s, TIMEOUT_S + 4)
     finally:
         s.close()
-    # a response to an unauthenticated request may come first; then the body's deadline
     assert answer is not None, "the connection stayed open"
-    if answer.startswith(b"HTTP/1.1 408 "):
-        assert b'"body_timeout"' in answer
+    assert answer.startswith(b"HTTP/1.1 408 ") and b'"body_timeout"' in answer, answer
+    assert time.monotonic() - start < TIMEOUT_S + 2
 
 
 def test_a_quick_keep_alive_client_is_not_cut_off(served):
-    host, port, _ = served
+    host, port = served[:2]
     with httpx.Client(base_url=f"http://{host}:{port}", timeout=5) as c:
         for _ in range(3):
             assert c.get("/v1/health").status_code == 200
