@@ -204,7 +204,8 @@ def test_refusals_keep_neither_a_strangers_padding_nor_every_replay(ledger, keyr
     assert witness.post(_req(0, [], _grow(ledger, keyring, 3, start=2)))[0] == 200
     state = WitnessState(witness.folder / "state.db")
     huge = small + _junk_lines(90, 9000)            # ~1 MB of junk after a valid signature
-    assert witness.post(_req(0, [], huge))[0] == 413
+    answer = _post_unread(witness, _req(0, [], huge))
+    assert answer.startswith(b"HTTP/1.1 413 ") or answer == b"", answer[:100]
     assert state.refusal_rows() == []               # refused unread, nothing kept
     padded = small + _junk_lines(90, 500)           # ~60 KB, under the request cap
     assert len(_req(0, [], padded)) < MAX_REQUEST_BYTES
@@ -214,6 +215,29 @@ def test_refusals_keep_neither_a_strangers_padding_nor_every_replay(ledger, keyr
     assert (row.status, row.count) == (409, 40)
     assert row.body == _req(0, [], small)           # the first request, without the junk
     assert len(row.body) < 1000
+
+
+def _post_unread(witness, body):
+    """The raw answer to a request the witness refuses without reading its body: the 413,
+    or nothing when the reset of the unread bytes overtakes it (both are refusals)."""
+    import socket
+
+    s = socket.create_connection(("127.0.0.1", witness.port), timeout=10)
+    try:
+        try:
+            s.sendall(b"POST /add-checkpoint HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                      + str(len(body)).encode() + b"\r\n\r\n" + body)
+        except OSError:
+            pass  # closed while we were still sending
+        got = b""
+        try:
+            while data := s.recv(65536):
+                got += data
+        except OSError:
+            pass
+        return got
+    finally:
+        s.close()
 
 
 def test_refusals_per_origin_are_capped_and_counted(tmp_path):
