@@ -12,9 +12,10 @@ so that clients reading ``error.code`` keep working.
 table); a rejected submission (an ``ErrorInfo``) -> the status of its category too.
 Request validation -> 422 ``invalid_request`` (400 ``bad_request`` for a malformed
 path/query/header); unknown routes -> 404 ``no_such_route``; wrong method -> 405
-``method_not_allowed``; anything unexpected -> 500 ``internal_error`` (logged, no detail
-leaked).  401s carry ``WWW-Authenticate: Bearer``, 403s ``insufficient_scope``, 503
-``overloaded`` ``Retry-After: 1``.
+``method_not_allowed`` (``Allow``: every method served at that path); anything unexpected
+-> 500 ``internal_error`` (logged, no detail leaked).  401s carry
+``WWW-Authenticate: Bearer``, 403s ``insufficient_scope``, 503 ``overloaded``
+``Retry-After: 1``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ledger.errors import CATEGORY_STATUS, Forbidden, LedgerError, Overloaded, Unauthenticated
 
@@ -101,6 +103,20 @@ def ledger_error_response(exc: LedgerError) -> ProblemResponse:
     return problem_response(exc.http_status, exc.to_dict(), headers)
 
 
+HTTP_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path (RFC 9110 §15.5.6: a 405's
+    ``Allow`` lists them all; the router names only those of the first route that matched
+    the path, e.g. ``POST`` alone where another route serves ``GET``).  Asked of the routes
+    themselves (``matches``), so routers included in routers count too."""
+    routes = request.app.router.routes
+    return [m for m in HTTP_METHODS
+            if any(r.matches({**request.scope, "method": m})[0] == Match.FULL
+                   for r in routes)]
+
+
 def _loc(loc: Any) -> str:
     return ".".join(str(p) for p in loc if p not in ("body",)) or "body"
 
@@ -126,12 +142,15 @@ def install(app: FastAPI) -> None:
                                          "field": _loc(loc)})
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> ProblemResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> ProblemResponse:
         code = {404: "no_such_route", 405: "method_not_allowed"}.get(exc.status_code,
                                                                       "http_error")
         msg = exc.detail if isinstance(exc.detail, str) else "request failed"
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(request))
         return problem_response(exc.status_code, {"code": code, "message": msg},
-                                getattr(exc, "headers", None))
+                                headers or None)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> ProblemResponse:

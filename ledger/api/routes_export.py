@@ -26,6 +26,7 @@ from ledger.api.routes_read import (
     check_filters,
     check_params,
     entry_filters,
+    filter_args,
     layer_of,
     visible_kinds,
 )
@@ -83,7 +84,7 @@ def export(
                         code="forbidden_format", field="format")
     check_filters(layer, given)
     given["kind"] = visible_kinds(layer, given["kind"])
-    f = make_filters(**{k: (v or None) for k, v in given.items()}, start=start, end=end)
+    f = make_filters(**filter_args(given), start=start, end=end)
     ledger = request.app.state.service.ledger
     f = with_window(f, 0, ledger.head()["size"])
     lines = ledger.export_records(f) if format == "records" else _rows(ledger, f, layer)

@@ -53,6 +53,13 @@ def check_params(request: Request, allowed: set[str]) -> None:
                          field=unknown[0])
 
 
+def filter_args(given: dict[str, Any]) -> dict[str, Any]:
+    """``make_filters`` arguments from the query: a text filter given no value is no filter;
+    ``since``/``until`` go as given, so an empty one is refused like any other value that
+    is not an RFC 3339 time (400 ``usage`` naming it), never read as "no filter"."""
+    return {k: v if k in ("since", "until") else (v or None) for k, v in given.items()}
+
+
 def check_filters(layer: str, given: dict[str, Any]) -> None:
     """Filtering on a field the layer cannot see is refused (it would leak it)."""
     visible = set(LAYER_FIELDS[layer])
@@ -131,8 +138,7 @@ def list_entries(
     check_filters(layer, {**given, "has_findings": has_findings})
     given["kind"] = visible_kinds(layer, given["kind"])
     limit = min(limit, service.settings.page_max)
-    f = make_filters(**{k: (v or None) for k, v in given.items()},
-                     has_findings=has_findings)  # UsageError: 400
+    f = make_filters(**filter_args(given), has_findings=has_findings)  # UsageError: 400
     page = service.ledger.query_page(f, after=after, limit=limit, layer=layer)
     return {"layer": layer, "entries": page.rows, "next_after": page.next_after,
             **page.counts()}

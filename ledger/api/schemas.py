@@ -73,7 +73,8 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
 
 _ERROR_TEXT = {
     400: "Malformed request", 401: "Missing or invalid token", 403: "Role not allowed",
-    404: "Not found", 405: "Method not allowed on this path", 409: "Conflict",
+    404: "Not found", 405: "Method not allowed on this path",
+    408: "Request head or body not complete in time", 409: "Conflict",
     413: "Body too large", 422: "Rejected submission / invalid request",
     431: "Request header fields too large", 500: "Internal error (a bug; logged)",
     503: "Database unreachable or overloaded",
@@ -85,8 +86,8 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"description": _ERROR_TEXT[c], **problem} for c in codes}
 
 
-# what any operation can answer (body limit, header limit, wrong method, a bug)
-COMMON_ERRORS = _errors(400, 405, 413, 431, 500)
+# what any operation can answer (body limit, slow client, header limit, wrong method, a bug)
+COMMON_ERRORS = _errors(400, 405, 408, 413, 431, 500)
 
 SUBMISSION_BODY = {"requestBody": {"required": True, **_json(SUBMISSION_SCHEMA)}}
 BATCH_BODY = {"requestBody": {"required": True, **_json(

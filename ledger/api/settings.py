@@ -9,7 +9,7 @@ from typing import Any
 
 from ledger.crypto.keys import DEFAULT_KEYS_DIR
 from ledger.errors import UsageError
-from ledger.ops.limits import QuarantineLimits
+from ledger.ops.limits import MIN_CONNECTIONS, ConnectionGuard, QuarantineLimits, descriptor_cap
 
 ENV_VAR = "LEDGER_SERVE_SETTINGS"  # how `ledger serve --workers N` hands settings to workers
 
@@ -63,6 +63,10 @@ class Settings:
     store_down_after: str = "60s"
     watch_poll: str = "1s"
     runtime_dir: str | None = None       # the leader lock of the watch (one per `serve`)
+    # slow and many clients (ledger.api.limits.ConnectionGuard)
+    head_timeout: str = "10s"            # a request head must be complete within this
+    body_timeout: str = "30s"            # a body within this of its head
+    max_connections: int | None = None   # per process; None: descriptor limit less a reserve
 
     def __post_init__(self) -> None:
         if self.external_jwks and not self.issuer:
@@ -85,9 +89,22 @@ class Settings:
         if self.alert_retries < 0:
             raise UsageError("alert retries must be at least 0", field="alert_retries")
         for name in ("audit_every", "alert_backoff", "checkpoint_overdue", "witness_overdue",
-                     "store_down_after", "watch_poll"):
+                     "store_down_after", "watch_poll", "head_timeout", "body_timeout"):
             self.seconds(name)  # raises UsageError naming the setting
         self.on_demand_interval_s()  # raises UsageError naming the setting
+        if self.max_connections is not None:
+            cap = descriptor_cap()
+            if not MIN_CONNECTIONS <= self.max_connections <= cap:
+                raise UsageError(
+                    f"max_connections must be {MIN_CONNECTIONS}..{cap} (the descriptor limit"
+                    " less what the process needs besides connections)",
+                    field="max_connections")
+
+    def connection_guard(self) -> ConnectionGuard:
+        """The connection bounds of these settings."""
+        return ConnectionGuard(self.seconds("head_timeout") or 0.0,
+                               self.seconds("body_timeout") or 0.0,
+                               self.max_connections or 0)
 
     def seconds(self, name: str) -> float | None:
         """The duration setting ``name`` in seconds (None when unset)."""

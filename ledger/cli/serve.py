@@ -3,8 +3,9 @@
 Exit codes: 2 usage (bad option, no ledger signing key, bad JWKS); 4 could not
 run (database unreachable, ledger not initialized).  Stops on SIGINT/SIGTERM
 after in-flight requests and queued appends are done.  The HTTP protocol is
-uvicorn's httptools one with the request head capped (431 beyond 32 KiB; see
-ledger.api.limits), named by import string like the app.
+uvicorn's httptools one with the request head capped (431 beyond 32 KiB), head and body
+read timeouts and a connection cap below the descriptor limit (see ledger.api.limits),
+named by import string like the app.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import click
 
 from ledger.cli.serve_ops import ops_options, ops_settings, uvicorn_logging
 from ledger.cli.signing import keys_dir_option
+from ledger.ops.limits import ACCEPT_BACKLOG, MIN_CONNECTIONS, RESERVED_FDS, descriptor_cap
 
 SETTINGS_ENV = "LEDGER_SERVE_SETTINGS"  # read by ledger.api.settings.Settings.from_env
-HEAD_PROTOCOL = "ledger.api.limits:HeadLimitedHttpToolsProtocol"  # loaded by uvicorn by name
+HEAD_PROTOCOL = "ledger.api.limits:GuardedHttpToolsProtocol"  # loaded by uvicorn by name
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus-client in every worker
 
 
@@ -68,6 +70,13 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus-client in every
 @click.option("--anchors", "anchors_file", default=None, metavar="FILE",
               type=click.Path(exists=True, dir_okay=False),
               help="Witnesses and TSA of the scheduled checkpoints (docs/anchoring.md).")
+@click.option("--head-timeout", default="10s", show_default=True, metavar="DURATION",
+              help="A request head must be complete within this (else 408).")
+@click.option("--body-timeout", default="30s", show_default=True, metavar="DURATION",
+              help="A request body must be complete within this of its head (else 408).")
+@click.option("--max-connections", type=click.IntRange(min=MIN_CONNECTIONS), default=None,
+              help="Connections held per worker; beyond, the longest idle one is closed "
+                   "(default: the open-files limit less a reserve).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info",
                                                 "debug"]), default="info", show_default=True)
 @click.option("--access-log/--no-access-log", default=True, show_default=True,
@@ -79,7 +88,8 @@ def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: 
           group_wait_ms: float, group_max: int, queue_max: int,
           quarantine_max_rows: int | None, quarantine_max_per_producer: int | None,
           no_checkpoint_on_demand: bool, checkpoint_on_demand_interval: str,
-          checkpoint_every: str | None, anchors_file: str | None, log_level: str,
+          checkpoint_every: str | None, anchors_file: str | None, head_timeout: str,
+          body_timeout: str, max_connections: int | None, log_level: str,
           access_log: bool, **ops: Any) -> None:
     """Serve the ledger over HTTP (OpenAPI document at /openapi.json, with a token).
 
@@ -100,10 +110,13 @@ def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: 
         "quarantine_max_per_producer": quarantine_max_per_producer,
         "checkpoint_every": checkpoint_every,
         "anchors_file": os.path.abspath(anchors_file) if anchors_file else None,
-        "access_log": access_log, **ops_settings(ops)}
+        "access_log": access_log, "head_timeout": head_timeout,
+        "body_timeout": body_timeout, "max_connections": max_connections,
+        **ops_settings(ops)}
     from ledger.ops.schedule import on_demand_interval
 
     on_demand_interval(checkpoint_on_demand_interval)  # a usage error here, not in the worker
+    check_connection_bounds(head_timeout, body_timeout, max_connections)
     if checkpoint_every:
         from ledger.ops.schedule import parse_every
 
@@ -125,9 +138,26 @@ def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: 
         uvicorn.run("ledger.api.app:app_from_env", factory=True, workers=workers, host=host,
                     port=port, log_level=log_level, access_log=False,
                     log_config=uvicorn_logging(ops["log_format"], log_level),
-                    timeout_graceful_shutdown=30, http=HEAD_PROTOCOL)
+                    timeout_graceful_shutdown=30, http=HEAD_PROTOCOL,
+                    backlog=ACCEPT_BACKLOG)
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def check_connection_bounds(head_timeout: str, body_timeout: str,
+                            max_connections: int | None) -> None:
+    """Usage errors (exit 2) here, not in the workers: a bad duration, or more connections
+    than the descriptor limit leaves room for."""
+    from ledger.ops.schedule import parse_duration
+
+    parse_duration(head_timeout, "head_timeout")
+    parse_duration(body_timeout, "body_timeout")
+    cap = descriptor_cap()
+    if max_connections is not None and max_connections > cap:
+        raise click.UsageError(
+            f"--max-connections {max_connections} is above what the open-files limit allows"
+            f" ({cap}: the limit less {RESERVED_FDS} descriptors the process needs besides"
+            " connections); raise LimitNOFILE / ulimit -n or give fewer")
 
 
 def _preflight(settings: dict[str, Any]) -> str:

@@ -134,9 +134,11 @@ def witness() -> None:
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 def serve(config_path: str, host: str, port: int, log_level: str) -> None:
-    """Serve POST /add-checkpoint (c2sp.org/tlog-witness) for the configured logs."""
+    """Serve POST /add-checkpoint and GET /<origin hash>/checkpoint (c2sp.org/tlog-witness)
+    for the configured logs."""
     import uvicorn
 
+    from ledger.ops.limits import ACCEPT_BACKLOG
     from ledger.witness.config import load_config
     from ledger.witness.service import create_witness_app
 
@@ -144,7 +146,9 @@ def serve(config_path: str, host: str, port: int, log_level: str) -> None:
     app = create_witness_app(config)
     click.echo(f"witness {config.name} ({len(config.logs)} log(s)) on http://{host}:{port}"
                f" — {config.vkey}", err=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    # the service's guarded protocol: head cap, head/body timeouts, connection cap
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
+                http="ledger.api.limits:GuardedHttpToolsProtocol", backlog=ACCEPT_BACKLOG)
 
 
 @witness.group("keys")

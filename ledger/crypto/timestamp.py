@@ -9,6 +9,14 @@ Verification (``verify_token``) checks the status, the CMS signature and the cha
 the configured TSA certificates (valid at the token's time), the signer certificate's
 critical extendedKeyUsage timeStamping, the imprint, the nonce (when known) and the
 policy OID (when configured).  Every failure is a TimestampError.
+
+The token is kept as the TSA sent it.  Many TSAs (OpenSSL's ``ts -reply -chain`` among
+them) put the certificates of the CMS SignedData in the order they were given, which is
+valid BER but not the DER order of a SET OF; the library parses DER only.  So before
+parsing, the SET OF fields of the SignedData (digest algorithms, certificates, CRLs,
+signer infos) are put in DER order (:func:`der_set_order`): no signed byte changes (the
+signature covers the signed attributes, not these sets), and the bytes stored, exported
+and given to other verifiers stay the TSA's.
 """
 
 from __future__ import annotations
@@ -83,11 +91,67 @@ def make_request(message: bytes) -> tuple[bytes, int]:
     return req.as_bytes(), int(req.nonce)  # type: ignore[arg-type]
 
 
+def _tlv(data: bytes | bytearray, pos: int, end: int) -> tuple[int, int, int]:
+    """(tag, content start, content end) of the DER element at ``pos``.  Raises ValueError
+    (a high tag number, an indefinite or overlong length)."""
+    if pos + 2 > end or data[pos] & 0x1F == 0x1F:
+        raise ValueError("unsupported tag")
+    first = data[pos + 1]
+    if first < 0x80:
+        start, length = pos + 2, first
+    elif first == 0x80 or first - 0x80 > 8:
+        raise ValueError("indefinite or overlong length")
+    else:
+        n = first - 0x80
+        start, length = pos + 2 + n, int.from_bytes(data[pos + 2:pos + 2 + n], "big")
+    if start + length > end:
+        raise ValueError("element runs past its parent")
+    return data[pos], start, start + length
+
+
+def _children(data: bytes | bytearray, start: int, end: int) -> list[tuple[int, int, int]]:
+    """(tag, offset, end) of each element inside ``[start, end)``."""
+    out, pos = [], start
+    while pos < end:
+        tag, _, stop = _tlv(data, pos, end)
+        out.append((tag, pos, stop))
+        pos = stop
+    return out
+
+
+SET_TAGS = (0x31, 0xA0, 0xA1)  # SET; certificates [0] and crls [1] IMPLICIT SET OF
+
+
+def der_set_order(token: bytes) -> bytes:
+    """``token`` with the SET OF fields of its SignedData in DER order (elements sorted by
+    their encodings; lengths do not change, so nothing else moves).  A token that is not
+    laid out as a TimeStampResp with a SignedData is returned unchanged, for the parser
+    to refuse."""
+    out = bytearray(token)
+    try:
+        _, s, e = _tlv(out, 0, len(out))                  # TimeStampResp
+        kids = _children(out, s, e)
+        if len(kids) < 2:
+            return token
+        _, s, e = _tlv(out, kids[1][1], kids[1][2])       # timeStampToken: ContentInfo
+        kids = _children(out, s, e)
+        _, s, e = _tlv(out, kids[1][1], kids[1][2])       # content [0] EXPLICIT
+        _, s, e = _tlv(out, s, e)                         # SignedData
+        for tag, pos, stop in _children(out, s, e)[1:]:
+            if tag in SET_TAGS:
+                _, cs, ce = _tlv(out, pos, stop)
+                parts = sorted(bytes(out[p:q]) for _, p, q in _children(out, cs, ce))
+                out[cs:ce] = b"".join(parts)
+    except (ValueError, IndexError):
+        return token
+    return bytes(out)
+
+
 def read_token(token: bytes, message: bytes, nonce: int | None = None) -> TokenInfo:
     """Parse a token and check what needs no trust anchor: status granted, SHA-256 imprint
     of ``message``, ``nonce``.  Raises TimestampError."""
     try:
-        resp = decode_timestamp_response(token)
+        resp = decode_timestamp_response(der_set_order(token))
     except Exception as exc:  # noqa: BLE001 - the library raises ValueError and others
         raise TimestampError(f"not an RFC 3161 TimeStampResp: {exc}") from None
     if resp.status not in (PKIStatus.GRANTED, PKIStatus.GRANTED_WITH_MODS):
@@ -118,7 +182,7 @@ def verify_token(token: bytes, message: bytes, trust: TsaTrust,
     verifier = VerifierBuilder(roots=list(trust.roots),
                                intermediates=list(trust.intermediates)).build()
     try:
-        verifier.verify_message(decode_timestamp_response(token), message)
+        verifier.verify_message(decode_timestamp_response(der_set_order(token)), message)
     except (VerificationError, ValueError) as exc:
         raise TimestampError("the token does not verify against the TSA certificates: "
                              + str(exc)[:160],

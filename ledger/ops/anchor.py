@@ -6,8 +6,10 @@ For each witness the log sends the checkpoint with the consistency proof from th
 largest size that witness cosigned before (kept in ``checkpoint_anchors``; 0 the first
 time).  A ``409`` answer names the size the witness holds: if it is not larger than the
 checkpoint the request is retried once from that size; a larger one is reported (the
-witness saw a bigger tree of this origin: a fork or a rollback).  Every failure is
-reported, bounded by the timeout, and retried at the next checkpoint.
+witness saw a bigger tree of this origin: a fork or a rollback).  A ``422`` (the proof does
+not verify, or the witness holds another root at this size: a fork) is reported with the
+witness's reason.  Every failure is reported, bounded by the timeout, and retried at the next
+checkpoint.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Operational bounds of a ledger (not part of the format): the quarantine's size.
+"""Operational bounds (not part of the format): the quarantine's size, and what one
+``ledger serve`` process allows slow and many clients (``ConnectionGuard``: the request
+head and body timeouts and the connection cap, enforced by ``ledger.api.limits``).
 
 ``QuarantineLimits``: at most ``max_rows`` quarantine rows in all and ``max_per_producer``
 rows of one producer (no producer counts as one producer).  Defaults: 10,000 and 1,000;
@@ -10,6 +12,7 @@ process; ``Ledger.open(..., quarantine=QuarantineLimits(...))`` sets them for on
 from __future__ import annotations
 
 import os
+import resource
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
@@ -50,3 +53,37 @@ class QuarantineLimits:
                 except ValueError:
                     raise UsageError(f"{var} must be an integer", field=var) from None
         return cls(**values)
+
+
+# -- the HTTP service's connections -------------------------------------------------------
+DEFAULT_HEAD_TIMEOUT_S = 10.0
+DEFAULT_BODY_TIMEOUT_S = 30.0
+ACCEPT_BACKLOG = 128   # connections the kernel queues (and asyncio accepts in one go)
+RESERVED_FDS = ACCEPT_BACKLOG + 64  # the backlog, database connections, files, the loop
+MIN_CONNECTIONS = 16
+
+
+@dataclass(frozen=True)
+class ConnectionGuard:
+    """Per-process bounds on connections (``ledger serve --head-timeout --body-timeout
+    --max-connections``): seconds to receive a request head, seconds to receive a body
+    once its head is in, connections kept open at once."""
+
+    head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    max_connections: int = 0  # 0: derived from the descriptor limit
+
+    def connection_cap(self) -> int:
+        """``max_connections``, or the soft RLIMIT_NOFILE less ``RESERVED_FDS``."""
+        return self.max_connections or descriptor_cap()
+
+
+def descriptor_cap(soft_limit: int | None = None) -> int:
+    """Connections a process may hold so that accepting one never hits its descriptor
+    limit: the soft RLIMIT_NOFILE less ``RESERVED_FDS`` (database connections, files, the
+    accept backlog), at least ``MIN_CONNECTIONS``."""
+    if soft_limit is None:
+        soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft_limit == resource.RLIM_INFINITY:
+            soft_limit = 1 << 20
+    return max(MIN_CONNECTIONS, soft_limit - RESERVED_FDS)

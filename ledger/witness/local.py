@@ -16,7 +16,7 @@ from ledger.crypto.cosign import load_cosigner, load_vkeys
 from ledger.crypto.keys import known_keys, load_public_keys
 from ledger.crypto.note_sign import KnownKeys
 from ledger.witness.config import WitnessConfig
-from ledger.witness.service import MAX_REQUEST_BYTES, Witness
+from ledger.witness.service import MAX_REQUEST_BYTES, Answer, Witness
 
 
 class LocalWitness:
@@ -54,13 +54,25 @@ def _handler(witness: Witness) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             size = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(min(size, MAX_REQUEST_BYTES + 1))
+            self.close_connection = size > MAX_REQUEST_BYTES  # the rest is never read
             if self.path.rstrip("/") != "/add-checkpoint":
                 answer_status, text, ctype = 404, "not found\n", "text/plain"
             else:
                 a = witness.add_checkpoint(body)
                 answer_status, text, ctype = a.status, a.text, a.content_type
+            self._answer(answer_status, text, ctype)
+
+        def do_GET(self) -> None:
+            parts = self.path.strip("/").split("/")
+            if len(parts) == 2 and parts[1] == "checkpoint":
+                a = witness.monitor_checkpoint(parts[0])
+            else:
+                a = Answer(404, "not found\n")
+            self._answer(a.status, a.text, a.content_type)
+
+        def _answer(self, status: int, text: str, ctype: str) -> None:
             data = text.encode("utf-8")
-            self.send_response(answer_status)
+            self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

@@ -42,15 +42,21 @@ ess_cert_id_alg = sha256
 
 
 class LocalTsa:
-    """``with LocalTsa() as tsa: tsa.url, tsa.ca_file``: an OpenSSL TSA on 127.0.0.1."""
+    """``with LocalTsa() as tsa: tsa.url, tsa.ca_file``: an OpenSSL TSA on 127.0.0.1
+    (``chain=True``: its certificate is issued by an intermediate CA, and tokens carry
+    the intermediate and the root too; ``tsa.ca_file`` is the root alone)."""
 
-    def __init__(self, folder: Path | None = None, policy: str = POLICY) -> None:
+    def __init__(self, folder: Path | None = None, policy: str = POLICY,
+                 chain: bool = False) -> None:
         if shutil.which("openssl") is None:
             raise RuntimeError("the openssl command is not installed")
         self._tmp = None if folder else tempfile.TemporaryDirectory(prefix="ledger-tsa-")
         self.folder = Path(folder or self._tmp.name)  # type: ignore[union-attr]
         self.folder.mkdir(parents=True, exist_ok=True)
-        make_tsa_certs(self.folder)
+        make_tsa_certs(self.folder, intermediate=chain)
+        # chain: a root, an intermediate and the TSA certificate; every answer carries the
+        # intermediate and the root besides the TSA certificate (``openssl ts -chain``)
+        self.extra = ["-chain", str(self.folder / "extra-certs.pem")] if chain else []
         self.policy = policy
         self.config = self.folder / "tsa.cnf"
         self.config.write_text(CONFIG.format(dir=self.folder, policy=policy))
@@ -67,7 +73,7 @@ class LocalTsa:
             q, r = Path(work) / "q.tsq", Path(work) / "r.tsr"
             q.write_bytes(query)
             subprocess.run(["openssl", "ts", "-reply", "-config", str(self.config),
-                            "-queryfile", str(q), "-out", str(r)], check=True,
+                            "-queryfile", str(q), "-out", str(r), *self.extra], check=True,
                            capture_output=True, timeout=30)
             self.requests += 1
             return r.read_bytes()

@@ -75,14 +75,21 @@ def prepare_ledger(db_url: str, keys_dir: Path, origin: str) -> None:
 
 
 def start_server(db_url: str, keys_dir: Path, log: Path, *extra: str,
-                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``ledger serve --port 0`` and return (process, base URL) once it is healthy."""
+                 env: dict[str, str] | None = None, nofile: int | None = None
+                 ) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``ledger serve --port 0`` and return (process, base URL) once it is healthy
+    (``nofile``: the server's open-files limit, soft and hard)."""
     cmd = [sys.executable, "-m", "ledger", "--db", db_url, "serve", "--host", "127.0.0.1",
            "--port", "0", "--keys", str(keys_dir), "--no-access-log", "--log-level",
            "info", *extra]
     out = open(log, "wb")  # noqa: SIM115 - the child writes to it until it stops
+    def limit() -> None:
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                            env={**os.environ, **(env or {})})
+                            env={**os.environ, **(env or {})},
+                            preexec_fn=limit if nofile else None)
     out.close()
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:

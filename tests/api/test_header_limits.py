@@ -104,7 +104,12 @@ def test_a_huge_head_is_answered_431_at_once_with_bounded_memory(served, name):
     growth = rss(pid) - before
     status, _, rest = answer.partition(b"\r\n")
     assert status == b"HTTP/1.1 431 Request Header Fields Too Large", answer[:200]
-    body = json.loads(rest.partition(b"\r\n\r\n")[2])
+    head, _, data = rest.partition(b"\r\n\r\n")
+    assert b"content-type: application/problem+json\r\n" in head.lower() + b"\r\n"
+    body = json.loads(data)
+    assert (body["status"], body["code"], body["title"]) == (
+        431, "header_too_large", "Request Header Fields Too Large")
+    assert body["type"] == "urn:ledger:problem:header_too_large" and body["detail"]
     assert body["error"]["code"] == "header_too_large"
     assert b"connection: close" in rest.lower()
     assert elapsed < ANSWER_WITHIN_S
@@ -152,7 +157,7 @@ def test_pipelined_requests_each_under_the_cap_are_all_served(served):
 def test_serve_runs_the_head_limited_protocol():
     from uvicorn.importer import import_from_string
 
-    from ledger.api.limits import HeadLimitedHttpToolsProtocol
+    from ledger.api.limits import GuardedHttpToolsProtocol
     from ledger.cli.serve import HEAD_PROTOCOL
 
-    assert import_from_string(HEAD_PROTOCOL) is HeadLimitedHttpToolsProtocol
+    assert import_from_string(HEAD_PROTOCOL) is GuardedHttpToolsProtocol

@@ -24,8 +24,9 @@ from ledger.ops.samples import math_verified
 from tests.api.server import Server, api  # noqa: F401 - fixture
 
 PROBLEM_MEMBERS = {"type", "title", "status", "detail", "code", "error"}
-# answered by any operation: body limit, header limit (431), wrong method, a bug
-EVERY_OPERATION = {"400", "405", "413", "431", "500"}
+# answered by any operation: body limit, slow client (408), header limit (431), wrong
+# method, a bug
+EVERY_OPERATION = {"400", "405", "408", "413", "431", "500"}
 
 
 def assert_problem(r: httpx.Response, status: int, code: str,
@@ -119,3 +120,29 @@ def test_an_overloaded_service_asks_to_retry_after_a_second():
     r = ledger_error_response(Overloaded("the append queue is full"))
     assert r.status_code == 503 and r.headers["Retry-After"] == "1"
     assert r.media_type == PROBLEM_MEDIA_TYPE
+
+
+def test_a_405_allows_every_method_its_path_serves(api: Server) -> None:  # noqa: F811
+    """RFC 9110 §15.5.6: ``Allow`` lists the methods of every route of the path (before:
+    only those of the first route, ``POST`` for /v1/entries and /v1/holds)."""
+    with api.client("auditor") as c:
+        for path, allowed in (("/v1/entries", "GET, POST"),
+                              ("/v1/holds", "GET, POST"),
+                              ("/v1/entries/batch", "POST"),
+                              ("/v1/entries/0", "GET")):
+            r = c.request("PATCH", path)
+            assert_problem(r, 405, "method_not_allowed")
+            assert r.headers["allow"] == allowed, path
+            assert c.request("OPTIONS", path).headers["allow"] == allowed, path
+
+
+@pytest.mark.parametrize("path", ["/v1/entries", "/v1/export"])
+@pytest.mark.parametrize("name", ["since", "until"])
+def test_an_empty_time_filter_is_refused_not_ignored(api: Server, path: str,  # noqa: F811
+                                                     name: str) -> None:
+    """``?since=`` is not an RFC 3339 time: refused like any other (before: read as no
+    filter, 200 with every entry)."""
+    with api.client("auditor") as c:
+        body = assert_problem(c.get(path, params={name: ""}), 400, "usage", name)
+        assert "RFC 3339" in body["detail"]
+        assert c.get(path, params={name: "2000-01-01T00:00:00Z"}).status_code == 200

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import urllib.request
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from ledger.crypto.timestamp import (
     REQUEST_TYPE,
     TimestampError,
+    der_set_order,
     load_tsa_trust,
     make_request,
     read_token,
@@ -86,3 +88,48 @@ def test_trust_files(tmp_path, tsa):
         load_tsa_trust(tsa.ca_file, "policy")
     trust = load_tsa_trust(tsa.folder / "chain.pem")
     assert len(trust.roots) == 1 and len(trust.intermediates) == 1
+
+
+@pytest.fixture(scope="module")
+def chain_tsa():
+    """A real ``openssl ts`` TSA whose certificate an intermediate CA issued under a root,
+    answering with ``-chain`` (the intermediate and the root in every token)."""
+    with LocalTsa(chain=True) as t:
+        yield t
+
+
+def _openssl_verify(tmp_path, token, ca_file):
+    (tmp_path / "t.tsr").write_bytes(token)
+    (tmp_path / "m.txt").write_bytes(MESSAGE)
+    return subprocess.run(["openssl", "ts", "-verify", "-data", str(tmp_path / "m.txt"),
+                           "-in", str(tmp_path / "t.tsr"), "-CAfile", str(ca_file)],
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_a_token_carrying_its_certificate_chain_verifies(chain_tsa, tmp_path):
+    """Before: ASN.1 InvalidSetOrdering (OpenSSL puts the certificates in the order given,
+    not in DER's SET OF order), although ``openssl ts -verify`` accepts the token."""
+    token, nonce = _token(chain_tsa)
+    assert _openssl_verify(tmp_path, token, chain_tsa.ca_file).returncode == 0
+    info = verify_token(token, MESSAGE, load_tsa_trust(chain_tsa.ca_file, POLICY), nonce)
+    assert der_set_order(token) != token  # the case at hand: the TSA's order is not DER's
+    assert info.nonce == nonce and read_token(token, MESSAGE, nonce).serial == info.serial
+    # the root alone is trusted; the intermediate came with the token. Another root: refused
+    make_tsa_certs(tmp_path)
+    with pytest.raises(TimestampError) as exc:
+        verify_token(token, MESSAGE, load_tsa_trust(tmp_path / "ca.pem"), nonce)
+    assert exc.value.code == "timestamp_signature"
+    flipped = token[:-40] + bytes([token[-40] ^ 0xFF]) + token[-39:]  # in the signature
+    with pytest.raises(TimestampError):
+        verify_token(flipped, MESSAGE, load_tsa_trust(chain_tsa.ca_file), nonce)
+
+
+def test_der_set_order_moves_only_the_sets_of_the_signed_data(chain_tsa, tsa):
+    token, _ = _token(chain_tsa)
+    ordered = der_set_order(token)
+    assert len(ordered) == len(token) and sorted(ordered) == sorted(token)
+    assert der_set_order(ordered) == ordered
+    plain, _ = _token(tsa)  # one certificate: already in DER order
+    assert der_set_order(plain) == plain
+    for junk in (b"", b"\x30\x80\x00\x00", b"\x30\x03\x02\x01\x00", token[:100]):
+        assert der_set_order(junk) == junk  # not a TimeStampResp: left to the parser

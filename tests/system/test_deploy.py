@@ -91,3 +91,14 @@ def test_the_example_config_is_valid() -> None:
         cli, ["--config", str(DEPLOY / "ledger.toml"), "config", "show", "--format", "json"])
     assert res.exit_code == 0, res.output
     assert '"serve.audit-every"' in res.stdout and '"6h"' in res.stdout
+
+
+def test_the_unit_gives_the_service_room_for_its_connections() -> None:
+    """systemd's default soft limit (1024 open files) would cap ``ledger serve`` near 830
+    connections per worker (tests/api/test_slow_clients.py); the unit raises it."""
+    from ledger.ops.limits import descriptor_cap
+
+    unit = (DEPLOY / "ledger.service").read_text("utf-8")
+    m = re.search(r"^LimitNOFILE=(\d+)$", unit, re.M)
+    assert m, "the unit sets no LimitNOFILE"
+    assert descriptor_cap(int(m.group(1))) >= 16 * 1024

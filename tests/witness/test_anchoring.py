@@ -122,3 +122,14 @@ def test_a_witness_ahead_of_the_log_is_a_conflict(ledger, keyring, witnesses, tm
         make_checkpoint(old.ctx, keyring)
         report = make_anchored_checkpoint(old.ctx, keyring, _config(witnesses))
     assert all("larger tree" in why for why in report.failed.values())
+
+
+def test_another_root_at_the_size_a_witness_holds_is_reported(ledger, keyring, witnesses,
+                                                             tmp_path):
+    ledger.append_many(realistic(6))
+    assert len(make_anchored_checkpoint(ledger.ctx, keyring, _config(witnesses)).cosigned) == 2
+    with Ledger.init(f"sqlite:///{tmp_path / 'same-size.db'}", origin=ORIGIN) as fork:
+        fork.append_many(realistic(6, start=50))  # the same size, another history
+        report = make_anchored_checkpoint(fork.ctx, keyring, _config(witnesses))
+    assert report.cosigned == [] and set(report.failed) == {w.name for w in witnesses}
+    assert all("422" in why and "another root" in why for why in report.failed.values())
