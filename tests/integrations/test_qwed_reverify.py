@@ -6,6 +6,7 @@ erased inputs are not re-executable; hostile inputs are bounded by the sandbox."
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from ledger.integrations.qwed import EvidenceRecorder, submission
 from ledger.ops.redaction import Ask
 from ledger.ops.reverify import ReverifyOptions
 from tests.integrations.conftest import ISSUER, JWKS, ledger_cli
+from tests.keyrings import ledger_keyring
 
 pytestmark = pytest.mark.slow  # real engines in worker processes: seconds per ledger
 
@@ -134,11 +136,12 @@ def test_real_results_agree_and_self_consistent_forgeries_disagree(
 
 
 def test_erased_inputs_are_not_reexecutable_redacted(
-        ledger_with_results: tuple[str, list[int], list[int]]) -> None:
+        ledger_with_results: tuple[str, list[int], list[int]], tmp_path: Path) -> None:
     url, real, _ = ledger_with_results
     sql_seq, schema_seq = real[3], real[5]
     with Ledger.open(url) as ledger:
-        ledger.redact(Ask("erasure request", "DSR-9"), seqs=[sql_seq, schema_seq],
+        ledger.redact(Ask("erasure request", "DSR-9"),
+                      keyring=ledger_keyring(ledger, tmp_path / "keys"), seqs=[sql_seq, schema_seq],
                       payloads=["query", "evidence"])
         report = ledger.reverify(ReverifyOptions(seqs=(sql_seq, schema_seq)))
     out = _by_seq(report)
