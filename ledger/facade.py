@@ -30,6 +30,7 @@ from ledger.ops import monitor as monitor_ops
 from ledger.ops import quarantine as quarantine_ops
 from ledger.ops import query as query_ops
 from ledger.ops import report as report_ops
+from ledger.ops import reverify as reverify_ops
 from ledger.ops.append import AppendResult
 from ledger.ops.context import (
     Engine,
@@ -193,6 +194,12 @@ class Ledger:
     def audit(self, opts: audit_ops.AuditOptions | None = None, **kw: Any) -> dict[str, Any]:
         """Run an audit and return its report (``progress=`` callback in ``kw``)."""
         return audit_ops.run_audit(self.ctx, opts or audit_ops.AuditOptions(), **kw)
+
+    def reverify(self, opts: reverify_ops.ReverifyOptions | None = None,
+                 **kw: Any) -> dict[str, Any]:
+        """Re-execute the selected results' engines on their stored inputs and compare
+        (docs/reverify.md); ``progress=`` callback in ``kw``."""
+        return reverify_ops.run_reverify(self.ctx, opts or reverify_ops.ReverifyOptions(), **kw)
 
     def report_data(self, audit: dict[str, Any], **kw: Any) -> dict[str, Any]:
         """The figures of an HTML report over the range of the audit report ``audit``."""

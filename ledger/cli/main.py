@@ -69,6 +69,7 @@ def _register() -> None:
         query,
         reader,
         report,
+        reverify,
         serve,
         spool,
         token,
@@ -76,7 +77,7 @@ def _register() -> None:
     )
 
     for module in (db, entries, keys, audit, demo, proofs, checkpoint_verify, query, export,
-                   serve, token, spool, importer, quarantine, witness, custody, report,
+                   serve, token, spool, importer, quarantine, witness, custody, report, reverify,
                    backup, config_cmd, reader):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -1,0 +1,289 @@
+"""The re-verification job: re-execute the producing engine on each selected result's
+stored inputs and compare the fresh result with the stored one (docs/reverify.md).
+
+The job reads the selected entries in seq order, checks each against its hashes
+(``core.readcheck``: a re-executor only ever sees payloads that match their
+commitments), asks the installed re-executor of the entry's engine for a plan
+(``core.reexec``), runs the plans in sandboxed worker processes (``ops.sandbox``) and
+compares.  Every entry ends in one outcome: ``agrees``, ``disagrees`` (with the
+field-level differences), ``not_reexecutable`` (with its reason) or ``engine_error``;
+each names the re-executor and the engine version that produced it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.clock import format_us
+from ledger.core import reexec as rx
+from ledger.core.readcheck import PAYLOAD_DIGEST_MISMATCH, check_entry
+from ledger.errors import UsageError
+from ledger.ops.context import LedgerContext
+from ledger.ops.redaction_map import load_redaction_map
+from ledger.ops.reexec_worker import load_reexecutors
+from ledger.ops.sandbox import Sandbox
+from ledger.store import entries as repo
+from ledger.store.db import connect
+
+PAGE = 500
+REPORT_FORMAT = "ledger-reverify-report/1"
+PAYLOADS = ("result", "preimage", "query", "meta")
+
+
+@dataclass
+class ReverifyOptions:
+    start: int = 0
+    end: int | None = None
+    seqs: tuple[int, ...] = ()          # only these seqs (within the range)
+    engines: tuple[str, ...] = ()       # only these engines
+    since_us: int | None = None         # recorded_at >= since
+    until_us: int | None = None         # recorded_at < until
+    workers: int = 1
+    time_limit_s: float = 10.0
+    memory_mb: int = 2048
+    hash_seed: int = 0
+    reexecutors: dict[str, Any] | None = None  # name -> re-executor (None: entry points)
+
+
+@dataclass
+class Selected:
+    entry: rx.Stored
+    outcome: dict[str, Any] | None = None  # decided without running anything
+    plan: rx.Plan | None = None
+    plugin: Any = None
+
+
+def _text(b: bytes | None) -> str | None:
+    if b is None:
+        return None
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def stored_entry(row: Any, blobs: Any, ledger_id: str, redactions: Any,
+                 ) -> tuple[rx.Stored, list[str]]:
+    """The :class:`Stored` view of one result row and the integrity codes it failed."""
+    checked = check_entry(row, blobs, ledger_id, redactions=redactions)
+    texts = checked.texts
+    meta = _text(texts.get("meta"))
+    try:
+        meta_doc = json.loads(meta) if meta is not None else None
+    except ValueError:
+        meta_doc = None
+    unchecked = frozenset(p.field for p in checked.integrity.problems
+                          if p.code == PAYLOAD_DIGEST_MISMATCH)
+    v = checked.values
+    entry = rx.Stored(seq=checked.seq, engine=str(v.get("engine") or ""),
+                      status=v.get("status"), proof_ref=v.get("proof_ref"),
+                      result=checked.document, preimage=_text(texts.get("preimage")),
+                      query=_text(texts.get("query")), meta=meta_doc,
+                      redacted=frozenset(checked.integrity.redacted), unchecked=unchecked)
+    return entry, checked.integrity.codes
+
+
+def _selected(row: Any, opts: ReverifyOptions) -> bool:
+    if row.kind != "result":
+        return False
+    if opts.seqs and row.seq not in opts.seqs:
+        return False
+    if opts.engines and row.engine not in opts.engines:
+        return False
+    if opts.since_us is not None and row.recorded_at < opts.since_us:
+        return False
+    return not (opts.until_us is not None and row.recorded_at >= opts.until_us)
+
+
+def iter_selected(ctx: LedgerContext, opts: ReverifyOptions, start: int, end: int,
+                  plugins: dict[str, Any]) -> Iterator[Selected]:
+    """The selected result entries of ``[start, end)``, each planned or decided."""
+    by_engine: dict[str, Any] = {}
+    for plugin in plugins.values():
+        for eng in plugin.engines:
+            by_engine.setdefault(eng, plugin)
+    with connect(ctx.engine) as conn:
+        redactions = load_redaction_map(conn)
+        for page in repo.iter_entry_pages(conn, start, end, PAGE):
+            for row, blobs in page:
+                if not _selected(row, opts):
+                    continue
+                entry, codes = stored_entry(row, blobs, ctx.meta.ledger_id, redactions)
+                yield _decide(entry, codes, by_engine.get(entry.engine))
+
+
+def _decide(entry: rx.Stored, codes: list[str], plugin: Any) -> Selected:
+    if codes:
+        return Selected(entry, _not(entry, rx.INTEGRITY, "the entry does not check against "
+                                    f"its hashes ({', '.join(codes)}): see ledger audit",
+                                    plugin))
+    if plugin is None:
+        return Selected(entry, _not(entry, rx.NO_REEXECUTOR,
+                                    f"no installed re-executor handles engine "
+                                    f"{entry.engine!r}", None))
+    try:
+        plan = plugin.plan(entry)
+    except Exception as exc:  # noqa: BLE001 -- a plugin's failure is the entry's outcome
+        return Selected(entry, _error(entry, plugin, rx.RAISED, type(exc).__name__,
+                                      f"plan: {exc}"))
+    if isinstance(plan, rx.NotReexecutable):
+        return Selected(entry, _not(entry, plan.reason, plan.detail, plugin))
+    return Selected(entry, None, plan, plugin)
+
+
+def _who(entry: rx.Stored, plugin: Any) -> dict[str, Any]:
+    if plugin is None:
+        return {"name": None, "engine": entry.engine, "version": None}
+    try:
+        version = str(plugin.version(entry.engine))
+    except Exception:  # noqa: BLE001 -- a plugin that cannot say still gets an outcome
+        version = "unknown"
+    return {"name": plugin.name, "engine": entry.engine, "version": version}
+
+
+def _base(entry: rx.Stored, outcome: str, plugin: Any) -> dict[str, Any]:
+    return {"seq": entry.seq, "engine": entry.engine, "outcome": outcome,
+            "reexecutor": _who(entry, plugin)}
+
+
+def _not(entry: rx.Stored, reason: str, detail: str, plugin: Any) -> dict[str, Any]:
+    return {**_base(entry, rx.NOT_REEXECUTABLE, plugin), "reason": reason, "detail": detail}
+
+
+def _error(entry: rx.Stored, plugin: Any, reason: str, error: str, message: str,
+           ) -> dict[str, Any]:
+    return {**_base(entry, rx.ENGINE_ERROR, plugin), "reason": reason, "error": error,
+            "detail": message}
+
+
+def _judge(sel: Selected, plan: rx.Plan, answer: dict[str, Any], seconds: float,
+           ) -> tuple[dict[str, Any], list[rx.Difference] | None]:
+    """The outcome of one answer (and its differences: None on an engine error)."""
+    entry, plugin = sel.entry, sel.plugin
+    if "error" in answer:
+        out = _error(entry, plugin, str(answer.get("reason", rx.RAISED)),
+                     str(answer["error"]), str(answer.get("message", "")))
+        out["inputs"], out["seconds"] = plan.source, round(seconds, 6)
+        return out, None
+    fresh = rx.Fresh(answer["result"], answer.get("preimage"))
+    try:
+        diffs = plugin.compare(entry, fresh)
+    except Exception as exc:  # noqa: BLE001
+        return _error(entry, plugin, rx.RAISED, type(exc).__name__, f"compare: {exc}"), None
+    out = _base(entry, rx.DISAGREES if diffs else rx.AGREES, plugin)
+    if diffs:
+        out["differences"] = [d.to_dict() for d in diffs]
+    out["inputs"], out["seconds"] = plan.source, round(seconds, 6)
+    return out, diffs
+
+
+def _message(sel: Selected, plan: rx.Plan) -> dict[str, Any]:
+    return {"reexecutor": sel.plugin.name,
+            "plan": {"engine": plan.engine, "call": plan.call, "inputs": plan.inputs,
+                     "source": plan.source}}
+
+
+def reverify_entries(selected: list[Selected], sandbox: Sandbox,
+                     on_outcome: Callable[[dict[str, Any]], None]) -> None:
+    """Decide every entry of ``selected``: run the plans in ``sandbox``, retry a
+    disagreement once where the re-executor offers a second plan, and pass each outcome
+    to ``on_outcome`` (in the order they are decided)."""
+    jobs = []
+    for i, sel in enumerate(selected):
+        if sel.outcome is not None:
+            on_outcome(sel.outcome)
+        else:
+            assert sel.plan is not None
+            jobs.append((i, _message(sel, sel.plan)))
+    retries: list[tuple[int, rx.Plan, dict[str, Any]]] = []
+    for i, answer, seconds in sandbox.run(jobs):
+        sel = selected[i]
+        assert sel.plan is not None
+        out, diffs = _judge(sel, sel.plan, answer, seconds)
+        second = None
+        if diffs:
+            retry = getattr(sel.plugin, "retry", None)
+            second = retry(sel.entry, sel.plan, diffs) if retry is not None else None
+        if second is not None:
+            retries.append((i, second, out))
+        else:
+            on_outcome(out)
+    if not retries:
+        return
+    first = {i: out for i, _, out in retries}
+    plans = {i: plan for i, plan, _ in retries}
+    for i, answer, seconds in sandbox.run((i, _message(selected[i], plans[i]))
+                                          for i in plans):
+        out, diffs = _judge(selected[i], plans[i], answer, seconds)
+        on_outcome(out if out["outcome"] == rx.AGREES else first[i])
+
+
+@dataclass
+class Counts:
+    by_outcome: dict[str, int] = field(default_factory=lambda: dict.fromkeys(rx.OUTCOMES, 0))
+    by_engine: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, out: dict[str, Any]) -> None:
+        self.by_outcome[out["outcome"]] += 1
+        eng = self.by_engine.setdefault(out["engine"], dict.fromkeys(rx.OUTCOMES, 0))
+        eng[out["outcome"]] += 1
+
+
+def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
+                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Re-verify the selected entries and return the report (docs/reverify.md)."""
+    if opts.workers < 1:
+        raise UsageError("--workers must be at least 1", field="workers")
+    if opts.time_limit_s <= 0:
+        raise UsageError("--time-limit must be positive", field="time_limit")
+    started = ctx.clock.now_us()
+    with connect(ctx.engine) as conn:
+        h = repo.read_head(conn)
+        max_seq = repo.max_seq(conn)
+    size = max(h.size if h is not None else 0, 0 if max_seq is None else max_seq + 1)
+    end = size if opts.end is None else min(opts.end, size)
+    start = opts.start
+    if start < 0 or start > end:
+        raise UsageError(f"empty or invalid range [{start}, {end})", field="from")
+    plugins = opts.reexecutors if opts.reexecutors is not None else load_reexecutors()
+    counts = Counts()
+    outcomes: list[dict[str, Any]] = []
+
+    def record(out: dict[str, Any]) -> None:
+        counts.add(out)
+        outcomes.append(out)
+        if progress:
+            progress(1)
+
+    selected = list(iter_selected(ctx, opts, start, end, plugins))
+    with Sandbox(workers=opts.workers, time_limit_s=opts.time_limit_s,
+                 memory_mb=opts.memory_mb, hash_seed=opts.hash_seed) as sandbox:
+        if any(s.plan is not None for s in selected):
+            reverify_entries(selected, sandbox, record)
+        else:
+            for s in selected:
+                assert s.outcome is not None
+                record(s.outcome)
+        restarts = sandbox.restarts
+    outcomes.sort(key=lambda o: o["seq"])
+    versions = sorted({(o["reexecutor"]["name"], o["reexecutor"]["version"])
+                       for o in outcomes if o["reexecutor"]["name"]})
+    report = {
+        "format": REPORT_FORMAT, "ledger_id": ctx.meta.ledger_id, "origin": ctx.meta.origin,
+        "range": {"start": start, "end": end},
+        "filters": {"seqs": list(opts.seqs), "engines": list(opts.engines),
+                    "since_us": opts.since_us, "until_us": opts.until_us},
+        "limits": {"time_limit_s": opts.time_limit_s, "memory_mb": opts.memory_mb,
+                   "hash_seed": opts.hash_seed},
+        "summary": {"entries": sum(counts.by_outcome.values()), **counts.by_outcome},
+        "by_engine": counts.by_engine,
+        "outcomes": outcomes,
+        "reexecutors": [{"name": n, "version": v} for n, v in versions],
+        "workers": opts.workers, "worker_restarts": restarts,
+        "started_at": format_us(started), "finished_at": format_us(ctx.clock.now_us()),
+    }
+    report["outcome"] = rx.run_outcome(counts.by_outcome)
+    return report
