@@ -48,6 +48,7 @@ from ledger.core.entry import (
 )
 from ledger.core.erasure import RedactionMap
 from ledger.core.fastjson import loads as fast_loads
+from ledger.core.fastjson import orjson_loads
 
 # The indexed copies of envelope fields in the entries table (every string column); a
 # column that copies no field of an entry's kind must be NULL.
@@ -154,6 +155,8 @@ class CheckedEntry:
 
 def as_bytes(value: Any) -> bytes:
     """Stored bytes as bytes."""
+    if type(value) is bytes:
+        return value
     if isinstance(value, str):  # a tampered SQLite BLOB may read back as TEXT
         return value.encode("utf-8", "surrogatepass")
     return bytes(value)
@@ -247,8 +250,11 @@ def check_entry(row: Any, blobs: dict[int, Any], ledger_id: str, *,
 
 
 def _envelope(envelope: bytes, problems: list[Problem]) -> dict[str, Any]:
+    # orjson itself: an envelope's values are text, null, or (v) a small integer; an integer
+    # beyond 64 bits, which orjson reads as a float, can only be in an envelope written by
+    # hand, and it then differs from the column (a string) exactly as the exact integer would
     try:
-        env = fast_loads(envelope)
+        env = orjson_loads(envelope)
     except ValueError:
         env = None
     if not isinstance(env, dict):
