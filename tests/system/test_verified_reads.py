@@ -19,6 +19,8 @@ from click.testing import CliRunner
 from sqlalchemy import Connection, text
 
 from ledger.cli.main import cli
+from ledger.client import EntryUnverified, LedgerReader, ReadUnverified
+from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
 from ledger.ops.samples import realistic
 from tests import tamper as T
@@ -62,11 +64,14 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             producer="p"))
         L.append_many(realistic(3, seed=9), producer="p")
         event = L.query(kind="key_event", layer="auditor").rows[0]["seq"]
+        L.checkpoint(Keyring.load(keys))  # what the reader client's proofs lead to
     log = tmp / "serve.log"
     proc, base = start_server(url, keys, log)
     srv = Server(kind, url, keys, origin, proc, base, log)
     srv.tokens = {r: srv.token(r, f"test-{r}") for r in ("auditor", "developer", "agent")}
-    yield {"server": srv, "url": url, "full": full, "blocked": blocked, "event": event}
+    jwks = json.loads((keys / "jwks.json").read_text("utf-8"))
+    yield {"server": srv, "url": url, "full": full, "blocked": blocked, "event": event,
+           "jwks": jwks, "tmp": tmp}
     stop_process(proc)
 
 
@@ -168,6 +173,12 @@ def _get(srv: Server, role: str, path: str, **params: Any) -> dict[str, Any]:
     return r.json()
 
 
+def _reader(world: dict[str, Any], tmp: Path) -> LedgerReader:
+    srv = world["server"]
+    return LedgerReader(srv.base_url, srv.tokens["auditor"], tmp / "reader-state.json",
+                        keys=world["jwks"])
+
+
 def _cli(url: str, *args: str) -> Any:
     return CliRunner().invoke(cli, ["--db", url, *args], catch_exceptions=False)
 
@@ -188,6 +199,9 @@ def test_an_untampered_ledger_shows_no_flag_anywhere(world: dict[str, Any],
     assert shown.exit_code == 0 and json.loads(shown.stdout)["integrity"]["verified"]
     q = _cli(url, "query", "--layer", "auditor", "--all", "--format", "json")
     assert q.exit_code == 0 and "did not verify" not in q.stderr
+    with _reader(world, tmp_path) as reader:
+        for which in ("full", "blocked", "event"):
+            reader.get(world[which])  # verified by the client: no exception
     out = tmp_path / "r.html"
     assert _cli(url, "report", "--html", str(out)).exit_code == 0
     assert "Every entry in scope checked against what was hashed" in out.read_text("utf-8")
@@ -205,6 +219,15 @@ def test_a_tampered_entry_is_flagged_on_every_read_path(
         change(conn, seq)
     try:
         _check_flagged(srv, url, seq, which, code, field, hashed, tmp_path)
+        with _reader(world, tmp_path) as reader, pytest.raises(ReadUnverified) as err:
+            reader.get(seq)
+        if isinstance(err.value, EntryUnverified):  # the entry itself, as the server saw it
+            codes = err.value.detail["codes"]
+            # the same code for a rewritten column or payload; a rewritten kind makes the
+            # client read the entry as another kind, and a re-hashed entry fails the client's
+            # own checks (or its inclusion proof) before any link: refused either way
+            same = code in ("column_mismatch", "payload_digest_mismatch", "payload_missing")
+            assert (code in codes) if same and field != "kind" else codes, err.value.detail
     finally:
         with T.unlocked(url) as conn:
             _restore(conn, seq, snap)
