@@ -79,10 +79,11 @@ def test_retries_follow_the_status(tmp_path: Path, status: int, retries: int, at
         ids = {json.loads(g["body"])["alert"]["id"] for g in got}
         assert len(ids) == 1  # the same alert every time: receivers de-duplicate by id
         for g in got:
-            env = json.loads(g["body"])
-            assert check_alert(env, jwks)["kind"] == "checkpoint_overdue"
+            # the body as received, read strictly (docs/format-alert.md)
+            alert = check_alert(g["body"].encode(), jwks)
+            assert alert["kind"] == "checkpoint_overdue"
             assert g["headers"]["Content-Type"] == "application/json"
-            assert g["headers"]["Ledger-Alert-Id"] == env["alert"]["id"]
+            assert g["headers"]["Ledger-Alert-Id"] == alert["id"]
     finally:
         proc.terminate()
         proc.wait(10)

@@ -134,6 +134,16 @@ def b64d(text: str) -> bytes:
     return data
 
 
+def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len({k for k, _ in pairs}) != len(pairs):
+        raise ValueError("duplicate key")
+    return dict(pairs)
+
+
+def strict_json(data: bytes) -> Any:
+    return json.loads(data, object_pairs_hook=unique)
+
+
 def independent_verify(receipt: str, jwk: dict[str, Any], origin: str,
                        ledger_id: str) -> dict[str, Any]:
     """docs/format-receipt.md "Verifying", step by step, with no ledger code."""
@@ -142,11 +152,11 @@ def independent_verify(receipt: str, jwk: dict[str, Any], origin: str,
         raise ValueError("parts")
     jws, leaf, proof = parts[0], b64d(parts[1]), b64d(parts[2])
     h, c, s = jws.split(".")
-    header = json.loads(b64d(h))
+    header = strict_json(b64d(h))
     if header != {"alg": "EdDSA", "kid": jwk["kid"], "typ": "ledger-batch-receipt+jwt"}:
         raise ValueError("header")
     Ed25519PublicKey.from_public_bytes(b64d(jwk["x"])).verify(b64d(s), f"{h}.{c}".encode())
-    claims = json.loads(b64d(c))
+    claims = strict_json(b64d(c))
     if claims["iss"] != origin or claims["origin"] != origin or claims["ledger_id"] != ledger_id:
         raise ValueError("identity")
     if len(proof) < 4 or (len(proof) - 4) % 32:
@@ -168,7 +178,7 @@ def independent_verify(receipt: str, jwk: dict[str, Any], origin: str,
         fn, sn = fn >> 1, sn >> 1
     if sn != 0 or "sha256:" + r.hex() != claims["root"]:
         raise ValueError("root")
-    return json.loads(leaf)
+    return strict_json(leaf)
 
 
 JWKS = {"keys": [VECTOR["jwk"]]}
@@ -235,3 +245,47 @@ def test_the_doc_shows_the_vector() -> None:
     for h in VECTOR["entries"][2]["path"]:
         assert h in text
     assert VECTOR["jwk"]["x"] in text and VECTOR["private_key_seed_hex"] in text
+
+
+# -- per-entry receipts are read as strictly -------------------------------------------------
+def _per_entry(claims_text: bytes, *, pad: str = "") -> str:
+    """A per-entry receipt over exactly ``claims_text``, signed by the vector key."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(VECTOR["private_key_seed_hex"]))
+    header = json.dumps({"alg": "EdDSA", "kid": VECTOR["jwk"]["kid"],
+                         "typ": "ledger-receipt+jwt"}).encode()
+    signing_input = fmt._b64(header) + "." + fmt._b64(claims_text)
+    return signing_input + "." + fmt._b64(key.sign(signing_input.encode())) + pad
+
+
+ENTRY = VECTOR["entries"][2]
+CLAIMS = {"iss": ORIGIN, "origin": ORIGIN, "ledger_id": LEDGER_ID, "seq": ENTRY["seq"],
+          "entry_hash": ENTRY["entry_hash"], "recorded_at": ENTRY["recorded_at"],
+          "iat": VECTOR["batch"]["iat"]}
+
+
+def _both_refuse(token: str) -> None:
+    with pytest.raises(IntegrityError, match="strict"):
+        server_verify(token, JWKS, ORIGIN)
+    with pytest.raises(ReceiptInvalid, match="strict"):
+        client_verify(token, JWKS, origin=ORIGIN, ledger_id=LEDGER_ID, seq=ENTRY["seq"],
+                      entry_hash=ENTRY["entry_hash"])
+
+
+def test_a_per_entry_receipt_verifies_with_both() -> None:
+    token = _per_entry(json.dumps(CLAIMS).encode())
+    assert server_verify(token, JWKS, ORIGIN)["seq"] == ENTRY["seq"]
+    assert client_verify(token, JWKS, origin=ORIGIN, ledger_id=LEDGER_ID, seq=ENTRY["seq"],
+                         entry_hash=ENTRY["entry_hash"])["seq"] == ENTRY["seq"]
+
+
+def test_a_per_entry_receipt_with_a_padded_signature_is_refused() -> None:
+    _both_refuse(_per_entry(json.dumps(CLAIMS).encode(), pad="=="))
+
+
+def test_a_per_entry_receipt_with_a_claim_twice_is_refused() -> None:
+    text = json.dumps(CLAIMS).encode()
+    twice = text.replace(b'"seq": 42', b'"seq": 1042, "seq": 42')
+    assert twice != text
+    _both_refuse(_per_entry(twice))

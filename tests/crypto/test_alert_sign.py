@@ -99,3 +99,49 @@ def test_first_findings_drop_the_values_and_stop_at_ten() -> None:
     got = first_findings(findings)
     assert len(got) == 10 and "SECRET" not in json.dumps(got)
     assert findings_by_class(findings) == {"deleted": 13, "forked": 12}
+
+
+# -- the body as received is read strictly ---------------------------------------------------
+def _body() -> str:
+    return json.dumps(VECTOR["envelope"])
+
+
+def test_the_received_body_verifies() -> None:
+    assert check_alert(_body().encode(), {"keys": [VECTOR["jwk"]]}) == VECTOR["alert"]
+    assert check_alert(_body(), {"keys": [VECTOR["jwk"]]}) == VECTOR["alert"]
+
+
+@pytest.mark.parametrize("where", ["alert", "signature", "head"])
+def test_a_member_twice_is_refused(where: str) -> None:
+    body = _body()
+    if where == "alert":  # a forged kind first, the signed value last
+        twice = body.replace('"kind": "audit_failed"',
+                             '"kind": "store_unavailable", "kind": "audit_failed"')
+    elif where == "signature":
+        twice = body.replace('"alg": "Ed25519"', '"alg": "none", "alg": "Ed25519"')
+    else:
+        twice = body.replace('"size": 3', '"size": 9, "size": 3')
+    assert twice != body and json.loads(twice) == VECTOR["envelope"]  # a lax reader: valid
+    with pytest.raises(UsageError) as e:
+        check_alert(twice.encode(), {"keys": [VECTOR["jwk"]]})
+    assert e.value.code == "bad_alert" and "duplicate" in e.value.message
+
+
+@pytest.mark.parametrize("how", ["padded", "spare_bits", "standard_alphabet"])
+def test_a_non_canonical_sig_is_refused(how: str) -> None:
+    sig = VECTOR["envelope"]["signature"]["sig"]
+    if how == "padded":
+        bad = sig + "=="
+    elif how == "spare_bits":
+        bad = sig[:-1] + chr(ord(sig[-1]) + 1)
+    else:
+        bad = sig.replace("-", "+").replace("_", "/")
+    assert bad != sig
+    assert base64.urlsafe_b64decode(bad.replace("+", "-").replace("/", "_").rstrip("=") + "==") \
+        == base64.urlsafe_b64decode(sig + "==")  # the same bytes to a lax decoder
+    env = copy.deepcopy(VECTOR["envelope"])
+    env["signature"]["sig"] = bad
+    for given in (env, json.dumps(env).encode()):
+        with pytest.raises(UsageError) as e:
+            check_alert(given, {"keys": [VECTOR["jwk"]]})
+        assert e.value.code == "bad_alert" and e.value.field == "signature.sig"
