@@ -686,12 +686,18 @@ class Bundle:
                 absent[pname] = p.get("redacted_by")
                 continue
             raw = base64.b64decode(p["data_b64"], validate=True)
+            salt_text = p.get("salt_b64")
+            salt = base64.b64decode(salt_text or "", validate=True)
+            # canonical base64 only: another text of the same bytes is an edited record
+            if base64.b64encode(raw).decode() != p["data_b64"] or \
+                    (salt_text is not None and base64.b64encode(salt).decode() != salt_text):
+                fail("payload_encoding_invalid", f"payload {pname} is not canonical base64")
+                continue
             if salted:  # the hiding commitment of format v2
-                salt = base64.b64decode(p.get("salt_b64") or "", validate=True)
                 got = digest(PAYLOAD_TAG + salt + raw) if len(salt) == 32 else None
             else:
                 got = digest(raw)
-            if base64.b64encode(raw).decode() != p["data_b64"] or got != committed.get(pname):
+            if got != committed.get(pname):
                 fail("payload_digest_mismatch", f"payload {pname} does not hash to its digest")
                 continue
             data[pname] = raw

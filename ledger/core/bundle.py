@@ -291,6 +291,10 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | 
                 raise ValueError(f"payload {name}: redacted_by must be a seq, data_b64 null")
             redacted_by[name] = p["redacted_by"]
         salt = _b64(p.get("salt_b64"))
+        if p.get("salt_b64") is not None and canonical_b64(p["salt_b64"]) is None:
+            problems.append(("payload_encoding_invalid",
+                             f"payload {name} salt_b64 is not canonical base64"))
+            continue
         if p["digest"] != committed.get(name, p["digest"]):
             problems.append(("payload_label_mismatch", f"payload {name} is labelled "
                              + f"{p['digest']} but the envelope commits to {committed[name]}"))

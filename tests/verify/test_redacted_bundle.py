@@ -206,3 +206,47 @@ def test_an_export_of_a_ledger_without_erasures_has_the_six_files(sqlite_url, tm
         ["entries.jsonl", "entries.csv", "key_events.jsonl", "proofs.jsonl", "checkpoint.txt",
          "jwks.json"])
     assert not (tmp_path / "b" / "redactions.jsonl").exists()
+
+
+def _rewrite(bundle: Path, change) -> None:
+    path = bundle / "entries.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    change(lines)
+    path.write_text("".join(json.dumps(x, ensure_ascii=False, separators=(",", ":"),
+                                       sort_keys=True) + "\n" for x in lines))
+
+
+def _row_codes(report: dict, seq: int) -> set[str]:
+    return {f["code"] for f in report["findings"] if f.get("seq") == seq}
+
+
+def test_an_erased_payload_without_its_marker_fails_in_both_verifiers(sqlite_url, tmp_path):
+    bundle, jwks = _redacted_bundle(sqlite_url, tmp_path)
+    _rewrite(bundle, lambda lines: lines[2]["payloads"]["query"].pop("redacted_by"))
+    report = verify_export(bundle, jwks)
+    assert "redaction_marker_invalid" in _row_codes(report, 2), report["findings"]
+    assert report["outcome"] == "failed" and report["summary"]["failed"] >= 1
+    code, out = _script(bundle, jwks)
+    assert code == 1 and "redaction_marker_invalid" in out, out
+
+
+def _spare_bits_set(text: str) -> str:
+    """The same bytes in non-canonical base64: the unused low bits of the last character."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    body = text.rstrip("=")
+    return body[:-1] + alphabet[alphabet.index(body[-1]) | 1] + text[len(body):]
+
+
+def test_a_non_canonical_salt_is_a_finding_in_both_verifiers(sqlite_url, tmp_path):
+    bundle, jwks = _redacted_bundle(sqlite_url, tmp_path)
+    salt = json.loads((bundle / "entries.jsonl").read_text().splitlines()[0])[
+        "payloads"]["result"]["salt_b64"]
+    loose = _spare_bits_set(salt)
+    assert loose != salt and base64.b64decode(loose) == base64.b64decode(salt)
+    _rewrite(bundle, lambda lines: lines[0]["payloads"]["result"].update(salt_b64=loose))
+    report = verify_export(bundle, jwks)
+    assert "payload_encoding_invalid" in _row_codes(report, 0), report["findings"]
+    code, out = _script(bundle, jwks)
+    assert code == 1, out
+    assert any(f["code"] == "payload_encoding_invalid" and f["seq"] == 0
+               for f in json.JSONDecoder().raw_decode(out)[0]["findings"]), out

@@ -224,6 +224,12 @@ def judge_with(store: TrustStore) -> AttestationJudge:
     return row_judge(store)
 
 
+def _unmarked_erasures(obj: dict[str, Any], marked: dict[str, int]) -> list[str]:
+    """Names of the payloads of an entry line exported without bytes and without the
+    ``redacted_by`` marker an erased payload's record carries."""
+    return [n for n, p in obj["payloads"].items() if p["data_b64"] is None and n not in marked]
+
+
 def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: ProofCursor,
          judge: AttestationJudge | None, redactions: RedactionMap | None = None,
          signatures: dict[int, RedactionCheck] | None = None) -> RowCounts:
@@ -262,6 +268,13 @@ def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: Pro
                                    judge, redactions)
             auditor.parsed_envelopes = True  # read_entry parsed each envelope
         out = auditor.check_row(row, blobs)
+        before = sink.count()
+        for name in _unmarked_erasures(line.obj, row.redacted_by):
+            by = (redactions or {}).get((row.seq, name))
+            if by is not None:  # without a redaction it is payload_missing (the audit's)
+                sink.fail("redaction_marker_invalid", FindingClass.PAYLOAD_MODIFIED,
+                          f"payload {name} was erased by redaction {by} but its record has "
+                          "no redacted_by", file, row.seq, by, None)
         for name, by in row.redacted_by.items():
             if (redactions or {}).get((row.seq, name)) != by:
                 sink.fail("redaction_marker_invalid", FindingClass.PAYLOAD_MODIFIED,
@@ -269,7 +282,6 @@ def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: Pro
                           "of the bundle confirms", file, row.seq, by,
                           (redactions or {}).get((row.seq, name)))
         last_seq, last_time = row.seq, max(last_time, row.recorded_at)
-        before = sink.count()
         sink.add(out.findings, file)
         sink.add_abstentions(out.abstentions, file)
         visitor.visit(row, blobs)
