@@ -152,14 +152,16 @@ def plan(ctx: LedgerContext, conn: Any, seqs: Sequence[int], names: tuple[str, .
          *, keep_attestation: bool = False, retention: RetentionPolicy | None = None,
          override_minimum: str | None = None, holds: Holds | None = None) -> list[Target]:
     """The erasures a redaction of ``seqs`` (``names``: None = all) performs.  Raises
-    NotFound (no such entry), UsageError (not a result entry), RedactionRefused (a legal
-    hold; a minimum retention without override)."""
+    NotFound (no such entry), UsageError (not a result entry; a named payload that no
+    target commits to), RedactionRefused (a legal hold; a minimum retention without
+    override)."""
     heads = custody.entry_heads(conn, seqs)
     present = custody.present_slots(conn, seqs)
     holds = holds if holds is not None else load_holds(conn)
     now = ctx.clock.now_us()
     slot_name = {s: n for n, s in SLOTS.items()}
     out = []
+    named: set[str] = set()  # payload names some target commits to
     for seq in seqs:
         h = heads.get(seq)
         if h is None:
@@ -178,6 +180,14 @@ def plan(ctx: LedgerContext, conn: Any, seqs: Sequence[int], names: tuple[str, .
             _check_minimum(retention, seq, h, erase, now)
         if erase or wanted:
             out.append(Target(seq, tuple(erase), tuple(sorted(wanted - stored))))
+        named.update(committed)
+    unknown = sorted(set(names or ()) - named)
+    if unknown and seqs:
+        which = f"entry {seqs[0]}" if len(seqs) == 1 else f"any of the {len(seqs)} entries"
+        kind = "evidence" if unknown[0] == "preimage" else unknown[0]
+        raise UsageError(f"payload {kind} names nothing: {which} has no {kind} payload",
+                         code="no_such_payload", field="payload",
+                         detail={"payload": kind, "seqs": list(seqs)[:MAX_TARGETS]})
     return out
 
 

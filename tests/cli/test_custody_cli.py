@@ -131,3 +131,32 @@ def test_audit_with_the_ledger_key_tells_a_forged_redaction_from_a_lawful_one(db
     assert bad.exit_code == 1, bad.output
     report = json.loads(bad.stdout)
     assert {(f["seq"], f["code"]) for f in report["findings"]} == {(forged, "redaction_unsigned")}
+
+
+def test_a_payload_the_entry_does_not_have_is_refused_and_nothing_written(db_url, tmp_path):
+    keys = tmp_path / "keys"
+    with Ledger.init(db_url, origin="test.example/cli-redact") as lg:
+        Keyring.load(keys).generate(lg.meta.origin, SystemClock().now_us())
+        subs = []
+        for i in range(2):
+            s = math_verified(i, random.Random(i))
+            s.pop("meta")  # entries without a meta payload
+            s["subject"] = "dana"
+            subs.append(s)
+        seqs = [r.seq for r in lg.append_many(subs)]
+        assert json.loads(lg.get(seqs[0])["envelope"])["payloads"]["meta"] is None
+        size = lg.head()["size"]
+    for payloads in (["meta"], ["meta", "subject"], ["subject", "meta"]):
+        args = [a for p in payloads for a in ("--payload", p)]
+        got = _run(db_url, "redact", "--seq", str(seqs[0]), *args, "--reason", "DSR", keys=keys)
+        assert got.exit_code == 2, got.output
+        assert "payload meta names nothing: entry 0 has no meta payload" in got.stderr
+        assert got.stdout == ""
+    by_subject = _run(db_url, "redact", "--subject", "dana", "--payload", "meta",
+                      "--payload", "query", "--reason", "DSR", keys=keys)
+    assert by_subject.exit_code == 2 and "any of the 2 entries" in by_subject.stderr
+    with Ledger.open(db_url) as lg:
+        assert lg.head()["size"] == size  # no redaction entry written
+    ok = _run(db_url, "redact", "--seq", str(seqs[0]), "--payload", "subject", "--reason", "x",
+              keys=keys)
+    assert ok.exit_code == 0 and _lines(ok.stdout)[0]["payloads"] == ["subject"]
