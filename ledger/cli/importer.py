@@ -32,10 +32,13 @@ def import_group() -> None:
 @click.option("--namespace", default="default", show_default=True, metavar="NAME",
               help="Names this QWED deployment in the idempotency keys "
                    "(qwed:NAME:<organization>:<id>).")
+@click.option("--label", default=None, metavar="TEXT",
+              help="Your description of this run, recorded in the import entry (the source "
+                   "path or URL never is).")
 @click.option("--dry-run", is_flag=True, help="Verify and report; write nothing.")
 @click.pass_obj
 def qwed(obj: dict, source: str, hmac_secret_file: str | None, organization: int | None,
-         namespace: str, dry_run: bool) -> None:
+         namespace: str, label: str | None, dry_run: bool) -> None:
     """Re-verify QWED's per-organisation hash chain (entry hash, link, HMAC) and append
     each verified row as a result entry with its provenance, then one `import` entry.
     Idempotent and resumable: a re-run appends nothing new.  Prints the report (JSON)."""
@@ -45,10 +48,10 @@ def qwed(obj: dict, source: str, hmac_secret_file: str | None, organization: int
     secret = None
     if hmac_secret_file is not None:
         secret = Path(hmac_secret_file).read_bytes().rstrip(b"\r\n")
-    label, rows = read_source(source, organization)
+    where, rows = read_source(source, organization)
     with Ledger.open(obj["db_url"]) as ledger:
-        report = ledger.import_qwed(rows, source=label, secret=secret, namespace=namespace,
-                             dry_run=dry_run)
+        report = ledger.import_qwed(rows, source=where, secret=secret, namespace=namespace,
+                                    dry_run=dry_run, label=label)
     emit_mapping(report.to_dict(), "json")
     for q in report.quarantined:
         click.echo(f"quarantined: organization {q['organization_id']} row {q['id']}: "

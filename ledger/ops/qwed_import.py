@@ -19,7 +19,10 @@ under the audit secret when given).  A row that verifies becomes one ``result`` 
 
 A row that fails (hash, link, HMAC, or the ledger's own rules) is quarantined with its
 reason and reported.  When the run appended anything, one ``import`` entry records the
-source, each organisation's head (id and entry hash) and the counts.
+source (``qwed:<namespace>``), the operator's ``--label`` if given, each organisation's head
+(id and entry hash) and the counts (:func:`import_document`, docs/format.md §10.5).  It
+records nothing of the importing machine: not the path of the dump, not the database URL
+(the printed report shows them; the chain never holds them).
 """
 
 from __future__ import annotations
@@ -57,10 +60,11 @@ REPORT_TYPE = "ledger-import/1"
 class ImportReport:
     """What one import did (``ledger import qwed`` prints it as JSON)."""
 
-    source: str
+    source: str  # where the rows were read (printed, never recorded in the chain)
     namespace: str
     hmac: str  # checked | unchecked
     dry_run: bool = False
+    label: str | None = None  # the operator's description, recorded in the import entry
     rows: int = 0
     imported: int = 0
     replayed: int = 0
@@ -237,16 +241,33 @@ class _Run:
         self.bad = []
 
 
+MAX_LABEL = 256
+
+
+def check_label(label: str | None) -> str | None:
+    """``label`` as recorded: None, or 1..256 code points of text without control
+    characters.  Raises UsageError (code ``bad_label``, field ``label``)."""
+    if label is None:
+        return None
+    if not isinstance(label, str) or not label.strip() or len(label) > MAX_LABEL \
+            or any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in label):
+        raise UsageError(f"label must be 1..{MAX_LABEL} characters of text without control "
+                         "characters", code="bad_label", field="label")
+    return label
+
+
 def import_qwed(ctx: LedgerContext, rows: Iterable[dict[str, Any]], *, source: str,
                 secret: bytes | None = None, namespace: str = "default",
-                dry_run: bool = False) -> ImportReport:
+                dry_run: bool = False, label: str | None = None) -> ImportReport:
     """Verify and import QWED ``VerificationLog`` rows (see the module docstring).
 
-    ``ctx`` has ``engine``, ``meta`` (``ledger_id``) and ``clock``.  Raises LedgerError
-    when the ledger cannot be written; bad rows are reported, never raised.
+    ``source`` says where the rows were read, for the returned report only; ``label`` is
+    the operator's description of the run, recorded in the import entry.  ``ctx`` has
+    ``engine``, ``meta`` (``ledger_id``) and ``clock``.  Raises UsageError (a bad label),
+    LedgerError when the ledger cannot be written; bad rows are reported, never raised.
     """
     report = ImportReport(source, namespace, "checked" if secret is not None else "unchecked",
-                          dry_run)
+                          dry_run, label=check_label(label))
     run, checker = _Run(ctx, report), ChainChecker(secret)
     for row in rows:
         report.rows += 1
@@ -257,17 +278,27 @@ def import_qwed(ctx: LedgerContext, rows: Iterable[dict[str, Any]], *, source: s
     return report
 
 
+def import_document(report: ImportReport) -> dict[str, Any]:
+    """The ``ledger-import/1`` report document of an import entry (docs/format.md §10.5):
+    exactly these keys, nothing of the importing machine (``report.source`` stays out)."""
+    return {"type": REPORT_TYPE, "source": f"qwed:{report.namespace}", "label": report.label,
+            "namespace": report.namespace, "outcome": report.outcome, "hmac": report.hmac,
+            "rows": report.rows, "imported": report.imported, "replayed": report.replayed,
+            "legacy": report.legacy, "quarantined": len(report.quarantined),
+            "organizations": report.organizations}
+
+
+def import_event(report: ImportReport) -> Prepared:
+    """The prepared ``import`` entry of a run."""
+    doc = import_document(report)
+    return prepare_event("import", {"source": doc["source"], "outcome": report.outcome,
+                                    "producer": PRODUCER}, "report", doc)
+
+
 def _record(ctx: LedgerContext, report: ImportReport) -> int:
-    doc = {"type": REPORT_TYPE, "source": f"qwed:{report.namespace}",
-           "source_label": report.source,
-           "namespace": report.namespace, "outcome": report.outcome, "hmac": report.hmac,
-           "rows": report.rows, "imported": report.imported, "replayed": report.replayed,
-           "legacy": report.legacy, "quarantined": len(report.quarantined),
-           "organizations": report.organizations}
-    ev = prepare_event("import", {"source": doc["source"],
-                                  "outcome": report.outcome, "producer": PRODUCER},
-                       "report", doc)
+    ev = import_event(report)
     res = commit_batch(ctx.engine, ctx.meta.ledger_id, ctx.clock, [ev])[0]
     if not res.ok or res.seq is None:
         raise LedgerError(f"the import entry was not appended: {res.error}")
     return res.seq
+

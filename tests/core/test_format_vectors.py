@@ -53,10 +53,15 @@ TO_DICT_KEYS = ("status", "agent_message", "developer_fields", "proof_ref", "is_
 KEY_EVENT_ENVELOPE_KEYS = {"v", "ledger", "kind", "action", "issuer", "kid", "thumbprint",
                            "producer", "payloads"}
 AUDIT_RUN_ENVELOPE_KEYS = {"v", "ledger", "kind", "outcome", "producer", "payloads"}
+IMPORT_ENVELOPE_KEYS = {"v", "ledger", "kind", "source", "outcome", "producer", "payloads"}
 ENVELOPE_KEYS = {"result": RESULT_ENVELOPE_KEYS, "key_event": KEY_EVENT_ENVELOPE_KEYS,
-                 "audit_run": AUDIT_RUN_ENVELOPE_KEYS}
+                 "audit_run": AUDIT_RUN_ENVELOPE_KEYS, "import": IMPORT_ENVELOPE_KEYS}
 PAYLOAD_NAMES = {"result": RESULT_PAYLOAD_NAMES, "key_event": {"event"},
-                 "audit_run": {"report"}}
+                 "audit_run": {"report"}, "import": {"report"}}
+IMPORT_DOC_TYPES = {"type": str, "source": str, "label": (str, type(None)), "namespace": str,
+                    "outcome": str, "hmac": str, "rows": int, "imported": int,
+                    "replayed": int, "legacy": int, "quarantined": int,
+                    "organizations": dict}  # docs/format.md section 10.3
 EVENT_DOC_KEYS = {
     "trust": {"action", "issuer", "kid", "thumbprint", "jwk", "reason"},
     "retire": {"action", "issuer", "kid", "thumbprint", "reason"},
@@ -206,10 +211,21 @@ def expected_from_event_inputs(e: dict[str, Any], ledger_id: str,
     """The payload bytes and envelope document of a key_event/audit_run entry, derived from
     its inputs (and the entries before it) by the rules of docs/format.md section 10."""
     inputs, producer = e["inputs"], e["producer"]
-    if e["kind"] == "audit_run":
+    if e["kind"] == "import":
+        run = inputs["report"]
+        doc: dict[str, Any] = {
+            "type": "ledger-import/1", "source": "qwed:" + run["namespace"],
+            "label": run["label"], "namespace": run["namespace"],
+            "outcome": "quarantined" if run["quarantined"] or run["legacy"] else "clean",
+            "hmac": run["hmac"], "rows": run["rows"], "imported": run["imported"],
+            "replayed": run["replayed"], "legacy": run["legacy"],
+            "quarantined": len(run["quarantined"]), "organizations": run["organizations"]}
+        fields = {"source": doc["source"], "outcome": doc["outcome"], "producer": producer}
+        name = "report"
+    elif e["kind"] == "audit_run":
         report = inputs["report"]
         end = report["range"]["end"]
-        doc: dict[str, Any] = {
+        doc = {
             "format": "ledger-audit-run/1", "range": report["range"],
             "summary": report["summary"], "findings": len(report["findings"]),
             "outcome": report["outcome"],
@@ -274,6 +290,19 @@ def _check_audit_run(doc: dict[str, Any], data: bytes, hashes: list[bytes]) -> N
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", run["finished_at"])
 
 
+def _check_import(doc: dict[str, Any], data: bytes) -> None:
+    run = json.loads(data, object_pairs_hook=_no_duplicates)
+    assert canonical(run) == data, "an import document is canonical JSON"
+    assert set(run) == set(IMPORT_DOC_TYPES) and run["type"] == "ledger-import/1"
+    for key, kind in IMPORT_DOC_TYPES.items():
+        assert isinstance(run[key], kind) and not isinstance(run[key], bool), key
+    assert run["source"] == doc["source"] == "qwed:" + run["namespace"]
+    assert run["outcome"] == doc["outcome"] and doc["outcome"] in ("clean", "quarantined")
+    assert run["hmac"] in ("checked", "unchecked") and doc["producer"] == "qwed-import"
+    for head in run["organizations"].values():
+        assert set(head) <= {"rows", "head_id", "head_hash"} and isinstance(head["rows"], int)
+
+
 def verify_ledger(vectors: dict[str, Any]) -> None:
     """Verify a whole exported ledger the way docs/format.md, "Verifying", says."""
     ledger_id = vectors["ledger_id"]
@@ -317,6 +346,8 @@ def verify_ledger(vectors: dict[str, Any]) -> None:
             assert (doc["status"] == "VERIFIED") == (doc["proof_ref"] is not None)
         elif kind == "key_event":
             _check_key_event(doc, stored["event"])  # type: ignore[arg-type]
+        elif kind == "import":
+            _check_import(doc, stored["report"])  # type: ignore[arg-type]
         else:
             _check_audit_run(doc, stored["report"], hashes)  # type: ignore[arg-type]
         # the chain
@@ -376,12 +407,13 @@ def test_independent_derivation_from_submission(vectors, index):
     assert canonical(envelope_doc) == bytes.fromhex(e["envelope_hex"])
 
 
-@pytest.mark.parametrize("index", range(6, 9))
+@pytest.mark.parametrize("index", range(6, 10))
 def test_independent_derivation_of_events(vectors, index):
-    """key_event and audit_run payload bytes and envelopes re-derived from their inputs."""
+    """key_event, audit_run and import payload bytes and envelopes re-derived from their
+    inputs."""
     entries = vectors["entries"]
     e = entries[index]
-    assert e["kind"] in ("key_event", "audit_run")
+    assert e["kind"] in ("key_event", "audit_run", "import")
     data, envelope_doc = expected_from_event_inputs(e, vectors["ledger_id"], entries[:index])
     (payload,) = e["payloads"].values()
     assert data.hex() == payload["hex"]
@@ -475,6 +507,10 @@ def _ledger_event(e: dict[str, Any], store: Any) -> Any:
     from ledger.ops.trust import end_event, trust_events
 
     inputs = e["inputs"]
+    if e["kind"] == "import":
+        from ledger.ops.qwed_import import ImportReport, import_event
+
+        return import_event(ImportReport(source="not recorded", **inputs["report"]))
     if e["kind"] == "audit_run":
         # the document's *content* recipe is checked against record_run on a real ledger
         # (test_recorded_audit_run_follows_the_format); here: its canonical encoding

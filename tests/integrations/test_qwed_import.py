@@ -93,6 +93,52 @@ def test_resumed_run_and_json_lines_dump_add_only_what_is_missing(
     assert len(entries(sqlite_url, "kind = 'result'")) == ROWS
 
 
+def _import_document(db_url: str) -> dict:
+    (imp,) = entries(db_url, "kind = 'import'")
+    _, shown, _ = ledger_cli(db_url, "show", str(imp.seq), "--format", "json")
+    return json.loads(json.loads(shown)["payloads"]["report"]["text"])
+
+
+IMPORT_KEYS = {"type", "source", "label", "namespace", "outcome", "hmac", "rows", "imported",
+               "replayed", "legacy", "quarantined", "organizations"}  # docs/format.md §10.3
+
+
+def test_the_import_entry_records_nothing_of_the_importing_machine(
+        db_url: str, qwed_sqlite: str, tmp_path: Path) -> None:
+    """The path of the dump (or the URL) is printed, never hashed into the chain; the
+    operator's --label is recorded, as documented key by key."""
+    new_ledger(db_url)
+    dump = tmp_path / "home-of-the-operator" / "secret-project" / "verificationlog.jsonl"
+    dump.parent.mkdir(parents=True)
+    with sqlite3.connect(qwed_sqlite) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = [dict(r) for r in conn.execute("SELECT * FROM verificationlog ORDER BY id")]
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, rep, _ = do_import(db_url, str(dump), "--label", "QWED prod, nightly dump")
+    assert code == 0 and rep["source"] == str(dump)  # the printed report says where
+    doc = _import_document(db_url)
+    assert set(doc) == IMPORT_KEYS
+    assert doc["label"] == "QWED prod, nightly dump" and doc["source"] == "qwed:default"
+    text = json.dumps(doc)
+    for part in (str(tmp_path), "home-of-the-operator", "secret-project", "verificationlog"):
+        assert part not in text
+
+
+def test_an_import_without_label_records_null_and_a_bad_label_is_refused(
+        sqlite_url: str, qwed_sqlite: str, tmp_path: Path) -> None:
+    new_ledger(sqlite_url)
+    before = entries(sqlite_url)
+    for bad in ("", " ", "x" * 257, "line\nbreak"):
+        code, out, err = ledger_cli(sqlite_url, "import", "qwed", "--source",
+                                    f"sqlite:///{qwed_sqlite}", "--label", bad)
+        assert code == 2 and "label" in err, (bad, err)
+    assert entries(sqlite_url) == before  # nothing written
+    code, _, _ = do_import(sqlite_url, f"sqlite:///{qwed_sqlite}")
+    doc = _import_document(sqlite_url)
+    assert code == 0 and doc["label"] is None and set(doc) == IMPORT_KEYS
+    assert str(qwed_sqlite) not in json.dumps(doc) and "sqlite" not in json.dumps(doc)
+
+
 def test_dry_run_writes_nothing(sqlite_url: str, qwed_sqlite: str, tmp_path: Path) -> None:
     new_ledger(sqlite_url)
     before = entries(sqlite_url)
