@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -231,7 +232,8 @@ def build_watch(service: Service) -> Watch:
         checkpoint_overdue_s=s.seconds("checkpoint_overdue"),
         witness_overdue_s=s.seconds("witness_overdue"),
         store_down_after_s=s.seconds("store_down_after") or 60.0, witnesses=witnesses,
-        poll_s=s.seconds("watch_poll") or 1.0)
+        poll_s=s.seconds("watch_poll") or 1.0,
+        audit_keys=tuple(str(p) for p in [Path(s.keys_dir) / "jwks.json"] if p.is_file()))
     return Watch(service.ledger, config, sender, s.runtime_dir)
 
 

@@ -8,7 +8,9 @@ exactly one worker audits and watches; if it dies another takes over):
 - ``AuditScheduler``: when the latest complete audit run is older than ``every_s`` (or
   there is none), runs the audit (``--since-last`` when asked) with ``--record``
   semantics (an ``audit_run`` entry is appended); one at a time.  A failed or
-  needs-review outcome raises an alert.
+  needs-review outcome raises an alert once; the next audits with the same condition do
+  not, until one passes (or is unverified only by redacted payloads) or the condition
+  changes kind.
 - ``Watchdog`` (only with a webhook): every ``poll_s`` reads the monitoring snapshot;
   raises an alert when the store has been unavailable for ``store_down_after_s``, when
   entries wait for a checkpoint longer than ``checkpoint_overdue_s``, or when a
@@ -30,6 +32,7 @@ from typing import Any
 from ledger.api import metrics
 from ledger.api.alerts import AlertSender, build_alert, now_us
 from ledger.core.alert import findings_by_class, first_findings
+from ledger.core.finding import only_redactions
 from ledger.errors import LedgerError
 from ledger.ops.audit import AuditOptions
 
@@ -76,6 +79,10 @@ class WatchConfig:
     store_down_after_s: float = 60.0
     witnesses: tuple[str, ...] = ()
     poll_s: float = 1.0
+    # the ledger's public keys (its keyring's jwks.json): the background audit checks the
+    # signatures of redactions and checkpoints with them, so that a lawful erasure is seen
+    # as one (docs/audit.md "--since-last")
+    audit_keys: tuple[str, ...] = ()
 
 
 class Watch:
@@ -97,6 +104,7 @@ class Watch:
         self.audits = 0
         self.alerts: list[dict[str, Any]] = []
         self._last: Any = None  # the latest snapshot, for the head/checkpoint of alerts
+        self._audit_alerted: str | None = None  # the audit condition in force, once alerted
 
     def start(self) -> None:
         if self.sender is not None:
@@ -149,7 +157,7 @@ class Watch:
         try:
             report = self.ledger.audit(AuditOptions(
                 since_last=self.config.audit_since_last, record=True,
-                producer=AUDIT_PRODUCER))
+                producer=AUDIT_PRODUCER, keys=self.config.audit_keys))
         except LedgerError as exc:
             metrics.AUDIT_RUNS.labels("error").inc()
             log.warning("scheduled audit could not run: %s", exc,
@@ -163,10 +171,13 @@ class Watch:
         log.info("scheduled audit %s", out, extra={
             "event": "audit", "outcome": out, "findings": len(report["findings"]),
             "seq": report.get("recorded_seq")})
-        if out != "passed":
+        kind = audit_alert_kind(report)
+        if kind is None:
+            self._audit_alerted = None  # the condition cleared: the next one alerts again
+        elif kind != self._audit_alerted:
+            self._audit_alerted = kind
             self._refresh()
-            self.raise_alert("audit_failed" if out == "failed" else "audit_needs_review",
-                             audit=audit_summary(report))
+            self.raise_alert(kind, audit=audit_summary(report))
         return report
 
     # -- the watchdog -------------------------------------------------------------
@@ -221,6 +232,18 @@ class Watch:
                             "witness": name, "cosigned_size": got,
                             "checkpoint_size": s.checkpoint_size,
                             "overdue_after_s": int(c.witness_overdue_s)})
+
+
+def audit_alert_kind(report: dict[str, Any]) -> str | None:
+    """The alert condition an audit shows: ``audit_failed``, ``audit_needs_review``, or
+    None when it passed or did not verify only payloads erased by redactions (nothing to
+    review, :func:`ledger.core.finding.only_redactions`)."""
+    out = report["outcome"]
+    if out == "failed":
+        return "audit_failed"
+    if out == "passed" or only_redactions(report):
+        return None
+    return "audit_needs_review"
 
 
 def audit_summary(report: dict[str, Any]) -> dict[str, Any]:

@@ -135,6 +135,16 @@ def outcome(report: dict[str, Any]) -> str:
 
 REDACTED = "redacted"  # the abstention reason of a payload erased by a redaction
 
+
+def only_redactions(report: dict[str, Any]) -> bool:
+    """Whether everything a report did not verify is a lawful redaction: no finding, and
+    every abstention a payload erased by a redaction entry (reason ``redacted``, on a row).
+    Such a run keeps the outcome ``unverified`` (the erased bytes cannot be confirmed) but
+    needs no human review and is a baseline for ``--since-last`` (docs/audit.md)."""
+    abstentions = report.get("abstentions") or []
+    return not report["findings"] and bool(abstentions) and all(
+        a.get("reason") == REDACTED and a.get("seq") is not None for a in abstentions)
+
 # Audit findings about the ledger as a whole, not a row present (not counted as failed rows).
 LEDGER_LEVEL_CODES = frozenset({
     "seq_gap", "head_missing", "entries_beyond_head", "head_beyond_entries",
@@ -162,12 +172,14 @@ EXPORT_SUMMARY = SummaryStyle("verify-export complete", "bundle",
 
 def summary_line(report: dict[str, Any], style: SummaryStyle = AUDIT_SUMMARY) -> str:
     """``<title>: R rows, V verified, F failed, U unverified``, then ``, N redacted`` (the
-    payloads abstained as erased by a redaction), `` (human review needed)`` and the counts
+    payloads abstained as erased by a redaction), `` (human review needed)`` (unless
+    :func:`only_redactions`) and the counts
     of findings (and abstentions) about the whole."""
     s = report["summary"]
     abstentions = report.get("abstentions") or []
-    review = s["unverified"] or abstentions and (
-        style.review_when_failed or report.get("outcome") != Outcome.FAILED)
+    review = (s["unverified"] or abstentions and (
+        style.review_when_failed or report.get("outcome") != Outcome.FAILED)) \
+        and not only_redactions(report)
     redacted = sum(1 for a in abstentions if a.get("reason") == REDACTED)
     line = (f"{style.title}: {s['rows']} rows, {s['verified']} verified, {s['failed']} "
             f"failed, {s['unverified']} unverified"

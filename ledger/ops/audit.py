@@ -30,7 +30,7 @@ from ledger.core.audit import (
 )
 from ledger.core.digest import digest_text
 from ledger.core.entry import genesis_hash, hash_hex, parse_hash_hex
-from ledger.core.finding import LEDGER_LEVEL_CODES, summary_line  # noqa: F401 -- re-exported
+from ledger.core.finding import LEDGER_LEVEL_CODES, REDACTED, summary_line  # noqa: F401 -- re-exported
 from ledger.core.policy import Policy, load_policy
 from ledger.crypto.keys import PublicKeyRef, load_public_keys
 from ledger.crypto.trust import TrustStore, row_judge
@@ -396,16 +396,35 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
 
 
 # -- since-last, resume, record -------------------------------------------------
+AUDIT_RUN_V1 = "ledger-audit-run/1"
+AUDIT_RUN_V2 = "ledger-audit-run/2"  # /1 plus the abstention counts (docs/format.md §10.2)
+
+
+def is_baseline(doc: dict[str, Any]) -> bool:
+    """Whether a recorded audit run sets a ``--since-last`` baseline: it passed, or (a
+    ``ledger-audit-run/2`` document) it had no finding and every abstention was a payload
+    erased by a redaction (:func:`ledger.core.finding.only_redactions`)."""
+    if doc.get("outcome") == "passed":
+        return True
+    counts = (doc.get("findings"), doc.get("abstentions"), doc.get("redacted"))
+    return doc.get("format") == AUDIT_RUN_V2 and doc.get("outcome") == "unverified" \
+        and all(type(c) is int for c in counts) and counts[0] == 0 \
+        and counts[1] == counts[2] and counts[1] > 0
+
+
 def _since_last(conn: Connection, ctx: LedgerContext) -> tuple[int, list[Finding]]:
-    """Where verified history ends: passed recorded audits whose ranges chain
-    contiguously from seq 0 (a partial or failed audit establishes no baseline)."""
+    """Where verified history ends: baseline audits (:func:`is_baseline`) whose ranges
+    chain contiguously from seq 0 (a partial, failed or needs-review audit establishes no
+    baseline)."""
     covered, anchor = 0, None
-    for seq, data in documents(conn, "audit_run", status="passed"):
+    for seq, data in documents(conn, "audit_run"):
         try:
             doc = json.loads(data)
             start, end = int(doc["range"]["start"]), int(doc["range"]["end"])
         except (ValueError, KeyError, TypeError):
             continue  # unreadable: not a baseline (the walk reports the modified row)
+        if not is_baseline(doc):
+            continue
         if start <= covered < end:
             covered, anchor = end, (seq, doc)
     if anchor is None:
@@ -557,8 +576,11 @@ def record_run(ctx: LedgerContext, report: dict[str, Any], producer: str | None)
         with connect(ctx.engine) as conn:
             h = repo.entry_hash_at(conn, end - 1)
             head_hash = hash_hex(h) if h is not None else None
-    doc = {"format": "ledger-audit-run/1", "range": report["range"],
+    abstentions = report["abstentions"]
+    doc = {"format": AUDIT_RUN_V2, "range": report["range"],
            "summary": report["summary"], "findings": len(report["findings"]),
+           "abstentions": len(abstentions),
+           "redacted": sum(1 for a in abstentions if a.get("reason") == REDACTED),
            "outcome": report["outcome"], "head_hash": head_hash,
            "report_digest": digest_text(body),
            "finished_at": report["finished_at"]}

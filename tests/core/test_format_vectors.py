@@ -67,8 +67,11 @@ EVENT_DOC_KEYS = {
     "retire": {"action", "issuer", "kid", "thumbprint", "reason"},
     "revoke": {"action", "issuer", "kid", "thumbprint", "reason", "compromised_since_us"},
 }
-AUDIT_RUN_DOC_KEYS = {"format", "range", "summary", "findings", "outcome", "head_hash",
-                      "report_digest", "finished_at"}
+AUDIT_RUN_DOC_KEYS = {  # by format: /2 adds the abstention counts (section 10.2)
+    "ledger-audit-run/1": {"format", "range", "summary", "findings", "outcome", "head_hash",
+                           "report_digest", "finished_at"}}
+AUDIT_RUN_DOC_KEYS["ledger-audit-run/2"] = AUDIT_RUN_DOC_KEYS["ledger-audit-run/1"] | {
+    "abstentions", "redacted"}
 OUTCOMES = {"passed", "failed", "unverified"}
 
 
@@ -226,8 +229,10 @@ def expected_from_event_inputs(e: dict[str, Any], ledger_id: str,
         report = inputs["report"]
         end = report["range"]["end"]
         doc = {
-            "format": "ledger-audit-run/1", "range": report["range"],
+            "format": "ledger-audit-run/2", "range": report["range"],
             "summary": report["summary"], "findings": len(report["findings"]),
+            "abstentions": len(report["abstentions"]),
+            "redacted": sum(a["reason"] == "redacted" for a in report["abstentions"]),
             "outcome": report["outcome"],
             "head_hash": "sha256:" + earlier[end - 1]["entry_hash"] if end else None,
             "report_digest": report_digest_of(report), "finished_at": report["finished_at"]}
@@ -279,7 +284,10 @@ def _check_key_event(doc: dict[str, Any], data: bytes) -> None:
 def _check_audit_run(doc: dict[str, Any], data: bytes, hashes: list[bytes]) -> None:
     run = json.loads(data, object_pairs_hook=_no_duplicates)
     assert canonical(run) == data, "an audit-run document is canonical JSON"
-    assert set(run) == AUDIT_RUN_DOC_KEYS and run["format"] == "ledger-audit-run/1"
+    assert run["format"] in AUDIT_RUN_DOC_KEYS and set(run) == AUDIT_RUN_DOC_KEYS[run["format"]]
+    if run["format"] == "ledger-audit-run/2":
+        assert all(type(run[k]) is int for k in ("findings", "abstentions", "redacted"))
+        assert 0 <= run["redacted"] <= run["abstentions"]
     assert run["outcome"] == doc["outcome"] and doc["outcome"] in OUTCOMES
     start, end = run["range"]["start"], run["range"]["end"]
     assert 0 <= start <= end <= len(hashes)
@@ -596,7 +604,7 @@ def test_key_events_appended_by_the_ledger_match_vectors(vectors, sqlite_url):
 
 
 def test_recorded_audit_run_follows_the_format(sqlite_url):
-    """`ledger audit --record` writes exactly the documented ledger-audit-run/1 document."""
+    """`ledger audit --record` writes exactly the documented ledger-audit-run/2 document."""
     from ledger import Ledger
     from ledger.clock import FixedClock
     from ledger.ops.audit import AuditOptions, run_audit
@@ -614,8 +622,9 @@ def test_recorded_audit_run_follows_the_format(sqlite_url):
     _check_audit_run(env, data, hashes)
     run = json.loads(data)
     assert run["report_digest"] == report_digest_of(report)
-    assert run == {"format": "ledger-audit-run/1", "range": report["range"],
+    assert run == {"format": "ledger-audit-run/2", "range": report["range"],
                    "summary": report["summary"], "findings": len(report["findings"]),
+                   "abstentions": len(report["abstentions"]), "redacted": 0,
                    "outcome": report["outcome"], "head_hash": run["head_hash"],
                    "report_digest": run["report_digest"], "finished_at": report["finished_at"]}
 

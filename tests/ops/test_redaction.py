@@ -423,3 +423,36 @@ def test_unsigned_redactions_are_old_data_until_a_signed_one_exists(ledger, ring
     assert [(f["seq"], f["code"]) for f in report["findings"]] == [(late, "redaction_unsigned")]
     assert (old, "redaction_unsigned") in _abstained(report)
     assert report["outcome"] == "failed"
+
+
+def test_an_audit_unverified_only_by_redactions_is_a_since_last_baseline(ledger, ring,
+                                                                          tmp_path):
+    """After an erasure no audit can pass; a run whose only non-verified items are the
+    erased payloads still sets the --since-last baseline and asks for no review."""
+    from ledger.core.finding import summary_line
+
+    _seed(ledger)
+    ledger.redact(ASK, keyring=ring, subject="alice", payloads=["query"])
+    keys = (_jwks(ring, tmp_path),)  # the redaction is signed: checked with the ledger's key
+    first = ledger.audit(AuditOptions(record=True, keys=keys))
+    assert first["outcome"] == "unverified" and first["findings"] == []
+    assert {a["reason"] for a in first["abstentions"]} == {"redacted"}
+    assert "human review" not in summary_line(first)
+    run = json.loads(ledger.get(first["recorded_seq"])["payloads"]["report"]["text"])
+    assert (run["format"], run["abstentions"], run["redacted"]) == \
+        ("ledger-audit-run/2", 3, 3)
+    ledger.append_many(_subs(2, "carol", 20), producer="p")
+    second = ledger.audit(AuditOptions(since_last=True, record=True, keys=keys))
+    assert second["range"]["start"] == first["range"]["end"]  # not 0 again
+    assert second["findings"] == [] and second["outcome"] == "passed"
+    # an abstention that is not an erasure is no baseline, and asks for review
+    key, jwk = new_es256_key()
+    iat = SystemClock().now_us() // 1_000_000
+    ledger.append_many([attested(0, key, ISSUER, "did:test:issuer#untrusted", iat)],
+                       producer="p")
+    third = ledger.audit(AuditOptions(since_last=True, record=True, keys=keys))
+    assert third["range"]["start"] == second["range"]["end"]
+    assert {a["reason"] for a in third["abstentions"]} == {"unknown_issuer_key"}
+    assert "(human review needed)" in summary_line(third)
+    fourth = ledger.audit(AuditOptions(since_last=True, keys=keys))
+    assert fourth["range"]["start"] == second["range"]["end"]  # third set no baseline
