@@ -16,6 +16,9 @@ with
   with a time and a memory limit, so it may raise anything (an ``engine_error``);
 * ``compare(entry: Stored, fresh: Fresh) -> list[Difference]``: the field-level
   differences, normally :func:`compare_results` with the engine's verdict fields.
+* optionally ``prepare() -> None``: called once in each worker process, after its limits
+  are set and before it takes a plan (import the engines here, so the first entry's
+  time limit is not spent importing them; a failure is ignored: ``execute`` reports it).
 
 Pure: the standard library only.
 """

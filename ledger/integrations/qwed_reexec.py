@@ -105,6 +105,16 @@ class QwedReexecutor:
         except Exception:  # noqa: BLE001 -- any metadata failure: say it is unknown
             return "qwed unknown"
 
+    def prepare(self) -> None:
+        """Import QWED's engines (in each worker, before its first plan)."""
+        import qwed_new.core.code_verifier
+        import qwed_new.core.diagnostics
+        import qwed_new.core.logic_verifier
+        import qwed_new.core.safe_parser
+        import qwed_new.core.schema_verifier
+        import qwed_new.core.sql_verifier
+        import qwed_new.core.verifier  # noqa: F401
+
     # -- plans (in the job's process: cheap, no engine) -----------------------------
     def plan(self, entry: Stored) -> Plan | NotReexecutable:
         if entry.engine in NOT_REEXECUTED:

@@ -2,8 +2,8 @@
 
 Runs re-executors' ``execute`` on plans it reads from stdin, one JSON object a line
 (``{"id", "reexecutor", "plan"}``), and answers on stdout one line each
-(``{"id", "result", "preimage"}`` or ``{"id", "error", "reason", "message"}``).  Its
-address space is limited (``RLIMIT_AS``) before it reads anything, so an input that
+(``{"id", "result", "preimage", "engine_seconds"}`` or
+``{"id", "error", "reason", "message"}``).  Its address space is limited (``RLIMIT_AS``) before it reads anything, so an input that
 allocates without bound ends in ``MemoryError`` (reason ``memory_limit``) or in the
 worker's death; the job kills a worker that runs past the per-entry time limit and starts
 another (docs/reverify.md).  Nothing of the ledger's database is open here.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from ledger.core.reexec import GROUP, MEMORY_LIMIT, RAISED, Plan, Reexecutor
@@ -52,9 +53,12 @@ def _answer(msg: dict[str, Any], plugins: dict[str, Reexecutor]) -> dict[str, An
     p = msg["plan"]
     plan = Plan(p["engine"], p["call"], p["inputs"], p.get("source", {}))
     try:
+        t0 = time.perf_counter()
         fresh = plugin.execute(plan)
+        took = time.perf_counter() - t0
         # the answer is built here, so a result JSON cannot carry fails here too
-        return {"id": rid, "result": fresh.result, "preimage": fresh.preimage}
+        return {"id": rid, "result": fresh.result, "preimage": fresh.preimage,
+                "engine_seconds": took}
     except MemoryError:
         return {"id": rid, "error": "MemoryError", "reason": MEMORY_LIMIT,
                 "message": "the engine ran out of its memory limit"}
@@ -71,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     plugins = load_reexecutors()
     _limit_memory(args.memory_mb)
+    for plugin in plugins.values():
+        prepare = getattr(plugin, "prepare", None)
+        if callable(prepare):
+            try:  # imports the engines before any plan's time limit runs
+                prepare()
+            except Exception:  # noqa: BLE001 -- execute reports what is wrong
+                pass
     out = sys.stdout
     print(json.dumps({"ready": sorted(plugins)}), file=out, flush=True)
     for line in sys.stdin:

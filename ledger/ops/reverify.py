@@ -13,6 +13,7 @@ each names the re-executor and the engine version that produced it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,14 +135,30 @@ def _decide(entry: rx.Stored, codes: list[str], plugin: Any) -> Selected:
     return Selected(entry, None, plan, plugin)
 
 
+class _Memo:
+    """A re-executor whose ``version(engine)`` is asked once per run and engine (reading
+    package metadata costs about a millisecond: more than some engines' whole run)."""
+
+    def __init__(self, plugin: Any) -> None:
+        self._plugin = plugin
+        self._versions: dict[str, str] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._plugin, name)
+
+    def version(self, engine: str) -> str:
+        if engine not in self._versions:
+            try:
+                self._versions[engine] = str(self._plugin.version(engine))
+            except Exception:  # noqa: BLE001 -- a plugin that cannot say still gets an outcome
+                self._versions[engine] = "unknown"
+        return self._versions[engine]
+
+
 def _who(entry: rx.Stored, plugin: Any) -> dict[str, Any]:
     if plugin is None:
         return {"name": None, "engine": entry.engine, "version": None}
-    try:
-        version = str(plugin.version(entry.engine))
-    except Exception:  # noqa: BLE001 -- a plugin that cannot say still gets an outcome
-        version = "unknown"
-    return {"name": plugin.name, "engine": entry.engine, "version": version}
+    return {"name": plugin.name, "engine": entry.engine, "version": plugin.version(entry.engine)}
 
 
 def _base(entry: rx.Stored, outcome: str, plugin: Any) -> dict[str, Any]:
@@ -177,6 +194,8 @@ def _judge(sel: Selected, plan: rx.Plan, answer: dict[str, Any], seconds: float,
     if diffs:
         out["differences"] = [d.to_dict() for d in diffs]
     out["inputs"], out["seconds"] = plan.source, round(seconds, 6)
+    if isinstance(answer.get("engine_seconds"), (int, float)):
+        out["engine_seconds"] = round(float(answer["engine_seconds"]), 6)
     return out, diffs
 
 
@@ -248,7 +267,8 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
     start = opts.start
     if start < 0 or start > end:
         raise UsageError(f"empty or invalid range [{start}, {end})", field="from")
-    plugins = opts.reexecutors if opts.reexecutors is not None else load_reexecutors()
+    plugins = {name: _Memo(p) for name, p in (
+        opts.reexecutors if opts.reexecutors is not None else load_reexecutors()).items()}
     counts = Counts()
     outcomes: list[dict[str, Any]] = []
 
@@ -258,16 +278,21 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
         if progress:
             progress(1)
 
+    t0 = time.perf_counter()
     selected = list(iter_selected(ctx, opts, start, end, plugins))
+    t1 = t2 = time.perf_counter()
     with Sandbox(workers=opts.workers, time_limit_s=opts.time_limit_s,
                  memory_mb=opts.memory_mb, hash_seed=opts.hash_seed) as sandbox:
         if any(s.plan is not None for s in selected):
+            sandbox.start()
+            t2 = time.perf_counter()
             reverify_entries(selected, sandbox, record)
         else:
             for s in selected:
                 assert s.outcome is not None
                 record(s.outcome)
         restarts = sandbox.restarts
+        t3 = time.perf_counter()
     outcomes.sort(key=lambda o: o["seq"])
     versions = sorted({(o["reexecutor"]["name"], o["reexecutor"]["version"])
                        for o in outcomes if o["reexecutor"]["name"]})
@@ -283,6 +308,9 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
         "outcomes": outcomes,
         "reexecutors": [{"name": n, "version": v} for n, v in versions],
         "workers": opts.workers, "worker_restarts": restarts,
+        "timing": {"select_s": round(t1 - t0, 6), "workers_start_s": round(t2 - t1, 6),
+                   "reexecute_s": round(t3 - t2, 6),
+                   "stop_s": round(time.perf_counter() - t3, 6)},
         "started_at": format_us(started), "finished_at": format_us(ctx.clock.now_us()),
     }
     report["outcome"] = rx.run_outcome(counts.by_outcome)

@@ -123,13 +123,17 @@ class Sandbox:
             return False
         return True
 
+    def start(self) -> None:
+        """Start the workers now (``run`` starts any that are missing)."""
+        while len(self._pool) < max(1, self.workers):
+            self._pool.append(self._spawn())
+
     def run(self, jobs: Iterable[tuple[Any, dict[str, Any]]],
             ) -> Iterator[tuple[Any, dict[str, Any], float]]:
         """Execute every ``(key, message)`` of ``jobs``; yield ``(key, answer, seconds)``
         as the answers come (not in order).  ``message``: ``{"reexecutor", "plan"}``."""
         pending = iter(jobs)
-        while len(self._pool) < max(1, self.workers):
-            self._pool.append(self._spawn())
+        self.start()
         idle = deque(self._pool)
         busy: dict[int, _Worker] = {}
         rid = 0

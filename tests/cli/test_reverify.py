@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 from sqlalchemy import text
 
 from ledger.cli.main import cli
+from ledger.core.reexec import INPUTS_NOT_STORED, NotReexecutable
 from ledger.facade import Ledger
+from ledger.ops.reverify import ReverifyOptions
 from tests.tamper import unlocked
 
 
@@ -59,3 +62,37 @@ def test_bad_options_are_usage_errors(sqlite_url: str) -> None:
     assert code == 2 and "--time-limit" in err
     code, err = _run(sqlite_url, "--from", "5", "--to", "1")
     assert code == 2 and "range" in err
+
+
+class _Counting:
+    """A re-executor (the documented protocol) that plans nothing and counts how often the
+    job asks its version."""
+
+    name = "acme"
+    engines = ("acme-math",)
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def version(self, engine: str) -> str:
+        self.asked += 1
+        return "acme-engine 2.1.0"
+
+    def plan(self, entry: Any) -> NotReexecutable:
+        return NotReexecutable(INPUTS_NOT_STORED, "acme keeps no inputs")
+
+
+def test_the_version_is_asked_once_per_run_and_engine_and_the_phases_are_timed(
+        db_url: str) -> None:
+    plugin = _Counting()
+    with Ledger.init(db_url) as ledger:
+        assert all(r.ok for r in ledger.append_many([_sub(f"{i} + 1") for i in range(4)]))
+        report = ledger.reverify(ReverifyOptions(reexecutors={"acme": plugin}))
+    assert [o["reexecutor"] for o in report["outcomes"]] == [
+        {"name": "acme", "engine": "acme-math", "version": "acme-engine 2.1.0"}] * 4
+    assert plugin.asked == 1  # reading package metadata per entry cost more than an engine
+    assert report["reexecutors"] == [{"name": "acme", "version": "acme-engine 2.1.0"}]
+    t = report["timing"]
+    assert set(t) == {"select_s", "workers_start_s", "reexecute_s", "stop_s"}
+    assert all(v >= 0 for v in t.values())
+    assert t["workers_start_s"] == 0  # nothing to run: no worker was started
