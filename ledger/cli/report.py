@@ -7,13 +7,15 @@ Exit codes as ``ledger audit``: 0 every row verified; 1 any finding; 3 abstentio
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
 
+from ledger.errors import UsageError
 from ledger.facade import Ledger
 from ledger.ops.audit import EXIT_CODES
-from ledger.ops.report import parse_day, write_html
+from ledger.ops.report import parse_day, reverify_data, write_html
 
 
 @click.command()
@@ -25,14 +27,32 @@ from ledger.ops.report import parse_day, write_html
               "default: now.")
 @click.option("--no-attestations", is_flag=True,
               help="Do not check attestations (they are then abstained, never passed).")
+@click.option("--reverify-report", "reverify_file", default=None,
+              type=click.Path(dir_okay=False, exists=True),
+              help="A ledger reverify --json-report: its disagreements get their own section "
+              "next to the findings.")
 @click.pass_obj
 def report(obj: dict, html_file: str, since: str | None, until: str | None,
-           no_attestations: bool) -> None:
+           no_attestations: bool, reverify_file: str | None) -> None:
     """Audit a period and write it as one self-contained HTML file."""
     since = parse_day(since) if since else None
     until = parse_day(until) if until else None
+    rv = None
+    if reverify_file is not None:
+        try:
+            with open(reverify_file, encoding="utf-8") as fh:
+                rv = json.load(fh)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise UsageError(f"--reverify-report: not a readable JSON document ({exc})",
+                             field="reverify_report") from None
     with Ledger.open(obj["db_url"]) as ledger:
+        if rv is not None:  # checked before the audit: a bad file writes nothing
+            reverify_data(rv, ledger_id=ledger.meta.ledger_id, start=0, end=0)
         data = ledger.period_report(since, until, check_attestations=not no_attestations)
+        if rv is not None:
+            data["reverify"] = reverify_data(rv, ledger_id=ledger.meta.ledger_id,
+                                             start=data["scope"]["start"],
+                                             end=data["scope"]["end"])
     write_html(html_file, data)
     click.echo(f"{data['summary_line']}\nHTML report -> {html_file}", err=True)
     sys.exit(EXIT_CODES[data["audit"]["outcome"]])

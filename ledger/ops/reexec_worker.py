@@ -3,9 +3,9 @@
 Runs re-executors' ``execute`` on plans it reads from stdin, one JSON object a line
 (``{"id", "reexecutor", "plan"}``), and answers on stdout one line each
 (``{"id", "result", "preimage", "engine_seconds"}`` or
-``{"id", "error", "reason", "message"}``).  Its address space is limited (``RLIMIT_AS``) before it reads anything, so an input that
-allocates without bound ends in ``MemoryError`` (reason ``memory_limit``) or in the
-worker's death; the job kills a worker that runs past the per-entry time limit and starts
+``{"id", "error", "reason", "message"}``).  Its address space is limited
+(``RLIMIT_AS``) before it reads anything, so an input that allocates without bound
+ends in ``MemoryError`` (reason ``memory_limit``) or in the worker's death; the job kills a worker that runs past the per-entry time limit and starts
 another (docs/reverify.md).  Nothing of the ledger's database is open here.
 """
 

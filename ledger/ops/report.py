@@ -23,7 +23,7 @@ from typing import Any
 
 from ledger.clock import format_us
 from ledger.core.note import parse_checkpoint_body, parse_note
-from ledger.errors import NoteError
+from ledger.errors import NoteError, UsageError
 from ledger.ops.anchor import cosigned_note
 from ledger.ops.audit import AuditOptions, run_audit, summary_line
 from ledger.ops.checkpoint import latest_checkpoint
@@ -457,6 +457,7 @@ def render_html(d: dict[str, Any]) -> str:
                ("audit finished", e(a.get("finished_at")))])
         + "</section>")
     parts.append(_findings_section(a["findings"], d.get("findings_grouped") or []))
+    parts.append(reverify_section(d.get("reverify")))
     width = d.get("bucket_width_s")
     axis = f" (one bar per {_duration(width)})" if width else ""
     parts.append('<section id="charts"><h2>Charts</h2>'
@@ -573,3 +574,117 @@ def parse_day(text: str) -> str:
     except ValueError:
         return text
     return f"{day.isoformat()}T00:00:00Z" if len(text) == 10 else text
+
+
+# -- re-execution (ledger reverify): its own class of result, next to the findings ----
+REVERIFY_FORMAT = "ledger-reverify-report/1"
+REEXEC_OUTCOMES = ("agrees", "disagrees", "not_reexecutable", "engine_error")
+MAX_DIFFERENCES_SHOWN = 2000
+
+
+def reverify_data(rv: Any, *, ledger_id: str, start: int, end: int,
+                  source: str = "--reverify-report") -> dict[str, Any]:
+    """The figures of the re-execution section from a ``ledger-reverify-report/1``
+    (``ledger reverify --json-report``), restricted to the report's scope ``[start, end)``.
+    Raises UsageError naming ``source`` and the rule when ``rv`` is not such a report of
+    this ledger."""
+    def bad(rule: str) -> UsageError:
+        return UsageError(f"{source}: {rule}", field="reverify_report")
+
+    if not isinstance(rv, dict) or rv.get("format") != REVERIFY_FORMAT:
+        raise bad(f"not a {REVERIFY_FORMAT} document (ledger reverify --json-report)")
+    if rv.get("ledger_id") != ledger_id:
+        raise bad(f"ledger_id {rv.get('ledger_id')!r} is not this ledger's ({ledger_id})")
+    outs = rv.get("outcomes")
+    if not isinstance(outs, list) or not all(
+            isinstance(o, dict) and isinstance(o.get("seq"), int)
+            and o.get("outcome") in REEXEC_OUTCOMES for o in outs):
+        raise bad("outcomes must be a list of objects with an integer seq and an outcome "
+                  f"in {', '.join(REEXEC_OUTCOMES)}")
+    rng = rv.get("range") if isinstance(rv.get("range"), dict) else {}
+    inside = [o for o in outs if start <= o["seq"] < end]
+    by_engine: dict[str, Counter[str]] = {}
+    reasons: Counter[tuple[str, str]] = Counter()
+    differences: list[list[Any]] = []
+    for o in inside:
+        by_engine.setdefault(str(o.get("engine")), Counter())[o["outcome"]] += 1
+        who = o.get("reexecutor") if isinstance(o.get("reexecutor"), dict) else {}
+        label = f"{who.get('name') or '—'} {who.get('version') or ''}".strip()
+        if o["outcome"] == "disagrees":
+            for d in o.get("differences") or [{}]:
+                d = d if isinstance(d, dict) else {}
+                differences.append([o["seq"], o.get("engine"), d.get("field"),
+                                    _json_text(d.get("stored")), _json_text(d.get("fresh")),
+                                    label])
+        elif o["outcome"] in ("not_reexecutable", "engine_error"):
+            reasons[(o["outcome"], str(o.get("reason")))] += 1
+    counts = Counter(o["outcome"] for o in inside)
+    outcome = ("disagrees" if counts["disagrees"] else "not_reexecutable"
+               if counts["not_reexecutable"] or counts["engine_error"] else "agrees")
+    return {
+        "range": {"start": rng.get("start"), "end": rng.get("end")},
+        "covers_scope": isinstance(rng.get("start"), int) and isinstance(rng.get("end"), int)
+        and rng["start"] <= start and rng["end"] >= end,
+        "started_at": rv.get("started_at"), "finished_at": rv.get("finished_at"),
+        "filters": rv.get("filters"),
+        "reexecutors": [f"{r.get('name')} {r.get('version')}" for r in
+                        rv.get("reexecutors") or [] if isinstance(r, dict)],
+        "outcome": outcome if inside else None,
+        "summary": {"entries": len(inside), **{k: counts[k] for k in REEXEC_OUTCOMES}},
+        "outside_scope": len(outs) - len(inside),
+        "by_engine": [[g, *[c[k] for k in REEXEC_OUTCOMES]] for g, c in
+                      sorted(by_engine.items())],
+        "reasons": [[k, r, n] for (k, r), n in sorted(reasons.items())],
+        "differences": differences,
+    }
+
+
+def _json_text(value: Any) -> str:
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def reverify_section(rv: dict[str, Any] | None) -> str:
+    """The re-execution section (``reverify_data``): disagreements are their own class,
+    not integrity findings -- the entry is what its producer wrote, and the installed
+    engine, re-run on the stored inputs, decided otherwise."""
+    if rv is None:
+        return ""
+    head = '<section id="reexecution"><h2>Re-execution of the claims (ledger reverify)</h2>'
+    s = rv["summary"]
+    if not s["entries"]:
+        return (head + "<p>The re-verification report given has no entry in this report's "
+                f"scope ({rv['outside_scope']} outside it).</p></section>")
+    cls = {"agrees": "passed", "disagrees": "failed"}.get(rv["outcome"], "unverified")
+    parts = [head,
+             f'<p class="outcome outcome-{cls}" id="reexecution-outcome">Re-execution: '
+             f'{e(rv["outcome"])}</p>',
+             f"<p>{s['entries']} entries re-verified: {s['agrees']} agree, {s['disagrees']} "
+             f"disagree, {s['not_reexecutable']} not re-executable, {s['engine_error']} "
+             "engine error(s). A disagreement is not an integrity finding: the entry is what "
+             "its producer wrote, and its engine, re-run on the stored inputs, decided "
+             "otherwise (a wrong or forged result, or engine drift: compare the versions)."
+             "</p>",
+             _dl([("range", e(f"[{rv['range']['start']}, {rv['range']['end']})")),
+                  ("coverage", e("covers the whole scope" if rv["covers_scope"] else
+                                 "does NOT cover the whole scope")),
+                  ("re-executors", e(", ".join(rv["reexecutors"]) or "none")),
+                  ("run", e(f"{rv['started_at'] or '—'} to {rv['finished_at'] or '—'}"))]),
+             _table("Re-execution outcomes by engine", ["engine", *REEXEC_OUTCOMES],
+                    rv["by_engine"], "reexecution-engines")]
+    diffs = rv["differences"]
+    if diffs:
+        shown = diffs[:MAX_DIFFERENCES_SHOWN]
+        more = len(diffs) - len(shown)
+        parts.append(_table(f"{s['disagrees']} disagreement(s), {len(diffs)} differing "
+                            "field(s)" + (f" (the first {len(shown)} shown)" if more else ""),
+                            ["seq", "engine", "field", "stored", "fresh", "re-executor"],
+                            shown, "reexecution-disagreements"))
+    if rv["reasons"]:
+        parts.append(_table("Not re-verified, by reason", ["outcome", "reason", "entries"],
+                            rv["reasons"], "reexecution-reasons"))
+    if rv["outside_scope"]:
+        parts.append(f"<p class=\"muted\">{rv['outside_scope']} outcome(s) of the "
+                     "re-verification report are outside this report's scope.</p>")
+    return "".join(parts) + "</section>"

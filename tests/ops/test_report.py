@@ -4,9 +4,11 @@ refusing bad input without writing a file."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from ledger.cli.main import cli
@@ -114,3 +116,68 @@ def test_render_escapes_every_value() -> None:
     page = render_html(data)
     assert "<img" not in page and "onerror=alert(1)>" not in page
     assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def _blocked_math(query: str) -> dict:
+    return {"result": {"status": "BLOCKED", "agent_message": "no", "developer_fields": {},
+                       "proof_ref": None}, "engine": "math", "query": query}
+
+
+@pytest.mark.slow  # one real re-execution worker (an interpreter, SymPy and Z3 imported)
+def test_report_shows_reverify_disagreements_as_their_own_class(db_url: str,
+                                                                 tmp_path: Path) -> None:
+    pytest.importorskip("qwed_new")
+    _seed(db_url, tmp_path, n=4)
+    with Ledger.open(db_url) as ledger:  # a true identity stored as BLOCKED: it disagrees
+        assert all(r.ok for r in ledger.append_many([_blocked_math("(x + 1)**2 = "
+                                                                   "x**2 + 2*x + <1>")]))
+        assert all(r.ok for r in ledger.append_many([_blocked_math("(x + 1)**2 = "
+                                                                   "x**2 + 2*x + 1")]))
+    rv = tmp_path / "rv.json"
+    r = CliRunner().invoke(cli, ["--db", db_url, "reverify", "--engine", "math",
+                                 "--json-report", str(rv)])
+    assert r.exit_code == 1, r.output
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(cli, ["--db", db_url, "report", "--html", str(out),
+                                 "--reverify-report", str(rv)])
+    assert r.exit_code == 0, r.output  # the audit passes: every hash checks
+    page = out.read_text(encoding="utf-8")
+    assert not EXTERNAL.search(page)
+    assert "Outcome: passed" in page and "No findings." in page
+    sec = page[page.index('<section id="reexecution">'):]
+    sec = sec[:sec.index("</section>")]
+    assert 'class="outcome outcome-failed" id="reexecution-outcome">Re-execution: disagrees' \
+        in sec
+    assert "4 entries re-verified: 0 agree, 1 disagree, 1 not re-executable, 2 engine " \
+        "error(s)" in sec  # the seeded math results' inputs and the unparsable "<1>"
+    row = re.search(r'<tr><td>5</td><td>math</td><td>status</td><td>BLOCKED</td>'
+                    r'<td>VERIFIED</td><td>qwed qwed 8.0.0</td></tr>', sec)
+    assert row, sec
+    assert "<td>engine_error</td><td>raised</td><td>2</td>" in sec
+    assert "&lt;absent&gt;" in sec and "<absent>" not in sec  # every value escaped
+    assert page.index('id="findings"') < page.index('id="reexecution"')
+
+
+def test_a_bad_reverify_report_is_refused_and_writes_nothing(db_url: str,
+                                                             tmp_path: Path) -> None:
+    _seed(db_url, tmp_path, n=2, checkpoint=False)
+    out = tmp_path / "r.html"
+    cases = {"notjson.json": ("{", "not a readable JSON document"),
+             "audit.json": (json.dumps({"format": "ledger-audit-report/1"}),
+                            "not a ledger-reverify-report/1 document"),
+             "other.json": (json.dumps({"format": "ledger-reverify-report/1",
+                                        "ledger_id": "another", "outcomes": []}),
+                            "ledger_id 'another' is not this ledger's"),
+             "outcomes.json": (None, "outcomes must be a list")}
+    with Ledger.open(db_url) as ledger:
+        lid = ledger.meta.ledger_id
+    for name, (text, rule) in cases.items():
+        if text is None:
+            text = json.dumps({"format": "ledger-reverify-report/1", "ledger_id": lid,
+                               "outcomes": [{"seq": "0", "outcome": "agrees"}]})
+        (tmp_path / name).write_text(text)
+        r = CliRunner().invoke(cli, ["--db", db_url, "report", "--html", str(out),
+                                     "--reverify-report", str(tmp_path / name)])
+        assert r.exit_code == 2, (name, r.output)
+        assert "--reverify-report" in r.output and rule in r.output, (name, r.output)
+        assert "Traceback" not in r.output and not out.exists()
