@@ -5,8 +5,9 @@ Runs re-executors' ``execute`` on plans it reads from stdin, one JSON object a l
 (``{"id", "result", "preimage", "engine_seconds"}`` or
 ``{"id", "error", "reason", "message"}``).  Its address space is limited
 (``RLIMIT_AS``) before it reads anything, so an input that allocates without bound
-ends in ``MemoryError`` (reason ``memory_limit``) or in the worker's death; the job kills a worker that runs past the per-entry time limit and starts
-another (docs/reverify.md).  Nothing of the ledger's database is open here.
+ends in ``MemoryError`` (reason ``memory_limit``) or in the worker's death; the job
+kills a worker that runs past the per-entry time limit and starts another
+(docs/reverify.md).  Nothing of the ledger's database is open here.
 """
 
 from __future__ import annotations
