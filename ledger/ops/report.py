@@ -409,7 +409,7 @@ def render_html(d: dict[str, Any]) -> str:
         f"<title>{e(d['title'])} — {e(d['origin'])}</title><style>{CSS}</style></head><body>",
         f"<header><h1>{e(d['title'])}</h1><p class=\"muted\">{e(d['origin'])} · generated "
         f"{e(d['generated_at'])} by <code>{e(d['command'])}</code> · {e(d['format'])}</p>"
-        "</header>", _toc(),
+        "</header>", _toc(bool(d.get("reverify"))),
         '<section id="identity"><h2>Ledger and scope</h2>' + _dl([
             ("origin", _mono(d["origin"])), ("ledger id", _mono(d["ledger_id"])),
             ("scope", e(scope_text)),
@@ -496,9 +496,16 @@ SECTIONS = (("identity", "Ledger and scope"), ("checkpoint", "Checkpoint"),
             ("charts", "Charts"), ("reverify", "Re-verify this report"))
 
 
-def _toc() -> str:
+REEXECUTION = ("reexecution", "Re-execution of the claims")
+
+
+def _toc(reexecution: bool = False) -> str:
+    """The contents: every section, the re-execution one when the report has it."""
+    sections = list(SECTIONS)
+    if reexecution:
+        sections.insert(4, REEXECUTION)
     return ('<nav id="toc" aria-label="Contents"><h2>Contents</h2><ol>'
-            + "".join(f'<li><a href="#{i}">{e(t)}</a></li>' for i, t in SECTIONS)
+            + "".join(f'<li><a href="#{i}">{e(t)}</a></li>' for i, t in sections)
             + "</ol></nav>")
 
 

@@ -144,6 +144,7 @@ def test_report_shows_reverify_disagreements_as_their_own_class(db_url: str,
     page = out.read_text(encoding="utf-8")
     assert not EXTERNAL.search(page)
     assert "Outcome: passed" in page and "No findings." in page
+    assert 'href="#reexecution"' in page  # in the contents
     sec = page[page.index('<section id="reexecution">'):]
     sec = sec[:sec.index("</section>")]
     assert 'class="outcome outcome-failed" id="reexecution-outcome">Re-execution: disagrees' \
