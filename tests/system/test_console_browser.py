@@ -489,6 +489,10 @@ def test_the_reports_render_offline_with_no_console_errors(browser: Any, site: S
         assert errors == [] and requests == [path.as_uri()], (errors, requests)
         assert page.locator("script").count() == 0
         assert page.inner_text("#outcome") == "Outcome: failed"
+        # the findings grouped into incidents are shown (and print); every finding is in a
+        # closed details element, opened by a click
+        assert "column_mismatch" in page.inner_text("#findings-grouped")
+        page.click("#findings details summary")
         assert "column_mismatch" in page.inner_text("#findings-table")
         assert page.locator("#charts svg").count() == 3
         assert site.server.origin in page.inner_text("#identity")
