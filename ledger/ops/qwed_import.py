@@ -20,9 +20,11 @@ under the audit secret when given).  A row that verifies becomes one ``result`` 
 A row that fails (hash, link, HMAC, or the ledger's own rules) is quarantined with its
 reason and reported.  When the run appended anything, one ``import`` entry records the
 source (``qwed:<namespace>``), the operator's ``--label`` if given, each organisation's head
-(id and entry hash) and the counts (:func:`import_document`, docs/format.md §10.5).  It
+(id and entry hash) and the counts (:func:`import_document`, docs/format.md §10.3).  It
 records nothing of the importing machine: not the path of the dump, not the database URL
-(the printed report shows them; the chain never holds them).
+(the printed report shows them; the chain never holds them).  That entry is canonical
+JSON, so a source holding a row id beyond ±(2^53-1) is refused (``check_id``) before
+anything is appended: ``read_source`` checks every row before giving the first.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ledger.core.canonical import MAX_SAFE_INTEGER
 from ledger.core.qwed_log import ChainChecker, RowVerdict, as_datetime, canonical_ts
 from ledger.core.submission import Submission, parse_submission
 from ledger.crypto.trust import TrustStore
@@ -100,8 +103,21 @@ def read_jsonl(path: str) -> Iterator[dict[str, Any]]:
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read the QWED dump {path} (line {n}): {exc}",
                          code="bad_source", field="source") from None
+    for row in rows:  # all of them before the first is imported
+        check_id(row)
     rows.sort(key=lambda r: (r.get("organization_id"), r.get("id")))
     return iter(rows)
+
+
+def check_id(row: dict[str, Any], done: str = "nothing was imported") -> None:
+    """Refuse a row whose ``id`` the import entry cannot record (its ``head_id`` is
+    canonical JSON: an integer within ±(2^53-1)); QWED's own ids are unbounded."""
+    rid = row.get("id")
+    if type(rid) is not int or abs(rid) > MAX_SAFE_INTEGER:
+        raise UsageError(
+            f"QWED row id {rid!r} (organization {row.get('organization_id')}) is not an "
+            f"integer within ±(2^53-1), the integers an import entry can record; {done}",
+            code="bad_source", field="id")
 
 
 def read_source(source: str, organization: int | None = None,
@@ -166,6 +182,9 @@ class _Run:
 
     def add(self, v: RowVerdict) -> None:
         row, rep = v.row, self.report
+        # read_source has checked every row before the first; rows from elsewhere are
+        # checked here, before their chunk is committed
+        check_id(row, "the run stopped at this row")
         org = str(row.get("organization_id"))
         head = rep.organizations.setdefault(org, {"rows": 0})
         head["rows"] += 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Engine, MetaData, Table, create_engine, select
+from sqlalchemy import BigInteger, Engine, MetaData, Table, create_engine, literal, or_, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, NoSuchTableError, SQLAlchemyError
 
@@ -22,6 +22,7 @@ from ledger.store.db import connect, normalize_url
 from ledger.store.schema import entries, payloads
 
 META_SLOT = 4  # ledger.core.entry.SLOTS['meta'] (the store does not import core)
+MAX_ID = 2**53 - 1  # ledger.core.canonical.MAX_SAFE_INTEGER: an import entry's head_id
 
 TABLE = "verificationlog"
 COLUMNS = ("id", "organization_id", "user_id", "query", "result", "is_verified", "domain",
@@ -42,7 +43,9 @@ def read_rows(url: str, organization: int | None = None, page: int = 1000,
               ) -> Iterator[dict[str, Any]]:
     """Every ``verificationlog`` row (one organisation's if given) as a dict.
 
-    Raises UsageError (no such table or column) or StoreUnavailable (cannot connect).
+    Raises UsageError (no such table or column, or an ``id`` beyond ±(2^53-1), which
+    the import entry could not record: checked by one query before the first row is
+    given, so nothing is imported) or StoreUnavailable (cannot connect).
     """
     engine = create_engine(normalize_url(url))
     try:
@@ -56,6 +59,7 @@ def read_rows(url: str, organization: int | None = None, page: int = 1000,
             if missing:
                 raise UsageError(f"the {TABLE} table lacks columns {missing}",
                                  code="bad_source", field="source")
+            _check_ids(conn, table, organization)
             present = [c for c in COLUMNS if c in table.c]
             stmt = select(*(table.c[c] for c in present)).order_by(
                 table.c.organization_id, table.c.id)
@@ -73,6 +77,22 @@ def read_rows(url: str, organization: int | None = None, page: int = 1000,
                          field="source") from exc
     finally:
         engine.dispose()
+
+
+def _check_ids(conn: Any, table: Table, organization: int | None) -> None:
+    # the bounds as bigint: an int4 id column (QWED's) would refuse them as its own type
+    high, low = literal(MAX_ID, BigInteger()), literal(-MAX_ID, BigInteger())
+    stmt = select(table.c.organization_id, table.c.id).where(
+        or_(table.c.id > high, table.c.id < low)).order_by(
+        table.c.organization_id, table.c.id).limit(1)
+    if organization is not None:
+        stmt = stmt.where(table.c.organization_id == organization)
+    bad = conn.execute(stmt).first()
+    if bad is not None:
+        raise UsageError(
+            f"QWED row id {bad.id} (organization {bad.organization_id}) is outside "
+            f"±(2^53-1), the integers an import entry can record; nothing was imported",
+            code="bad_source", field="id")
 
 
 def imported_meta(engine: Engine, keys: list[str]) -> dict[str, bytes | None]:

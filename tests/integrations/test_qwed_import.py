@@ -1,7 +1,8 @@
 """``ledger import qwed`` on a log written by QWED 8.0.0's own AuditLogger: every rule —
 a clean import with provenance and the insufficient_evidence abstention, a re-run, a
 resumed run, a JSON Lines dump, a dry run, an edited row, a deleted row (broken link), a
-wrong secret, no secret, and a row re-signed after it was imported."""
+wrong secret, no secret, a row re-signed after it was imported, and a row id the import
+entry cannot record (refused before anything is written)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from ledger.core.qwed_log import entry_hmac, expected_hashes
+from ledger.store.qwed_source import read_rows
 from tests.integrations.conftest import (
     SECRET,
     audit,
@@ -230,3 +232,71 @@ def test_a_source_url_is_recorded_without_its_password() -> None:
     from ledger.store.qwed_source import redacted
 
     assert "pw" not in redacted("postgresql://qwed:pw@db.internal/qwed")
+
+
+def test_a_row_id_beyond_2_53_is_refused_before_anything_is_appended(
+        db_url: str, qwed_sqlite: str, tmp_path: Path) -> None:
+    """QWED's ids are unbounded integers; the import entry (canonical JSON) holds
+    integers up to 2^53-1 only.  Such a row used to be appended and the import entry then
+    failed, on every re-run: now the run is refused up front, nothing written."""
+    new_ledger(db_url)
+    src = copy(qwed_sqlite, tmp_path)
+    with sqlite3.connect(src) as conn:  # the id is not hashed: QWED's chain still verifies
+        conn.execute("UPDATE verificationlog SET id = ? WHERE id = "
+                     "(SELECT max(id) FROM verificationlog)", (2**53,))
+    before = entries(db_url)
+    for _ in range(2):
+        code, out, err = ledger_cli(db_url, "import", "qwed", "--source", f"sqlite:///{src}")
+        assert entries(db_url) == before  # no result entry, no import entry
+        assert code == 2, (out, err)
+        assert f"row id {2**53}" in err and "2^53-1" in err and "nothing was imported" in err
+
+
+def test_a_dump_row_id_beyond_2_53_or_not_an_integer_is_refused(
+        sqlite_url: str, qwed_sqlite: str, tmp_path: Path) -> None:
+    new_ledger(sqlite_url)
+    with sqlite3.connect(qwed_sqlite) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = [dict(r) for r in conn.execute("SELECT * FROM verificationlog ORDER BY id")]
+    before = entries(sqlite_url)
+    for bad in (-(2**53), 32.0, "32"):
+        dump = tmp_path / "log.jsonl"
+        dump.write_text("".join(json.dumps({**r, "id": bad} if r is rows[-1] else r) + "\n"
+                                for r in rows))
+        code, out, err = ledger_cli(sqlite_url, "import", "qwed", "--source", str(dump))
+        assert entries(sqlite_url) == before
+        assert code == 2 and f"row id {bad!r}" in err and "nothing was imported" in err
+
+
+def test_rows_given_to_the_facade_are_checked_before_their_chunk_is_committed(
+        db_url: str, qwed_sqlite: str) -> None:
+    from ledger.errors import UsageError
+    from ledger.facade import Ledger
+
+    new_ledger(db_url)
+    rows = list(read_rows(f"sqlite:///{qwed_sqlite}"))
+    rows[-1]["id"] = 2**53
+    before = entries(db_url)
+    with Ledger.open(db_url) as ledger, pytest.raises(UsageError) as err:
+        ledger.import_qwed(iter(rows), source="test")
+    assert err.value.field == "id" and "the run stopped at this row" in str(err.value)
+    assert entries(db_url) == before
+
+
+@pytest.mark.slow  # writes a QWED log on PostgreSQL (about 5 s)
+@pytest.mark.postgres
+def test_a_postgresql_source_row_id_beyond_2_53_is_refused(sqlite_url: str, pg_database: str,
+                                                           tmp_path: Path) -> None:
+    url = qwed_pg_url(pg_database)
+    write_qwed_log(url, 1)
+    eng = create_engine(url)
+    with eng.begin() as conn:  # a deployment that outgrew int4
+        conn.execute(text("ALTER TABLE verificationlog ALTER COLUMN id TYPE bigint"))
+        conn.execute(text("UPDATE verificationlog SET id = :big WHERE id = "
+                          "(SELECT max(id) FROM verificationlog)"), {"big": 2**53 + 1})
+    eng.dispose()
+    new_ledger(sqlite_url)
+    before = entries(sqlite_url)
+    code, out, err = ledger_cli(sqlite_url, "import", "qwed", "--source", url)
+    assert entries(sqlite_url) == before
+    assert code == 2 and f"row id {2**53 + 1}" in err and "nothing was imported" in err
