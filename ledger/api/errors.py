@@ -13,7 +13,10 @@ table); a rejected submission (an ``ErrorInfo``) -> the status of its category t
 Request validation -> 422 ``invalid_request`` (400 ``bad_request`` for a malformed
 path/query/header); unknown routes -> 404 ``no_such_route``; wrong method -> 405
 ``method_not_allowed`` (``Allow``: every method served at that path); anything unexpected
--> 500 ``internal_error`` (logged, no detail leaked).  401s carry
+-> 500 ``internal_error`` (logged, no detail leaked).  A client that goes away before its
+request body is complete is no error of the ledger's: one INFO ``client_disconnect`` line
+(no traceback), nothing sent (there is no one to send it to); the access log records
+status 499 (nginx's "client closed request").  401s carry
 ``WWW-Authenticate: Bearer``, 403s ``insufficient_scope``, 503 ``overloaded``
 ``Retry-After: 1``.
 """
@@ -26,8 +29,9 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
 from ledger.errors import CATEGORY_STATUS, Forbidden, LedgerError, Overloaded, Unauthenticated
@@ -36,6 +40,7 @@ log = logging.getLogger("ledger.api")
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_TYPE_PREFIX = "urn:ledger:problem:"
+CLIENT_CLOSED_REQUEST = 499  # never sent: what the access log records for a client gone
 
 
 def problem_body(status: int, code: str, message: str, field: str | None = None,
@@ -151,6 +156,17 @@ def install(app: FastAPI) -> None:
             headers["Allow"] = ", ".join(allowed_methods(request))
         return problem_response(exc.status_code, {"code": code, "message": msg},
                                 headers or None)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, _: ClientDisconnect) -> Response:
+        # a producer that keeps hanging up must not flood the error log: INFO, no traceback
+        principal = (request.scope.get("state") or {}).get("principal")
+        log.info("client disconnected before its request body was complete", extra={
+            "event": "client_disconnect", "method": request.method,
+            "route": getattr(request.scope.get("route"), "path", None) or "unmatched",
+            "producer": getattr(principal, "subject", None),
+            "role": getattr(principal, "role", None)})
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> ProblemResponse:

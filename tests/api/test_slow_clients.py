@@ -43,7 +43,7 @@ def served(request, tmp_path_factory) -> Iterator[tuple[str, int, str, str]]:
     prepare_ledger(url, tmp_path / "keys", origin)
     log = tmp_path / "serve.log"
     proc, base = start_server(url, tmp_path / "keys", log, "--head-timeout", "1s",
-                              "--body-timeout", "1s", nofile=NOFILE)
+                              "--body-timeout", "1s", "--access-log", nofile=NOFILE)
     host, port = base.removeprefix("http://").split(":")
     token = mint_access_token(ledger_signer(Keyring.load(tmp_path / "keys"), origin),
                               role="producer", subject="slow", ttl_s=3600, issuer=origin,
@@ -127,7 +127,8 @@ def test_a_head_trickling_in_is_cut_off_at_the_head_timeout(served):
 
 
 def test_a_body_that_never_ends_is_cut_off_at_the_body_timeout(served):
-    host, port, _, token = served
+    host, port, log, token = served
+    offset = Path(log).stat().st_size
     head = (b"POST /v1/entries HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Authorization: Bearer " + token.encode() + b"\r\n"
             b"Content-Length: 1000\r\n\r\n{\"result\":")
@@ -141,6 +142,9 @@ def test_a_body_that_never_ends_is_cut_off_at_the_body_timeout(served):
     assert answer is not None, "the connection stayed open"
     assert answer.startswith(b"HTTP/1.1 408 ") and b'"body_timeout"' in answer, answer
     assert time.monotonic() - start < TIMEOUT_S + 2
+    # the route reading the body then finds its client gone: one INFO line, no traceback
+    text = _log_since(log, offset, "status=499")
+    assert "client_disconnect" in text and "Traceback" not in text, text
 
 
 def test_a_quick_keep_alive_client_is_not_cut_off(served):
@@ -169,3 +173,36 @@ def test_bad_connection_bounds_are_usage_errors(tmp_path, args, says):
 def test_the_connection_cap_stays_below_the_descriptor_limit():
     assert descriptor_cap(1024) == 1024 - RESERVED_FDS
     assert descriptor_cap(NOFILE) < NOFILE and descriptor_cap(10) >= 16
+
+
+def _log_since(log: str, offset: int, until: str, within: float = 5.0) -> str:
+    """The server log written after ``offset``, once it holds ``until`` (or ``within``)."""
+    deadline = time.monotonic() + within
+    while True:
+        text = Path(log).read_bytes()[offset:].decode("utf-8", "replace")
+        if until in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("route", ["/v1/entries", "/v1/entries/batch"])
+def test_a_client_gone_mid_body_is_logged_at_info_without_a_traceback(served, route):
+    """Before: every such request wrote two ERROR lines with a traceback each (the
+    ledger's "unhandled error" and uvicorn's "Exception in ASGI application"), so a
+    producer hanging up mid-body could flood the error log."""
+    host, port, log, token = served
+    offset = Path(log).stat().st_size
+    s = _open((host, port), b"POST " + route.encode() + b" HTTP/1.1\r\nHost: x\r\n"
+              b"Content-Type: application/json\r\nAuthorization: Bearer " + token.encode()
+              + b"\r\nContent-Length: 1000\r\n\r\n" + b'{"result": {"status": "VER')
+    assert s is not None
+    time.sleep(0.2)  # the route is reading the body
+    s.close()
+    text = _log_since(log, offset, "status=499")
+    assert "Traceback" not in text and " error " not in text, text
+    (line,) = [ln for ln in text.splitlines() if "client_disconnect" in ln]
+    assert line.split()[1:3] == ["info", "client_disconnect"], line
+    assert f"route={route}" in line and "producer=slow" in line
+    (access,) = [ln for ln in text.splitlines() if ln.split()[2:3] == ["request"]]
+    assert f"route={route} status=499" in access, access  # nothing sent; not a 5xx
+    assert _healthy(f"http://{host}:{port}")
