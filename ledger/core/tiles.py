@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from ledger.errors import UsageError
 
@@ -39,7 +39,8 @@ _GROUP = re.compile(r"x[0-9]{3}")
 _LAST = re.compile(r"[0-9]{3}")
 
 
-class Tile(NamedTuple):
+@dataclass(frozen=True)
+class Tile:
     """``level`` is ``None`` for an entry bundle; ``width`` 1..256 (256: a full tile)."""
 
     level: int | None

@@ -54,3 +54,23 @@ def test_growth_yields_only_new_full_tiles_and_the_new_partial():
     assert list(tiles_for_size(770, 1, since=600)) == [Tile(1, 0, 3)]
     assert list(tiles_for_size(700, 1, since=600)) == []  # level 1 did not grow
     assert list(tiles_for_size(512, 0, since=512)) == []
+
+
+def test_the_worked_examples_of_docs_tiles_md():
+    import hashlib
+    from pathlib import Path
+
+    from ledger.core.merkle import leaf_hash
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "tiles.md").read_text("utf-8")
+    t = Tile(1, 1234067, 17)
+    assert f"is `{t.path}`" in doc
+    first = t.first_node
+    assert f"`1234067·256 = {first}` to `{first + 16}`" in doc
+    assert f"`[{first * 256}, {(first + 17) * 256})`" in doc
+    assert f"`{Tile(None, first).path}`" in doc
+    tile = b"".join(leaf_hash(hashlib.sha256(b"leaf-%d" % i).digest()) for i in range(13))
+    assert len(tile) == 416 and Tile(0, 0, 13).path == "tile/0/000.p/13"
+    for offset in (0, 32, 384):
+        assert f"offset {offset:>3}: {tile[offset:offset + 32].hex()}" in doc
+    assert f"416 bytes: {hashlib.sha256(tile).hexdigest()}" in doc

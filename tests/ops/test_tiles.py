@@ -139,9 +139,9 @@ def test_a_directory_of_another_log_is_refused_with_exit_2(db_url, tmp_path):
     other_ring = Keyring.load(other / "keys")
     other_ring.generate("test.example/other", SystemClock().now_us())
     other_url = f"sqlite:///{other / 'l.db'}"
-    with Ledger.init(other_url, origin="test.example/other") as O:
-        O.append_many(realistic(5))
-        O.checkpoint(other_ring)
+    with Ledger.init(other_url, origin="test.example/other") as other_ledger:
+        other_ledger.append_many(realistic(5))
+        other_ledger.checkpoint(other_ring)
     before = files(out)
     res = CliRunner().invoke(cli, ["--db", other_url, "tiles", "write", str(out)])
     assert res.exit_code == 2 and "not of 'test.example/other'" in res.stderr
