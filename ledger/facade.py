@@ -23,6 +23,7 @@ from ledger.ops import (
     read,
     redaction,
     retention,
+    tiles,
     trust,
 )
 from ledger.ops import export as export_ops
@@ -223,6 +224,22 @@ class Ledger:
     def export_records(self, f: query_ops.Filters) -> Iterable[bytes]:
         """The export record line of every entry matching ``f`` (streaming)."""
         return export_ops.iter_records(self.ctx, f)
+
+    # -- C2SP tlog-tiles (docs/tiles.md) -------------------------------------------------
+    def tiles_size(self) -> int:
+        """Tree size of the latest stored checkpoint, which bounds every tile served."""
+        return tiles.published_size(self.ctx)
+
+    def tile(self, tile: Any, size: int | None = None) -> bytes:
+        """The bytes of a Merkle tile (``ledger.core.tiles.Tile``) or, for level None,
+        of an entry bundle, within the latest checkpoint (or ``size``)."""
+        if tile.level is None:
+            return tiles.entry_bundle(self.ctx, tile, size)
+        return tiles.tile_bytes(self.ctx, tile, size)
+
+    def write_tiles(self, out_dir: Any) -> tiles.TilesReport:
+        """Publish the tiles of the latest checkpoint under ``out_dir``, incrementally."""
+        return tiles.write_tiles(self.ctx, out_dir)
 
     # -- redaction, legal holds and retention (docs/redaction.md) -----------------------
     def redact(self, ask: redaction.Ask, **kw: Any) -> redaction.RedactionOutcome:

@@ -161,6 +161,7 @@ def create_app(settings: Settings) -> FastAPI:
         routes_ops,
         routes_proofs,
         routes_read,
+        routes_tiles,
     )
 
     service = Service(settings)
@@ -204,7 +205,7 @@ def create_app(settings: Settings) -> FastAPI:
         return unavailable_response(StoreUnavailable("the database is unreachable"))
 
     for module in (routes_append, routes_read, routes_proofs, routes_export, routes_meta,
-                   routes_custody, routes_history, routes_console):
+                   routes_custody, routes_history, routes_console, routes_tiles):
         app.include_router(module.router)
     if settings.metrics:
         app.include_router(routes_ops.router)

@@ -72,13 +72,14 @@ def _register() -> None:
         reverify,
         serve,
         spool,
+        tiles,
         token,
         witness,
     )
 
     for module in (db, entries, keys, audit, demo, proofs, checkpoint_verify, query, export,
                    serve, token, spool, importer, quarantine, witness, custody, report, reverify,
-                   backup, config_cmd, reader):
+                   backup, config_cmd, reader, tiles):
         for command in module.COMMANDS:
             cli.add_command(command)
     for command in backup.DB_COMMANDS:

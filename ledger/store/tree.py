@@ -68,6 +68,14 @@ class TreeStore:
         self.cur.execute(sql, [v for node in ids for v in node])
         return {(level, idx): bytes(h) for level, idx, h in self.cur.fetchall()}
 
+    def node_run(self, level: int, start: int, end: int) -> list[tuple[int, bytes]]:
+        """``(idx, hash)`` of the stored nodes at ``level`` with ``start <= idx < end``, in
+        index order (one range scan of the primary key; a tile is one such run)."""
+        ph = self.ph
+        self.cur.execute(f"SELECT idx, hash FROM merkle_nodes WHERE level = {ph} AND "
+                         f"idx >= {ph} AND idx < {ph} ORDER BY idx", (level, start, end))
+        return [(int(i), bytes(h)) for i, h in self.cur.fetchall()]
+
     def insert_nodes(self, nodes: Sequence[tuple[NodeId, bytes]]) -> None:
         if nodes:
             self.cur.executemany(
