@@ -81,7 +81,7 @@ def _unverified_view(row: Any, blobs: Any) -> dict[str, Any]:
     }
 
 
-def _unverified_shape(conn: Any, ctx: Any, f: Any, rows: Any, layer: str,
+def _unverified_shape(conn: Any, ctx: Any, f: Any, rows: Any, layer: str, *_: Any,
                       ) -> tuple[list[dict[str, Any]], int, int, int]:
     from ledger.ops.view import project
 
