@@ -1,5 +1,8 @@
 """``ledger reverify``: re-execute the producing engines on the stored inputs and compare.
 
+Every run is recorded (``audit_runs``, ``job = 'reverify'``) and committed page by page;
+``--resume`` continues the latest interrupted one (docs/reverify.md).
+
 Exit codes: 0 every selected entry agrees (or none was selected); 1 any disagreement;
 3 no disagreement, but some entries were not re-executable or hit an engine error;
 2 usage; 4 could not run.
@@ -50,21 +53,29 @@ def _time(name: str, value: str | None) -> int | None:
 @click.option("--memory-limit", "memory_mb", type=click.IntRange(min=64, max=1 << 20),
               default=2048, show_default=True,
               help="MiB of address space of each worker process.")
+@click.option("--resume", is_flag=True,
+              help="Continue the latest interrupted run from its checkpoint (give the same "
+              "range, filters and limits; they are checked).")
 @click.option("--json-report", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Write the full JSON report here ('-' = stdout).")
 @click.pass_obj
 def reverify(obj: dict, start: int, end: int | None, seqs: tuple[int, ...],
              engines: tuple[str, ...], since: str | None, until: str | None, workers: int,
-             time_limit: float, memory_mb: int, json_report: str | None) -> None:
+             time_limit: float, memory_mb: int, resume: bool, json_report: str | None,
+             ) -> None:
     """Re-run each result's engine on its stored inputs; report every disagreement."""
     opts = ReverifyOptions(start=start, end=end, seqs=seqs, engines=engines,
                            since_us=_time("since", since), until_us=_time("until", until),
-                           workers=workers, time_limit_s=time_limit, memory_mb=memory_mb)
+                           workers=workers, time_limit_s=time_limit, memory_mb=memory_mb,
+                           resume=resume)
     with Ledger.open(obj["db_url"]) as ledger:
         show = sys.stderr.isatty()
         with click.progressbar(length=0, label="re-verifying", file=sys.stderr,
                                hidden=not show) as bar:
-            report = ledger.reverify(opts, progress=bar.update)
+            def total(n: int) -> None:
+                bar.length = n
+
+            report = ledger.reverify(opts, progress=bar.update, total=total)
     if json_report == "-":
         click.echo(json.dumps(report, indent=2))
     elif json_report:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +26,9 @@ from ledger.ops.context import LedgerContext
 from ledger.ops.redaction_map import load_redaction_map
 from ledger.ops.reexec_worker import load_reexecutors
 from ledger.ops.sandbox import Sandbox
+from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
-from ledger.store.db import connect
+from ledger.store.db import connect, transaction
 
 PAGE = 500
 REPORT_FORMAT = "ledger-reverify-report/1"
@@ -47,6 +48,7 @@ class ReverifyOptions:
     memory_mb: int = 2048
     hash_seed: int = 0
     reexecutors: dict[str, Any] | None = None  # name -> re-executor (None: entry points)
+    resume: bool = False  # continue the latest interrupted run (same options)
 
 
 @dataclass
@@ -97,23 +99,6 @@ def _selected(row: Any, opts: ReverifyOptions) -> bool:
     if opts.since_us is not None and row.recorded_at < opts.since_us:
         return False
     return not (opts.until_us is not None and row.recorded_at >= opts.until_us)
-
-
-def iter_selected(ctx: LedgerContext, opts: ReverifyOptions, start: int, end: int,
-                  plugins: dict[str, Any]) -> Iterator[Selected]:
-    """The selected result entries of ``[start, end)``, each planned or decided."""
-    by_engine: dict[str, Any] = {}
-    for plugin in plugins.values():
-        for eng in plugin.engines:
-            by_engine.setdefault(eng, plugin)
-    with connect(ctx.engine) as conn:
-        redactions = load_redaction_map(conn)
-        for page in repo.iter_entry_pages(conn, start, end, PAGE):
-            for row, blobs in page:
-                if not _selected(row, opts):
-                    continue
-                entry, codes = stored_entry(row, blobs, ctx.meta.ledger_id, redactions)
-                yield _decide(entry, codes, by_engine.get(entry.engine))
 
 
 def _decide(entry: rx.Stored, codes: list[str], plugin: Any) -> Selected:
@@ -251,53 +236,170 @@ class Counts:
         eng[out["outcome"]] += 1
 
 
+# -- recorded, resumable runs (docs/reverify.md#recorded-resumable-runs) ----------------
+JOB = "reverify"
+# the recorded options a resumed run must be given unchanged: (field, the CLI option)
+RECORDED = (("start", "--from"), ("end", "--to"), ("seqs", "--seq"), ("engines", "--engine"),
+            ("since_us", "--since"), ("until_us", "--until"), ("time_limit_s", "--time-limit"),
+            ("memory_mb", "--memory-limit"), ("hash_seed", "hash_seed"))
+
+
+def _recorded(opts: ReverifyOptions) -> dict[str, Any]:
+    out = {f: getattr(opts, f) for f, _ in RECORDED}
+    out["seqs"], out["engines"] = list(opts.seqs), list(opts.engines)
+    return out
+
+
+def _new_run(ctx: LedgerContext, opts: ReverifyOptions, start: int, end: int) -> int:
+    with transaction(ctx.engine) as conn:
+        return runs.new_run(conn, ctx.clock.now_us(), start, end,
+                            json.dumps({"options": _recorded(opts), "workers": opts.workers}),
+                            json.dumps({"worker_restarts": 0}), job=JOB)
+
+
+def _resume(ctx: LedgerContext, opts: ReverifyOptions,
+            ) -> tuple[runs.RunRow, list[dict[str, Any]], int]:
+    """The interrupted run to continue, its saved outcomes and worker restarts; refuses
+    (UsageError naming the option) when ``opts`` differ from the recorded options."""
+    with connect(ctx.engine) as conn:
+        run = runs.latest_running_reverify(conn)
+        if run is None:
+            raise UsageError("--resume: no interrupted re-verification run to resume",
+                             code="nothing_to_resume", field="resume")
+        saved = [json.loads(o) for o in runs.reverify_outcome_rows(conn, run.id)]
+    try:
+        recorded = json.loads(run.options)["options"]
+        restarts = int(json.loads(run.counts).get("worker_restarts", 0))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise UsageError(f"--resume: re-verification run {run.id} has unreadable options; "
+                         "start a new run", code="resume_state_invalid",
+                         field="resume") from None
+    given = _recorded(opts)
+    for name, option in RECORDED:
+        if recorded.get(name) != given[name]:
+            raise UsageError(
+                f"--resume: {option} differs from re-verification run {run.id}'s "
+                f"({given[name]!r} given, {recorded.get(name)!r} recorded); give the "
+                "run's options or start a new run without --resume",
+                code="resume_options_differ", field=option.lstrip("-").replace("-", "_"))
+    if not run.range_start <= run.next_seq <= run.range_end:
+        raise UsageError(f"--resume: re-verification run {run.id}'s checkpoint is outside "
+                         "its range; start a new run", code="resume_state_invalid",
+                         field="resume")
+    return run, saved, restarts
+
+
+def _select_page(ctx: LedgerContext, opts: ReverifyOptions, pos: int, end: int,
+                 by_engine: dict[str, Any], redactions: Any) -> tuple[list[Selected], int]:
+    """The selected entries of the first page of ``[pos, end)``, each planned or decided,
+    and the seq after the page."""
+    with connect(ctx.engine) as conn:
+        for page in repo.iter_entry_pages(conn, pos, end, PAGE):
+            out = []
+            for row, blobs in page:
+                if _selected(row, opts):
+                    entry, codes = stored_entry(row, blobs, ctx.meta.ledger_id, redactions)
+                    out.append(_decide(entry, codes, by_engine.get(entry.engine)))
+            return out, max(page.next_seq, pos + 1)
+    return [], end
+
+
 def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
-                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Re-verify the selected entries and return the report (docs/reverify.md)."""
+                 progress: Callable[[int], None] | None = None,
+                 total: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Re-verify the selected entries and return the report (docs/reverify.md).
+
+    The run is recorded in ``audit_runs`` (``job = 'reverify'``): page by page, the
+    outcomes decided are committed with the run's checkpoint, so ``opts.resume``
+    continues the latest interrupted run from there (the same options required).
+    ``total`` is told once how many seqs this call walks; ``progress`` is advanced by the
+    seqs passed (one per decided outcome, the unselected ones at the end of a page)."""
     if opts.workers < 1:
         raise UsageError("--workers must be at least 1", field="workers")
     if opts.time_limit_s <= 0:
         raise UsageError("--time-limit must be positive", field="time_limit")
-    started = ctx.clock.now_us()
-    with connect(ctx.engine) as conn:
-        h = repo.read_head(conn)
-        max_seq = repo.max_seq(conn)
-    size = max(h.size if h is not None else 0, 0 if max_seq is None else max_seq + 1)
-    end = size if opts.end is None else min(opts.end, size)
-    start = opts.start
-    if start < 0 or start > end:
-        raise UsageError(f"empty or invalid range [{start}, {end})", field="from")
     plugins = {name: _Memo(p) for name, p in (
         opts.reexecutors if opts.reexecutors is not None else load_reexecutors()).items()}
-    counts = Counts()
+    by_engine: dict[str, Any] = {}
+    for plugin in plugins.values():
+        for eng in plugin.engines:
+            by_engine.setdefault(eng, plugin)
     outcomes: list[dict[str, Any]] = []
-
-    def record(out: dict[str, Any]) -> None:
+    restarts = 0
+    if opts.resume:
+        run, outcomes, restarts = _resume(ctx, opts)
+        run_id, start, end, pos = run.id, run.range_start, run.range_end, run.next_seq
+        started = run.started_at
+    else:
+        started = ctx.clock.now_us()
+        with connect(ctx.engine) as conn:
+            h = repo.read_head(conn)
+            max_seq = repo.max_seq(conn)
+        size = max(h.size if h is not None else 0, 0 if max_seq is None else max_seq + 1)
+        end = size if opts.end is None else min(opts.end, size)
+        start = opts.start
+        if start < 0 or start > end:
+            raise UsageError(f"empty or invalid range [{start}, {end})", field="from")
+        run_id, pos = _new_run(ctx, opts, start, end), start
+    counts = Counts()
+    for out in outcomes:
         counts.add(out)
-        outcomes.append(out)
-        if progress:
-            progress(1)
-
-    t0 = time.perf_counter()
-    selected = list(iter_selected(ctx, opts, start, end, plugins))
-    t1 = t2 = time.perf_counter()
+    if total:
+        total(end - pos)
+    with connect(ctx.engine) as conn:
+        redactions = load_redaction_map(conn)
+    select_s = workers_start_s = 0.0
+    t_run = time.perf_counter()
     with Sandbox(workers=opts.workers, time_limit_s=opts.time_limit_s,
                  memory_mb=opts.memory_mb, hash_seed=opts.hash_seed) as sandbox:
-        if any(s.plan is not None for s in selected):
-            sandbox.start()
-            t2 = time.perf_counter()
-            reverify_entries(selected, sandbox, record)
-        else:
-            for s in selected:
-                assert s.outcome is not None
-                record(s.outcome)
-        restarts = sandbox.restarts
+        started_sandbox = False
+        page: list[dict[str, Any]] = []
+
+        def record(out: dict[str, Any]) -> None:
+            counts.add(out)
+            page.append(out)
+            if progress:
+                progress(1)
+
+        while True:
+            t0 = time.perf_counter()
+            selected, nxt = _select_page(ctx, opts, pos, end, by_engine, redactions) \
+                if pos < end else ([], end)
+            select_s += time.perf_counter() - t0
+            page.clear()
+            if any(s.plan is not None for s in selected):
+                if not started_sandbox:
+                    t1 = time.perf_counter()
+                    sandbox.start()
+                    workers_start_s, started_sandbox = time.perf_counter() - t1, True
+                reverify_entries(selected, sandbox, record)
+            else:
+                for s in selected:
+                    assert s.outcome is not None
+                    record(s.outcome)
+            if progress and nxt - pos > len(page):
+                progress(nxt - pos - len(page))
+            page.sort(key=lambda o: o["seq"])
+            outcomes += page
+            saved = list(page)
+            pos = nxt
+            with transaction(ctx.engine) as conn:
+                runs.save_reverify_page(
+                    conn, run_id, [(o["seq"], json.dumps(o, sort_keys=True)) for o in saved],
+                    next_seq=pos, state="complete" if pos >= end else "running",
+                    counts=json.dumps({"worker_restarts": restarts + sandbox.restarts,
+                                       "summary": counts.by_outcome}),
+                    updated_at=ctx.clock.now_us())
+            if pos >= end:
+                break
+        restarts += sandbox.restarts
         t3 = time.perf_counter()
     outcomes.sort(key=lambda o: o["seq"])
     versions = sorted({(o["reexecutor"]["name"], o["reexecutor"]["version"])
                        for o in outcomes if o["reexecutor"]["name"]})
     report = {
         "format": REPORT_FORMAT, "ledger_id": ctx.meta.ledger_id, "origin": ctx.meta.origin,
+        "run_id": run_id, "resumed": opts.resume,
         "range": {"start": start, "end": end},
         "filters": {"seqs": list(opts.seqs), "engines": list(opts.engines),
                     "since_us": opts.since_us, "until_us": opts.until_us},
@@ -308,8 +410,8 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
         "outcomes": outcomes,
         "reexecutors": [{"name": n, "version": v} for n, v in versions],
         "workers": opts.workers, "worker_restarts": restarts,
-        "timing": {"select_s": round(t1 - t0, 6), "workers_start_s": round(t2 - t1, 6),
-                   "reexecute_s": round(t3 - t2, 6),
+        "timing": {"select_s": round(select_s, 6), "workers_start_s": round(workers_start_s, 6),
+                   "reexecute_s": round(max(0.0, t3 - t_run - select_s - workers_start_s), 6),
                    "stop_s": round(time.perf_counter() - t3, 6)},
         "started_at": format_us(started), "finished_at": format_us(ctx.clock.now_us()),
     }

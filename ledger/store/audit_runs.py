@@ -1,6 +1,10 @@
-"""Audit job progress: the ``audit_runs`` and ``audit_findings`` tables.
+"""Audit job progress: the ``audit_runs`` and ``audit_findings`` tables, and the
+re-verification runs kept in the same ``audit_runs`` table (``job = 'reverify'``) with
+their outcomes in ``reverify_outcomes``.
 
-Operational state, not part of the ledger (docs/audit.md).  JSON columns are
+Operational state, not part of the ledger (docs/audit.md, docs/reverify.md).  Every
+reader of audit runs selects ``job = 'audit'`` (:data:`AUDIT`): a re-verification run is
+never taken for an audit.  JSON columns are
 text the caller encodes and decodes; functions take a Connection, writes one
 inside ``db.transaction``.
 """
@@ -13,15 +17,18 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, select, update
 
-from ledger.store.schema import audit_findings, audit_runs
+from ledger.store.schema import audit_findings, audit_runs, reverify_outcomes
+
+AUDIT = audit_runs.c.job == "audit"
+REVERIFY = audit_runs.c.job == "reverify"
 
 
 def new_run(conn: Connection, now: int, start: int, end: int, options: str, counts: str,
-            ) -> int:
-    """Insert a ``running`` run over ``[start, end)``; return its id."""
+            job: str = "audit") -> int:
+    """Insert a ``running`` run of ``job`` over ``[start, end)``; return its id."""
     res = conn.execute(audit_runs.insert().values(
         started_at=now, updated_at=now, range_start=start, range_end=end, next_seq=start,
-        state="running", options=options, counts=counts))
+        state="running", options=options, counts=counts, job=job))
     return int(res.inserted_primary_key[0])
 
 
@@ -56,7 +63,7 @@ def count_findings(conn: Connection, run_id: int, kind: str) -> int:
 
 def latest_running(conn: Connection) -> RunRow | None:
     """The most recent run still ``running`` (an interrupted one), if any."""
-    r = conn.execute(select(audit_runs).where(audit_runs.c.state == "running")
+    r = conn.execute(select(audit_runs).where(audit_runs.c.state == "running", AUDIT)
                      .order_by(audit_runs.c.id.desc()).limit(1)).first()
     return None if r is None else _run_row(r)
 
@@ -90,14 +97,14 @@ def _run_row(r: Any) -> RunRow:
 
 def run_page(conn: Connection, before_id: int | None, limit: int) -> list[RunRow]:
     """Runs with ``id < before_id`` (all when None), newest first, at most ``limit``."""
-    q = select(audit_runs)
+    q = select(audit_runs).where(AUDIT)
     if before_id is not None:
         q = q.where(audit_runs.c.id < before_id)
     return [_run_row(r) for r in conn.execute(q.order_by(audit_runs.c.id.desc()).limit(limit))]
 
 
 def run_by_id(conn: Connection, run_id: int) -> RunRow | None:
-    r = conn.execute(select(audit_runs).where(audit_runs.c.id == run_id)).first()
+    r = conn.execute(select(audit_runs).where(audit_runs.c.id == run_id, AUDIT)).first()
     return None if r is None else _run_row(r)
 
 
@@ -118,8 +125,8 @@ def finding_scope(conn: Connection) -> tuple[int, ...]:
     """The runs whose findings are attached to entries: the latest ``complete`` run and
     every run begun after it that is still ``running`` (docs/reads.md)."""
     latest = conn.execute(select(func.max(audit_runs.c.id)).where(
-        audit_runs.c.state == "complete")).scalar()
-    later = select(audit_runs.c.id).where(audit_runs.c.state == "running")
+        audit_runs.c.state == "complete", AUDIT)).scalar()
+    later = select(audit_runs.c.id).where(audit_runs.c.state == "running", AUDIT)
     if latest is not None:
         later = later.where(audit_runs.c.id > latest)
     ids = [int(i) for i in conn.execute(later)]
@@ -143,3 +150,30 @@ def finding_seq_select(run_ids: Sequence[int]) -> Any:
     """A SELECT of the seqs the findings of ``run_ids`` are about (for ``seq IN (...)``)."""
     return select(audit_findings.c.seq).where(audit_findings.c.run_id.in_(list(run_ids)),
                                               audit_findings.c.kind == "finding")
+
+
+# -- re-verification runs ------------------------------------------------------------
+
+
+def latest_running_reverify(conn: Connection) -> RunRow | None:
+    """The most recent re-verification run still ``running`` (an interrupted one)."""
+    r = conn.execute(select(audit_runs).where(audit_runs.c.state == "running", REVERIFY)
+                     .order_by(audit_runs.c.id.desc()).limit(1)).first()
+    return None if r is None else _run_row(r)
+
+
+def save_reverify_page(conn: Connection, run_id: int, outcomes: Sequence[tuple[int, str]],
+                       *, next_seq: int, counts: str, state: str, updated_at: int) -> None:
+    """Add the (seq, outcome JSON) decided in one page and move the run's checkpoint."""
+    if outcomes:
+        conn.execute(reverify_outcomes.insert(),
+                     [{"run_id": run_id, "seq": s, "outcome": o} for s, o in outcomes])
+    conn.execute(update(audit_runs).where(audit_runs.c.id == run_id, REVERIFY).values(
+        next_seq=next_seq, counts=counts, state=state, updated_at=updated_at))
+
+
+def reverify_outcome_rows(conn: Connection, run_id: int) -> list[str]:
+    """The outcome JSON saved for ``run_id``, in seq order."""
+    return list(conn.execute(select(reverify_outcomes.c.outcome)
+                             .where(reverify_outcomes.c.run_id == run_id)
+                             .order_by(reverify_outcomes.c.seq)).scalars())

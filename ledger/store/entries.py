@@ -477,10 +477,11 @@ def state_columns() -> list[Any]:
     hh = select(head.c.head_hash).where(head.c.id == 1).scalar_subquery()
     red = select(func.max(entries.c.seq)).where(entries.c.kind == "redaction") \
         .scalar_subquery()
-    done = select(func.max(audit_runs.c.id)).where(audit_runs.c.state == "complete") \
+    done = select(func.max(audit_runs.c.id)).where(audit_runs.c.state == "complete",
+                                                   audit_runs.c.job == "audit") \
         .scalar_subquery()
     later = select(func.count()).select_from(audit_runs).where(
-        audit_runs.c.state == "running",
+        audit_runs.c.state == "running", audit_runs.c.job == "audit",
         audit_runs.c.id > func.coalesce(done, -1)).scalar_subquery()
     return [h.label("st_head_size"), hh.label("st_head_hash"), red.label("st_redaction"),
             done.label("st_complete_run"), later.label("st_later_running")]

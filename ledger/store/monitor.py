@@ -38,7 +38,8 @@ def last_doc_of_kind(conn: Connection, kind: str) -> DocRef | None:
 
 
 def latest_complete_run(conn: Connection) -> CompleteRun | None:
-    r = conn.execute(select(audit_runs).where(audit_runs.c.state == "complete")
+    r = conn.execute(select(audit_runs).where(audit_runs.c.state == "complete",
+                                              audit_runs.c.job == "audit")
                      .order_by(audit_runs.c.id.desc()).limit(1)).first()
     if r is None:
         return None

@@ -193,6 +193,18 @@ audit_runs = Table(
     Column("state", String(16), nullable=False),  # running | complete
     Column("options", Text, nullable=False),  # JSON
     Column("counts", Text, nullable=False),  # JSON
+    # audit | reverify (migration 0010; every audit reader selects job = 'audit')
+    Column("job", String(16), nullable=False, server_default="audit"),
+    Index("ix_audit_runs_job_id", "job", "id"),
+)
+
+# The outcomes a re-verification run has decided so far, committed with its checkpoint
+# (migration 0010; docs/reverify.md).
+reverify_outcomes = Table(
+    "reverify_outcomes", metadata,
+    Column("run_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("outcome", Text, nullable=False),  # JSON
 )
 
 audit_findings = Table(
