@@ -44,6 +44,7 @@ The tree (category in brackets; a class without one inherits its parent's)::
     │       └── EntryUnverified
     ├── StorePermissionDenied [internal]
     ├── StoreUnavailable [unavailable]
+    │   └── ReplicaBehind [unavailable]
     ├── NotInitialized [unavailable]
     ├── Overloaded [unavailable]
     ├── SpoolError [unavailable]
@@ -307,6 +308,13 @@ class StorePermissionDenied(LedgerError):
 class StoreUnavailable(LedgerError):
     category = "unavailable"
     default_code = "store_unavailable"
+
+
+class ReplicaBehind(StoreUnavailable):
+    """The read replica has not yet replayed what the request names (an entry, a checkpoint)
+    and the primary has it: 503 with ``Retry-After``, never a 404 that would be wrong."""
+
+    default_code = "replica_behind"
 
 
 class NotInitialized(LedgerError):

@@ -30,6 +30,7 @@ from ledger.ops import export as export_ops
 from ledger.ops import monitor as monitor_ops
 from ledger.ops import quarantine as quarantine_ops
 from ledger.ops import query as query_ops
+from ledger.ops import replica as replica_ops
 from ledger.ops import report as report_ops
 from ledger.ops import reverify as reverify_ops
 from ledger.ops.append import AppendResult
@@ -273,6 +274,19 @@ class Ledger:
         """Sizes, checkpoint, witnesses and the last audit, for metrics and alerts
         (``findings=False``: without the last run's findings by class)."""
         return monitor_ops.status(self.ctx, findings=findings)
+
+    # -- a read replica of this ledger (ledger serve --read-db) ----------------
+    def check_replica(self, replica: Ledger) -> None:
+        """UsageError ``not_a_replica`` when ``replica`` holds another ledger."""
+        replica_ops.check_same_ledger(self.ctx, replica.ctx)
+
+    def replica_behind(self, replica: Ledger) -> bool:
+        """This ledger holds entries or a checkpoint ``replica`` has not replayed yet."""
+        return replica_ops.is_behind(self.ctx, replica.ctx)
+
+    def replica_status(self, replica: Ledger) -> dict[str, Any]:
+        """Position and lag of ``replica`` (``ledger.ops.replica.status``)."""
+        return replica_ops.status(self.ctx, replica.ctx)
 
     def readiness(self, **kw: Any) -> monitor_ops.Readiness:
         """Store, key, queue and schema checks (``key_loaded=``, ``pending=``,

@@ -1,7 +1,8 @@
 """The HTTP service: ``create_app(settings)`` builds one FastAPI application.
 
 One process holds one :class:`Service`: the open ledger, the ledger signing key
-(receipts), the token verifier and the group committer.  Several processes
+(receipts), the token verifier and the group committer -- and, with ``--read-db``, the
+read replica that answers the reads (docs/operations.md, "Readers on a replica").  Several processes
 (``ledger serve --workers N``, or several hosts against one PostgreSQL) each
 hold their own; the database lock serializes their transactions.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy.exc import InterfaceError, OperationalError
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ledger import __version__
@@ -33,7 +35,7 @@ from ledger.api.settings import Settings
 from ledger.api.watch import Watch, WatchConfig
 from ledger.core.submission import MAX_SUBMISSION_BYTES
 from ledger.crypto.keys import Keyring
-from ledger.errors import LedgerError, StoreUnavailable
+from ledger.errors import LedgerError, NotFound, ReplicaBehind, StoreUnavailable
 from ledger.facade import Ledger
 from ledger.ops.anchor import load_anchor_config
 from ledger.ops.append import AppendResult
@@ -55,7 +57,14 @@ class Service:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.ledger = Ledger.open(settings.db_url, quarantine=settings.quarantine_limits())
+        # reads (queries, proofs, exports, history, tiles) go to ``reader``: the replica of
+        # --read-db, else the primary itself; writes always to ``ledger``
+        self.reader = self.ledger
+        self.replica: Ledger | None = None
         try:
+            if settings.read_db_url:
+                self.replica = self.reader = Ledger.open(settings.read_db_url)
+                self.ledger.check_replica(self.replica)
             self.origin = self.ledger.meta.origin
             self.keyring = Keyring.load(settings.keys_dir)
             self.signer = ledger_signer(self.keyring, self.origin)
@@ -71,6 +80,8 @@ class Service:
                 role_claim=settings.role_claim, leeway_s=settings.token_leeway_s)
         except BaseException:
             self.ledger.close()
+            if self.replica is not None:
+                self.replica.close()
             raise
         self.committer = MeteredCommitter(
             self.append_many, finish=self.finish, max_wait_ms=settings.group_wait_ms,
@@ -121,10 +132,17 @@ class Service:
                 out[i]["receipt"] = receipt
         return out
 
+    def replica_behind(self) -> bool:
+        """The primary holds entries or a checkpoint the read replica lacks (never true
+        without a replica).  Raises StoreUnavailable when either does not answer."""
+        return self.replica is not None and self.ledger.replica_behind(self.replica)
+
     def close(self) -> None:
         if self.watch.sender is not None:
             self.watch.sender.stop()
         self.ledger.close()
+        if self.replica is not None:
+            self.replica.close()
 
 
 RETRY_AFTER_S = 1
@@ -194,6 +212,21 @@ def create_app(settings: Settings) -> FastAPI:
         errors.log.warning("store unavailable: %s", exc)
         metrics.store_error(exc.code)
         return unavailable_response(exc)
+
+    # A read the replica cannot answer because it has not replayed it yet is a 503 with
+    # Retry-After, never a 404 the primary would contradict (docs/operations.md).
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, exc: NotFound) -> Any:
+        if service.replica is not None and request.method in ("GET", "HEAD"):
+            try:
+                behind = await run_in_threadpool(service.replica_behind)
+            except StoreUnavailable as down:
+                return await _store_down(request, down)
+            if behind:
+                return await _store_down(request, ReplicaBehind(
+                    f"the read replica has not replayed this yet ({exc.message}); the "
+                    "primary has newer entries or checkpoints", field=exc.field))
+        return errors.ledger_error_response(exc)
 
     # The store translates every driver error (ledger.store.db.translate); a connection
     # fault that still arrives raw is answered the same way, never as a 500.

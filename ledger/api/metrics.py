@@ -122,8 +122,9 @@ class MeteredCommitter(GroupCommitter):
 class DatabaseCollector:
     """Gauges read from the database when scraped (cached ``DB_CACHE_S``)."""
 
-    def __init__(self, ledger: Any) -> None:
+    def __init__(self, ledger: Any, replica: Any = None) -> None:
         self.ledger = ledger
+        self.replica = replica  # the read replica of --read-db, or None
         self._lock = threading.Lock()
         self._at = 0.0
         self._metrics: list[Metric] = []
@@ -146,6 +147,8 @@ class DatabaseCollector:
         up.add_metric([], 1)
         out: list[Metric] = [up]
         now = time.time()
+        if self.replica is not None:
+            out += self._replica()
 
         def gauge(name: str, doc: str, value: float | None) -> None:
             g = GaugeMetricFamily(name, doc)
@@ -192,6 +195,35 @@ class DatabaseCollector:
         return out
 
 
+    def _replica(self) -> list[Metric]:
+        """The read replica's gauges: up, and (when up) how far behind it is."""
+        up = GaugeMetricFamily("ledger_replica_up", "1 if the read replica (--read-db) "
+                               "answered the scrape.")
+        try:
+            r = self.ledger.replica_status(self.replica)
+        except LedgerError as exc:
+            store_error("replica_" + exc.code)
+            up.add_metric([], 0)
+            return [up]
+        up.add_metric([], 1)
+        out: list[Metric] = [up]
+        for name, doc, value in (
+                ("ledger_replica_lag_seconds", "Seconds since the newest commit the replica "
+                 "replayed, while it has WAL left to replay (0: caught up).",
+                 r["replay_lag_s"]),
+                ("ledger_replica_replay_behind_bytes", "WAL bytes the replica received and "
+                 "has not replayed.", r["replay_behind_bytes"]),
+                ("ledger_replica_entries_behind", "Entries the primary holds and the "
+                 "replica has not replayed.", r["entries_behind"]),
+                ("ledger_replica_checkpoint_behind", "Latest checkpoint size on the primary "
+                 "less the replica's.", r["checkpoint_behind"])):
+            if value is not None:
+                g = GaugeMetricFamily(name, doc)
+                g.add_metric([], value)
+                out.append(g)
+        return out
+
+
 def process_exit() -> None:
     """At a worker's shutdown: its live gauges (queue depth) stop counting."""
     if os.environ.get(MULTIPROC_ENV):
@@ -200,7 +232,7 @@ def process_exit() -> None:
         multiprocess.mark_process_dead(os.getpid())
 
 
-def exposition(ledger: Any) -> tuple[bytes, str]:
+def exposition(ledger: Any, replica: Any = None) -> tuple[bytes, str]:
     """The scrape answer: (body, content type)."""
     registry = CollectorRegistry()
     if os.environ.get(MULTIPROC_ENV):
@@ -211,15 +243,15 @@ def exposition(ledger: Any) -> tuple[bytes, str]:
 
         body = generate_latest(REGISTRY)
     db = CollectorRegistry()
-    db.register(_collector_for(ledger))
+    db.register(_collector_for(ledger, replica))
     return body + generate_latest(db), CONTENT_TYPE_LATEST
 
 
 _COLLECTORS: dict[int, DatabaseCollector] = {}
 
 
-def _collector_for(ledger: Any) -> DatabaseCollector:
+def _collector_for(ledger: Any, replica: Any = None) -> DatabaseCollector:
     c = _COLLECTORS.get(id(ledger))
-    if c is None or c.ledger is not ledger:
-        c = _COLLECTORS[id(ledger)] = DatabaseCollector(ledger)
+    if c is None or c.ledger is not ledger or c.replica is not replica:
+        c = _COLLECTORS[id(ledger)] = DatabaseCollector(ledger, replica)
     return c

@@ -17,7 +17,7 @@ import math
 import time
 from typing import Any
 
-from ledger.errors import NotFound, UsageError
+from ledger.errors import NotFound, ReplicaBehind, UsageError
 
 # the part of an auditor's inclusion bundle a caller without layer 3 receives
 PATH_ONLY = ("origin", "seq", "tree_size", "leaf_index", "inclusion_path", "checkpoint")
@@ -25,7 +25,7 @@ SHORT_WAIT_S = 1.0  # a request this close to the next allowed signature waits f
 
 
 def _stored_note(service: Any, size: int) -> str:
-    row = service.ledger.checkpoint_at(size)
+    row = service.reader.checkpoint_at(size)
     if row is None:
         raise NotFound(f"no stored checkpoint has tree size {size}", code="not_checkpointed",
                        field="tree_size")
@@ -34,9 +34,11 @@ def _stored_note(service: Any, size: int) -> str:
 
 def _covering_note(service: Any, seq: int) -> str:
     """The latest stored checkpoint if it covers ``seq``; else one signed now, if on-demand
-    signing is on and the interval since the latest stored checkpoint has passed."""
-    ledger = service.ledger
-    latest = ledger.latest_checkpoint()
+    signing is on and the interval since the latest stored checkpoint has passed.  With a
+    read replica the checkpoint is read there and signed on the primary; one the replica
+    has not replayed yet is ReplicaBehind (503), never a proof it cannot build."""
+    ledger = service.ledger  # the primary: signing writes
+    latest = service.reader.latest_checkpoint()
     if latest is not None and latest.size > seq:
         return str(latest.note)
     if not service.settings.checkpoint_on_demand:
@@ -62,6 +64,10 @@ def _covering_note(service: Any, seq: int) -> str:
     if latest is None or latest.size <= seq:
         raise NotFound(f"no checkpoint covers seq {seq} yet", code="not_checkpointed",
                        field="proof", detail={"retry_after_s": 1})
+    if service.reader is not ledger and service.reader.checkpoint_at(latest.size) is None:
+        raise ReplicaBehind(f"the checkpoint of size {latest.size} covering seq {seq} is "
+                            "signed but not on the read replica yet; retry shortly",
+                            field="proof")
     return str(latest.note)
 
 
@@ -79,7 +85,7 @@ def entry_proof(service: Any, seq: int, layer: str, tree_size: int | None = None
         note = _stored_note(service, tree_size)
     else:
         note = _covering_note(service, seq)
-    bundle: dict[str, Any] = service.ledger.prove(seq, note)
+    bundle: dict[str, Any] = service.reader.prove(seq, note)
     if layer == "auditor":
         return bundle
     out = {k: bundle[k] for k in PATH_ONLY}
@@ -98,9 +104,9 @@ def consistency_answer(service: Any, old_size: int, new_size: int) -> dict[str, 
                          code="size_out_of_range", field="from")
     notes = {}
     for name, size in (("from", old_size), ("to", new_size)):
-        row = service.ledger.checkpoint_at(size)
+        row = service.reader.checkpoint_at(size)
         if row is None:
             raise NotFound(f"no stored checkpoint has tree size {size}",
                            code="not_checkpointed", field=name)
         notes[name] = str(row.note)
-    return service.ledger.prove_consistency(notes["from"], notes["to"])  # type: ignore[no-any-return]
+    return service.reader.prove_consistency(notes["from"], notes["to"])  # type: ignore[no-any-return]

@@ -85,7 +85,7 @@ def export(
     check_filters(layer, given)
     given["kind"] = visible_kinds(layer, given["kind"])
     f = make_filters(**filter_args(given), start=start, end=end)
-    ledger = request.app.state.service.ledger
+    ledger = request.app.state.service.reader
     f = with_window(f, 0, ledger.head()["size"])
     lines = ledger.export_records(f) if format == "records" else _rows(ledger, f, layer)
     if limit is not None:

@@ -29,7 +29,7 @@ def list_checkpoints(
     """``{"checkpoints": [{size, created_at, origin, root_b64, signers, cosigners,
     timestamps, note}], "next_after"}``: pass ``next_after`` as ``after`` for the next page."""
     check_params(request, {"after", "limit"})
-    return request.app.state.service.ledger.checkpoints(after, limit)  # type: ignore[no-any-return]
+    return request.app.state.service.reader.checkpoints(after, limit)  # type: ignore[no-any-return]
 
 
 @router.get("/v1/audits", summary="Recorded audit runs, newest first (auditors)",
@@ -43,7 +43,7 @@ def list_audits(
     """``{"runs": [{run_id, state, started_at, updated_at, range, next_seq, summary,
     findings, abstentions, ...}], "next_before"}``."""
     check_params(request, {"before", "limit"})
-    return request.app.state.service.ledger.audit_runs(before, limit)  # type: ignore[no-any-return]
+    return request.app.state.service.reader.audit_runs(before, limit)  # type: ignore[no-any-return]
 
 
 @router.get("/v1/audits/{run_id:int}", summary="One recorded audit run with its findings",
@@ -53,4 +53,4 @@ def get_audit(request: Request, run_id: int = Path(ge=1, le=MAX_SEQ, examples=[1
     """The run with ``finding_list`` and ``abstention_list`` (its saved row-level
     findings and abstentions); 404 ``not_found``."""
     check_params(request, set())
-    return request.app.state.service.ledger.audit_run(run_id)  # type: ignore[no-any-return]
+    return request.app.state.service.reader.audit_run(run_id)  # type: ignore[no-any-return]

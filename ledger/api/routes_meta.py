@@ -34,9 +34,20 @@ def health(request: Request) -> JSONResponse:
     # totals only: per-producer counts are for operators (`ledger quarantine status`)
     quarantine = {k: q[k] for k in ("rows", "dropped", "pruned", "max_rows",
                                     "max_per_producer")}
-    return JSONResponse({"status": "ok", "database": "reachable", **head,
-                         "pending_appends": service.committer.pending,
-                         "quarantine": quarantine})
+    body = {"status": "ok", "database": "reachable", **head,
+            "pending_appends": service.committer.pending, "quarantine": quarantine}
+    if service.replica is not None:
+        body["read_database"] = read_database(service)
+    return JSONResponse(body)
+
+
+def read_database(service: Any) -> dict[str, Any]:
+    """The read replica's state (``--read-db``): ``reachable`` with its position and lag,
+    or ``unreachable`` (its reads answer 503 then; appends go on)."""
+    try:
+        return {"status": "reachable", **service.ledger.replica_status(service.replica)}
+    except LedgerError as exc:
+        return {"status": "unreachable", "code": exc.code}
 
 
 def _down(exc: LedgerError) -> JSONResponse:
@@ -62,7 +73,7 @@ def checkpoint(request: Request, principal: Principal = require("checkpoint"),
     """The signed-note text of the stored checkpoint with the largest tree size
     (docs/format-checkpoint.md), with the witness cosignature lines stored for it
     (docs/anchoring.md); 404 ``no_checkpoint`` before the first one."""
-    note = latest_cosigned_note(request.app.state.service.ledger.ctx)
+    note = latest_cosigned_note(request.app.state.service.reader.ctx)
     if note is None:
         raise NotFound("no checkpoint has been signed yet", code="no_checkpoint")
     return PlainTextResponse(note, media_type="text/plain; charset=utf-8")

@@ -46,6 +46,6 @@ router.include_router(health_router)
 @router.get("/metrics", summary="Prometheus metrics (role operator)", tags=["metrics"],
             responses={200: {"content": {"text/plain": {}}}, **READ_ERRORS})
 async def scrape(request: Request, principal: Principal = require("metrics")) -> Response:
-    body, ctype = await run_in_threadpool(metrics.exposition,
-                                          request.app.state.service.ledger)
+    service = request.app.state.service
+    body, ctype = await run_in_threadpool(metrics.exposition, service.ledger, service.replica)
     return Response(body, media_type=ctype)

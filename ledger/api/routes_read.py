@@ -106,7 +106,7 @@ def get_entry(request: Request, seq: int = Path(ge=0, le=MAX_SEQ),
     service = request.app.state.service
     layer = layer_of(principal)
     f = make_filters(start=seq, end=seq + 1, kind=visible_kinds(layer, []) or None)
-    page = service.ledger.query_page(f, limit=1, layer=layer)
+    page = service.reader.query_page(f, limit=1, layer=layer)
     if not page.rows:
         raise NotFound(f"no entry with seq {seq}", field="seq")
     out = {"layer": layer, "entry": page.rows[0]}
@@ -139,6 +139,6 @@ def list_entries(
     given["kind"] = visible_kinds(layer, given["kind"])
     limit = min(limit, service.settings.page_max)
     f = make_filters(**filter_args(given), has_findings=has_findings)  # UsageError: 400
-    page = service.ledger.query_page(f, after=after, limit=limit, layer=layer)
+    page = service.reader.query_page(f, after=after, limit=limit, layer=layer)
     return {"layer": layer, "entries": page.rows, "next_after": page.next_after,
             **page.counts()}

@@ -37,7 +37,7 @@ def checkpoint(request: Request, principal: Principal = require("checkpoint"),
                ) -> PlainTextResponse:
     """The signed note of ``/v1/checkpoint``, at the path tile clients expect; not
     cacheable.  404 ``no_checkpoint`` before the first one."""
-    note = latest_cosigned_note(request.app.state.service.ledger.ctx)
+    note = latest_cosigned_note(request.app.state.service.reader.ctx)
     if note is None:
         raise NotFound("no checkpoint has been signed yet", code="no_checkpoint")
     return PlainTextResponse(note, media_type="text/plain; charset=utf-8",
@@ -55,6 +55,6 @@ def tile(path: str, principal: Principal = require("checkpoint"), *,
     if t.level is None and layer_of(principal) != "auditor":
         raise Forbidden("entry bundles carry every payload: auditors only",
                         code="forbidden_bundle", field="L")
-    data = request.app.state.service.ledger.tile(t)
+    data = request.app.state.service.reader.tile(t)
     cache = (IMMUTABLE if t.level is not None else BUNDLE) if t.full else NO_CACHE
     return Response(data, media_type=OCTETS, headers={"Cache-Control": cache})

@@ -25,6 +25,8 @@ class Settings:
     """
 
     db_url: str
+    # a read replica (PostgreSQL hot standby) answering the reads; None: the primary does
+    read_db_url: str | None = None
     keys_dir: str = DEFAULT_KEYS_DIR
     issuer: str | None = None
     audience: str | None = None

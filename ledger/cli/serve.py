@@ -35,6 +35,9 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus-client in every
               help="Worker processes (each with its own group committer; the database "
                    "lock serializes their commits).")
 @keys_dir_option()
+@click.option("--read-db", "read_db", default=None, metavar="URL",
+              help="A PostgreSQL hot standby of --db that answers the reads (queries, "
+                   "proofs, exports, history, tiles); appends and signing stay on --db.")
 @click.option("--issuer", default=None, metavar="ISS",
               help="Accepted token issuer (default: the ledger origin).")
 @click.option("--audience", default=None, metavar="AUD",
@@ -83,7 +86,8 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus-client in every
               help="Log one `request` event per request (route template, status, latency).")
 @ops_options
 @click.pass_obj
-def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: str | None,
+def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, read_db: str | None,
+          issuer: str | None,
           audience: str | None, external_jwks: str | None, role_claim: str,
           group_wait_ms: float, group_max: int, queue_max: int,
           quarantine_max_rows: int | None, quarantine_max_per_producer: int | None,
@@ -101,7 +105,8 @@ def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, issuer: 
     if external_jwks and not issuer:
         raise click.UsageError("--jwks needs --issuer (the iss its tokens carry)")
     settings = {
-        "db_url": obj["db_url"], "keys_dir": keys_dir, "issuer": issuer, "audience": audience,
+        "db_url": obj["db_url"], "read_db_url": read_db, "keys_dir": keys_dir,
+        "issuer": issuer, "audience": audience,
         "external_jwks": external_jwks, "role_claim": role_claim,
         "group_wait_ms": group_wait_ms, "group_max_items": group_max, "queue_max": queue_max,
         "checkpoint_on_demand": not no_checkpoint_on_demand,
@@ -162,13 +167,17 @@ def check_connection_bounds(head_timeout: str, body_timeout: str,
 
 def _preflight(settings: dict[str, Any]) -> str:
     """Fail here, with the CLI's exit codes, on what would keep the service from starting:
-    no ledger (4), no active signing key or an unreadable JWKS (2).  Returns the origin."""
+    no ledger or an unreachable --read-db (4), a --read-db of another ledger, no active
+    signing key or an unreadable JWKS (2).  Returns the origin."""
     from ledger.crypto.keys import Keyring
     from ledger.facade import Ledger
     from ledger.ops.tokens import JwksSource, ledger_signer
 
     with Ledger.open(settings["db_url"]) as ledger:
         origin = ledger.meta.origin
+        if settings["read_db_url"]:
+            with Ledger.open(settings["read_db_url"]) as replica:
+                ledger.check_replica(replica)
     ledger_signer(Keyring.load(settings["keys_dir"]), origin)
     if settings["external_jwks"]:
         JwksSource(location=settings["external_jwks"])

@@ -42,6 +42,7 @@ from ledger.ops.redaction_map import documents, load_redaction_map
 from ledger.ops.trust import load_trust_store
 from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
+from ledger.store import standby
 from ledger.store.db import connect, transaction
 
 PAGE = 1000
@@ -236,7 +237,7 @@ def split(start: int, end: int, workers: int) -> list[dict[str, Any]]:
             for lo, hi in pairwise(bounds)]
 
 
-def _run_parts(engine: Any, ledger_id: str, run_id: int, parts: list[dict[str, Any]],
+def _run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict[str, Any]],
                base: Tally, opts: AuditOptions, progress: Callable[[int], None] | None,
                ) -> Tally:
     """Audit every part of ``parts`` not yet done, one process each; ``base`` is what the
@@ -292,12 +293,13 @@ def _run_parts(engine: Any, ledger_id: str, run_id: int, parts: list[dict[str, A
                       final.abstentions[len(t.abstentions):], False)
             elif msg[0] in running:  # (a late message of a finished part: the result has it)
                 moved(*msg)
-            if since_save >= PROGRESS_EVERY and running:
+            if since_save >= PROGRESS_EVERY and running and run_id is not None:
                 _save_parts(engine, run_id, parts, whole(), unsaved)
                 unsaved, since_save = [], 0
     tally = whole()
     join_gaps(tally.findings, [p["start"] for p in parts] + [parts[-1]["end"]])
-    _save_parts(engine, run_id, parts, tally, None)
+    if run_id is not None:  # (None: a read-only replica, nothing saved)
+        _save_parts(engine, run_id, parts, tally, None)
     return tally
 
 
@@ -337,6 +339,14 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
     started = ctx.clock.now_us()
     engine = ctx.engine
     with connect(engine) as conn:
+        # a hot standby takes no writes: the run is audited as it would be on the primary,
+        # but not saved in audit_runs (so not resumable) and never recorded
+        read_only = standby.is_standby(conn)
+        if read_only and (opts.record or opts.resume):
+            flag = "record" if opts.record else "resume"
+            raise UsageError(f"--{flag} writes to the ledger, and this database is a "
+                             "read-only replica (hot standby); run it against the primary",
+                             code="read_only_replica", field=flag)
         h = repo.read_head(conn)
         max_seq = repo.max_seq(conn)
         # a deleted head row is a finding, and the entries that exist are still audited
@@ -360,14 +370,15 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
     else:
         if opts.workers > 1 and end - start > opts.workers:
             parts = split(start, end, opts.workers)
-        run_id = _new_run(engine, ctx, opts, start, end, parts)
+        run_id = None if read_only else _new_run(engine, ctx, opts, start, end, parts)
     if parts:
         tally = _run_parts(engine, ctx.meta.ledger_id, run_id, parts, tally, opts, progress)
     else:
-        saver = _saver(engine, run_id, tally)
+        saver = None if run_id is None else _saver(engine, run_id, tally)
         tally.add(audit_range(engine, ctx.meta.ledger_id, start, end, policy, store,
                               progress, saver, state))
-        _finish_run(engine, run_id, end, tally)
+        if run_id is not None:
+            _finish_run(engine, run_id, end, tally)
     add_custody_findings(tally, engine, opts.start if not opts.since_last else start, end,
                          ctx.meta.ledger_id, _ledger_keys(opts.keys))
     tally.findings += [f.to_dict() for f in pre + head_findings]  # ledger-level, not rows
@@ -381,6 +392,8 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
         "started_at": format_us(started), "finished_at": format_us(ctx.clock.now_us()),
         "run_id": run_id,
     }
+    if read_only:
+        report["read_only_replica"] = True
     if opts.checkpoints:
         from ledger.ops.audit_checkpoint import apply_checkpoints
 
