@@ -59,7 +59,8 @@ def run_demo(directory: Path) -> Iterator[str]:
         yield (f"entry 1: {entry['engine']} {entry['status']} proof_ref {entry['proof_ref']} "
                f"preimage {entry['payloads']['preimage']['text'][:60]!r}")
         yield f"inspect it: ledger --db {url} show 1 --format json"
-        report = ledger.audit(AuditOptions(record=True, producer="demo"))
+        report = ledger.audit(AuditOptions(record=True, producer="demo", command="ledger demo",
+                                           actor="demo"))
         yield f"{summary_line(report)} — recorded as entry {report['recorded_seq']}"
         ring = Keyring.load(directory / "ledger-keys")
         if not ring.active(ledger.meta.origin):

@@ -180,9 +180,10 @@ class Ledger:
         """Recorded audit runs, newest first."""
         return history.audit_runs(self.ctx, before, limit)
 
-    def audit_run(self, run_id: int) -> dict[str, Any]:
-        """One recorded audit run with its saved findings and abstentions."""
-        return history.audit_run(self.ctx, run_id)
+    def audit_run(self, run_id: int, sel: history.FindingSelection | None = None,
+                  ) -> dict[str, Any]:
+        """One recorded audit run with its incidents and (``sel``) its findings."""
+        return history.audit_run(self.ctx, run_id, sel)
 
     def prove(self, seq: int, checkpoint: str | None = None,
               keyring: Keyring | None = None) -> dict[str, Any]:

@@ -8,13 +8,14 @@ hashes): auditors only, like every other layer-3 value.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 
 from ledger.api.auth import Principal, require
 from ledger.api.routes_read import MAX_SEQ, check_params
 from ledger.api.schemas import READ_ERRORS
+from ledger.ops.history import FindingSelection
 
 router = APIRouter(tags=["history"])
 
@@ -49,8 +50,21 @@ def list_audits(
 @router.get("/v1/audits/{run_id:int}", summary="One recorded audit run with its findings",
             responses=READ_ERRORS)
 def get_audit(request: Request, run_id: int = Path(ge=1, le=MAX_SEQ, examples=[1]),
+              code: str | None = Query(None, max_length=200,
+                                       description="only findings of this code"),
+              cls: str | None = Query(None, alias="class", max_length=64,
+                                      description="only findings of this class"),
+              field: str | None = Query(None, max_length=200,
+                                        description="only findings about this field"),
+              sort: Literal["seq", "-seq", "code", "severity"] = Query("seq"),
+              offset: int = Query(0, ge=0, le=MAX_SEQ),
+              limit: int | None = Query(None, ge=1, le=10_000,
+                                        description="default: every selected finding"),
               principal: Principal = require("audits")) -> dict[str, Any]:
-    """The run with ``finding_list`` and ``abstention_list`` (its saved row-level
-    findings and abstentions); 404 ``not_found``."""
-    check_params(request, set())
-    return request.app.state.service.reader.audit_run(run_id)  # type: ignore[no-any-return]
+    """The run with ``incidents`` (its findings grouped by code, class and field, each with
+    its count, seq ranges and explanation), ``finding_list`` (the selected findings, a page
+    of ``finding_total``) and ``abstention_list``; 404 ``not_found``."""
+    check_params(request, {"code", "class", "field", "sort", "offset", "limit"})
+    sel = FindingSelection(code=code, cls=cls, field=field, sort=sort, offset=offset,
+                           limit=limit)
+    return request.app.state.service.reader.audit_run(run_id, sel)  # type: ignore[no-any-return]

@@ -157,7 +157,8 @@ class Watch:
         try:
             report = self.ledger.audit(AuditOptions(
                 since_last=self.config.audit_since_last, record=True,
-                producer=AUDIT_PRODUCER, keys=self.config.audit_keys))
+                producer=AUDIT_PRODUCER, keys=self.config.audit_keys,
+                command="ledger serve (scheduled audit)", actor=AUDIT_PRODUCER))
         except LedgerError as exc:
             metrics.AUDIT_RUNS.labels("error").inc()
             log.warning("scheduled audit could not run: %s", exc,

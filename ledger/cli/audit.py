@@ -6,6 +6,7 @@ only (human review needed); 2 usage; 4 could not run.
 
 from __future__ import annotations
 
+import getpass
 import json
 import sys
 
@@ -79,7 +80,8 @@ def audit(obj: dict, start: int, end: int | None, workers: int, policy_path: str
     opts = AuditOptions(start=start, end=end, workers=workers, policy_path=policy_path,
                         check_attestations=not no_attestations, since_last=since_last,
                         resume=resume, record=record, producer=producer,
-                        checkpoints=checkpoints, keys=keys, anchor_policy=anchor_policy)
+                        checkpoints=checkpoints, keys=keys, anchor_policy=anchor_policy,
+                        command="ledger audit", actor=producer or _os_user())
     with Ledger.open(obj["db_url"]) as ledger:
         show = sys.stderr.isatty()
         total = max(0, (end if end is not None else _size(ledger)) - start)
@@ -105,6 +107,14 @@ def audit(obj: dict, start: int, end: int | None, workers: int, policy_path: str
 
 
 COMMANDS = [audit]
+
+
+def _os_user() -> str | None:
+    """Who ran the command, as the operating system knows them (the run's label)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name in the environment or the user database
+        return None
 
 
 def _size(ledger: Ledger) -> int:

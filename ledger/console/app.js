@@ -425,6 +425,29 @@ async function allRuns() {
   return runs;
 }
 
+// The run shown when none is picked: the latest complete run that an audit command made
+// (a `ledger report` run covers a report's period only; a run with no command is a library
+// call or predates labels), else the latest complete run, else the newest.
+function defaultRun(runs) {
+  const done = runs.filter((r) => r.state === "complete");
+  const audit = done.find((r) => r.label && r.label.command && r.label.command !== "ledger report");
+  return audit || done[0] || runs[0];
+}
+const runCommand = (r) => (r.label && r.label.command) || "no command recorded";
+// A finding's expected/actual of a time check are microseconds since the epoch: shown as
+// RFC 3339 (UTC, microseconds), the raw number after it.
+function rfc3339us(us) {
+  if (typeof us !== "number" || !Number.isFinite(us)) return fmt(us);
+  const ms = Math.floor(us / 1000), frac = String(((us % 1e6) + 1e6) % 1e6).padStart(6, "0");
+  return `${new Date(ms).toISOString().slice(0, 19)}.${frac}Z (${us} µs)`;
+}
+const findingValue = (f, v) => (f.code === "time_reversed" ? rfc3339us(v) : fmt(v));
+const SEVERITY_CHOICES = ["", "critical", "high", "medium", "review", "info"];
+function explainCells(tr, x) {
+  tr.insertCell().append(h("span", { class: `sev sev-${x.severity}`, text: x.severity }));
+  return tr;
+}
+
 async function auditsView(view, query) {
   view.append(h("h2", { text: "Audits" }));
   const q = parseQuery(query);
@@ -438,44 +461,117 @@ async function auditsView(view, query) {
   const series = ["failed", "unverified", "verified"];
   view.append(h("figure", {}, stackedBars("Rows by disposition per audit run (trend)", trend.slice(-30), series),
     h("details", {}, h("summary", { text: "Data" }), dataTable("Rows by disposition per run", trend, series))));
-  const table = h("table", { id: "runs-table" }, h("caption", { text: "Recorded audit runs, newest first" }));
+  const chosen = q.run ? runs.find((r) => r.run_id === Number(q.run)) || { run_id: Number(q.run) } : defaultRun(runs);
+  const pick = chosen.run_id;
+  const table = h("table", { id: "runs-table" }, h("caption", { text: "Recorded audit runs, newest first (times RFC 3339, UTC)" }));
   const head = table.createTHead().insertRow();
-  for (const c of ["run", "state", "started", "range", "rows", "verified", "failed", "unverified", "findings", "abstentions"]) head.append(h("th", { scope: "col", text: c }));
+  for (const c of ["run", "state", "started", "command", "by", "scope", "checkpoints", "rows", "verified", "failed", "unverified", "findings", "abstentions"]) head.append(h("th", { scope: "col", text: c }));
   const body = table.createTBody();
   for (const r of runs) {
     const tr = body.insertRow();
-    tr.insertCell().append(h("a", { href: `#/audits?run=${r.run_id}`, text: `#${r.run_id}` }));
-    for (const v of [r.state, r.started_at, `[${r.range.start}, ${r.range.end})`, r.summary.rows, r.summary.verified, r.summary.failed, r.summary.unverified, r.findings, r.abstentions]) tr.insertCell().textContent = fmt(v);
+    tr.dataset.run = r.run_id;
+    if (r.run_id === pick) tr.classList.add("current");
+    const l = r.label || {};
+    tr.insertCell().append(h("a", { href: `#/audits?run=${r.run_id}`, "aria-current": r.run_id === pick ? "true" : null, text: `#${r.run_id}` }));
+    for (const v of [r.state, r.started_at, runCommand(r), l.actor || "—", l.scope || `seqs [${r.range.start}, ${r.range.end})`,
+      (l.checkpoints || []).join(", ") || "none", r.summary.rows, r.summary.verified, r.summary.failed, r.summary.unverified, r.findings, r.abstentions]) tr.insertCell().textContent = fmt(v);
   }
-  view.append(table);
-  const pick = q.run ? Number(q.run) : runs[0].run_id;
-  const sec = h("section", { id: "run-detail", "aria-label": `Audit run ${pick}` }, h("h3", { text: `Run #${pick}: findings` }));
+  view.append(h("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "Recorded audit runs" }, table));
+  const sec = h("section", { id: "run-detail", "aria-labelledby": "run-detail-h" });
   view.append(sec);
-  try {
-    const run = await api(`/v1/audits/${pick}`);
-    if (!run.finding_list.length) sec.append(h("p", { class: "muted", text: "No row findings." }));
-    else {
-      const t = h("table", { id: "findings-table" }, h("caption", { text: `${run.finding_list.length} finding(s)` }));
-      const hr = t.createTHead().insertRow();
-      for (const c of ["seq", "code", "class", "message", "expected", "actual"]) hr.append(h("th", { scope: "col", text: c }));
-      const tb = t.createTBody();
-      for (const f of run.finding_list) {
-        const tr = tb.insertRow();
-        tr.insertCell().append(f.seq === null || f.seq === undefined ? "—" : h("a", { href: `#/entry/${f.seq}`, "aria-label": `entry ${f.seq}`, text: String(f.seq) }));
-        for (const v of [f.code, f.class, f.message, f.expected, f.actual]) { const td = tr.insertCell(); td.className = "mono"; td.textContent = fmt(v); }
+  const byAudit = chosen.label && chosen.label.command && chosen.label.command !== "ledger report";
+  const why = q.run ? "picked" : chosen.state === "complete" ? (byAudit ? "the latest complete audit"
+    : "the latest complete run; no complete run of an audit command is recorded") : "the newest run; none is complete";
+  sec.append(h("h3", { id: "run-detail-h", text: `Run #${pick}: findings` }),
+    h("p", { id: "run-label", class: "muted", text: `Showing run #${pick} (${why})` + (chosen.label ? ` — ${runCommand(chosen)}, ${chosen.label.scope}, by ${chosen.label.actor || "unknown"}, checkpoints: ${(chosen.label.checkpoints || []).join(", ") || "none"}, started ${chosen.started_at}.` : ".") }));
+  const PAGE = 50;
+  const offset = Math.max(0, Number(q.offset || 0));
+  const sel = { code: q.code, class: q.class, field: q.field, sort: q.sort || "seq", offset, limit: PAGE };
+  let run;
+  try { run = await api(`/v1/audits/${pick}`, sel); } catch (e) { sec.append(problem(e)); return; }
+  const incidents = (run.incidents || []).filter((g) => !q.severity || g.explain.severity === q.severity);
+  const link = (over) => {
+    const p = new URLSearchParams({ run: String(pick) });
+    for (const [k, v] of Object.entries({ severity: q.severity, code: q.code, class: q.class, field: q.field, sort: q.sort, ...over })) if (v) p.set(k, v);
+    return `#/audits?${p}`;
+  };
+  // the incidents: one per code, class and field
+  const total = (run.incidents || []).reduce((a, g) => a + g.count, 0);
+  const ih = h("h4", { id: "incidents-h", text: `Incidents: ${(run.incidents || []).length} from ${total} finding(s), grouped by code, class and field` });
+  const sevForm = h("form", { class: "filters", id: "incident-filter", "aria-label": "Incident filter" },
+    h("div", {}, h("label", { for: "f-severity", text: "severity" }),
+      h("select", { id: "f-severity", name: "severity" }, SEVERITY_CHOICES.map((c) => h("option", { value: c, text: c || "any", selected: (q.severity || "") === c })))),
+    h("div", { class: "actions" }, h("button", { type: "submit", text: "Show" })));
+  sevForm.addEventListener("submit", (ev) => { ev.preventDefault(); location.hash = link({ severity: sevForm.elements.severity.value, code: "", class: "", field: "" }); });
+  sec.append(ih, sevForm);
+  if (!incidents.length) sec.append(h("p", { class: "muted", id: "no-incidents", text: (run.incidents || []).length ? "No incident of this severity." : "No row findings." }));
+  else {
+    const t = h("table", { id: "incidents-table" }, h("caption", { text: "Incidents, most severe first; the explanation and next step of each code are those of docs/audit.md (Triage)" }));
+    const hr = t.createTHead().insertRow();
+    for (const c of ["severity", "code", "class", "field", "findings", "seqs", "what it means", "next step", "findings list"]) hr.append(h("th", { scope: "col", text: c }));
+    const tb = t.createTBody();
+    for (const g of incidents) {
+      const tr = explainCells(tb.insertRow(), g.explain);
+      tr.dataset.code = g.code;
+      tr.insertCell().append(h("span", { class: "mono code", text: g.code }));
+      for (const v of [g.class, g.field || "—", g.count]) tr.insertCell().textContent = fmt(v);
+      const seqs = tr.insertCell();
+      seqs.className = "seq-ranges";
+      for (const [i, [a, b]] of (g.ranges || []).entries()) {
+        if (i) seqs.append(", ");
+        seqs.append(h("a", { href: `#/entry/${a}`, "aria-label": `entry ${a}${a === b ? "" : ` (first of ${a}–${b})`}`, text: a === b ? `${a}` : `${a}–${b}` }));
       }
-      sec.append(t, h("p", {}, h("a", { id: "entries-with-findings", href: "#/entries?has_findings=true",
-        text: "The entries with findings (of the latest complete run and later running runs) in the entries list" })));
+      if ((g.range_count || 0) > (g.ranges || []).length) seqs.append(` and ${g.range_count - g.ranges.length} more range(s)`);
+      if (!(g.ranges || []).length) seqs.textContent = "— (ledger-level)";
+      tr.insertCell().textContent = g.explain.explanation;
+      tr.insertCell().append(h("span", { text: g.explain.next_step }), h("br"), h("span", { class: "muted", text: `See ${g.explain.doc}` }));
+      tr.insertCell().append(h("a", { href: link({ code: g.code, class: g.class, field: g.field || "", severity: q.severity }), text: "show these", "aria-label": `show the ${g.count} finding(s) of ${g.code}${g.field ? ` on ${g.field}` : ""}` }));
     }
-    if (run.abstention_list.length) {
-      const t = h("table", { id: "abstentions-table" }, h("caption", { text: `${run.abstention_list.length} abstention(s)` }));
-      const hr = t.createTHead().insertRow();
-      for (const c of ["seq", "check", "reason", "message"]) hr.append(h("th", { scope: "col", text: c }));
-      const tb = t.createTBody();
-      for (const a of run.abstention_list) { const tr = tb.insertRow(); for (const v of [a.seq, a.check, a.reason, a.message]) tr.insertCell().textContent = fmt(v); }
-      sec.append(t);
+    sec.append(h("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "Incidents" }, t));
+  }
+  // the findings themselves: filtered by an incident, sorted, a page at a time
+  const what = [q.code && `code ${q.code}`, q.class && `class ${q.class}`, q.field && `field ${q.field}`].filter(Boolean).join(", ");
+  sec.append(h("h4", { id: "findings-h", text: `Findings${what ? ` (${what})` : ""}: ${run.finding_total} in all` }));
+  const sortForm = h("form", { class: "filters", id: "findings-sort", "aria-label": "Sort findings" },
+    h("div", {}, h("label", { for: "f-sort", text: "sort by" }),
+      h("select", { id: "f-sort", name: "sort" }, [["seq", "seq, oldest first"], ["-seq", "seq, newest first"], ["code", "code"], ["severity", "severity"]]
+        .map(([v, t]) => h("option", { value: v, text: t, selected: (q.sort || "seq") === v })))),
+    h("div", { class: "actions" }, h("button", { type: "submit", text: "Sort" }),
+      what ? h("a", { href: link({ code: "", class: "", field: "" }), id: "all-findings", text: "all findings" }) : null));
+  sortForm.addEventListener("submit", (ev) => { ev.preventDefault(); location.hash = link({ sort: sortForm.elements.sort.value }); });
+  sec.append(sortForm);
+  if (!run.finding_list.length) sec.append(h("p", { class: "muted", text: "No row findings." }));
+  else {
+    const t = h("table", { id: "findings-table" }, h("caption", { text: `Findings ${offset + 1}–${offset + run.finding_list.length} of ${run.finding_total}` }));
+    const hr = t.createTHead().insertRow();
+    for (const c of ["seq", "code", "class", "message", "expected", "actual"]) hr.append(h("th", { scope: "col", text: c }));
+    const tb = t.createTBody();
+    for (const f of run.finding_list) {
+      const tr = tb.insertRow();
+      tr.insertCell().append(f.seq === null || f.seq === undefined ? "—" : h("a", { href: `#/entry/${f.seq}`, "aria-label": `entry ${f.seq}`, text: String(f.seq) }));
+      for (const v of [f.code, f.class, f.message, findingValue(f, f.expected), findingValue(f, f.actual)]) { const td = tr.insertCell(); td.className = "mono"; td.textContent = v === undefined ? "—" : typeof v === "string" ? v : fmt(v); }
     }
-  } catch (e) { sec.append(problem(e)); }
+    sec.append(h("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "Findings" }, t));
+    const pager = h("div", { class: "pager", id: "findings-pager" });
+    if (offset > 0) pager.append(h("a", { id: "findings-prev", href: link({ offset: String(Math.max(0, offset - PAGE)) }), text: "← Previous findings" }));
+    if (offset + run.finding_list.length < run.finding_total) pager.append(h("a", { id: "findings-next", href: link({ offset: String(offset + PAGE) }), text: "Next findings →" }));
+    sec.append(pager, h("p", {}, h("a", { id: "entries-with-findings", href: "#/entries?has_findings=true",
+      text: "The entries with findings (of the latest complete run and later running runs) in the entries list" })));
+  }
+  if (run.abstention_list.length) {
+    const t = h("table", { id: "abstentions-table" }, h("caption", { text: `${run.abstention_list.length} abstention(s)` }));
+    const hr = t.createTHead().insertRow();
+    for (const c of ["seq", "check", "reason", "severity", "message", "what it means"]) hr.append(h("th", { scope: "col", text: c }));
+    const tb = t.createTBody();
+    for (const a of run.abstention_list) {
+      const x = (run.abstention_explain || {})[a.reason] || {};
+      const tr = tb.insertRow();
+      for (const v of [a.seq, a.check, a.reason]) tr.insertCell().textContent = fmt(v);
+      explainCells(tr, { severity: x.severity || "review" });
+      for (const v of [a.message, x.explanation]) tr.insertCell().textContent = fmt(v);
+    }
+    sec.append(h("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "Abstentions" }, t));
+  }
 }
 
 async function chartsView(view) {

@@ -28,6 +28,16 @@ function pattern(id, kind, cls) {
   return p;
 }
 
+// Fixed colours by meaning (docs/console.md): a failed or BLOCKED series is red, a verified
+// one green, an unverified or UNVERIFIABLE one amber, whatever its place in the legend; a
+// "STATUS · engine" series takes its status's colour.  Other series cycle through the
+// neutral palette.  The pattern still changes with the place, so two series never look alike.
+const MEANING = { failed: "sfail", BLOCKED: "sfail", verified: "sok", VERIFIED: "sok",
+  unverified: "swarn", UNVERIFIABLE: "swarn" };
+export function seriesClass(name, i) {
+  return MEANING[String(name).split(" \u00b7 ")[0]] || `s${3 + (i % 3)}`;
+}
+
 // buckets: [{label, values: {series: n}}]; series: names in stacking order.
 export function stackedBars(title, buckets, series) {
   const id = `c${++chartNo}`;
@@ -38,7 +48,7 @@ export function stackedBars(title, buckets, series) {
   svg.append(el("title", { id: `${id}-t` }, title));
   const defs = el("defs");
   series.forEach((s, i) => defs.append(s === FLAGGED ? pattern(`${id}-p${i}`, "cross", "sflag")
-    : pattern(`${id}-p${i}`, PATTERNS[i % PATTERNS.length], `s${i % 6}`)));
+    : pattern(`${id}-p${i}`, PATTERNS[i % PATTERNS.length], seriesClass(s, i))));
   svg.append(defs);
   const plotW = W - L - R, plotH = H - T - B;
   svg.append(el("line", { x1: L, y1: T + plotH, x2: W - R, y2: T + plotH, class: "axis" }));

@@ -64,6 +64,10 @@ class AuditOptions:
     checkpoints: tuple[str, ...] = ()  # signed checkpoint files kept by the auditor
     keys: tuple[str, ...] = ()  # ledger public keys (PEM/JWKS) to verify them
     anchor_policy: Any = None  # ledger.verify.anchor.AnchorPolicy for the checkpoints
+    # the run's label in ``audit_runs`` (docs/audit.md, "Recorded runs"): the command that
+    # made it ("ledger audit", "ledger report", ...; None: a library call) and who ran it
+    command: str | None = None
+    actor: str | None = None
 
 
 @dataclass
@@ -460,7 +464,11 @@ def _new_run(engine: Any, ctx: LedgerContext, opts: AuditOptions, start: int, en
              parts: list[dict[str, Any]] | None = None) -> int:
     now = ctx.clock.now_us()
     options: dict[str, Any] = {"policy": opts.policy_path,
-                               "attestations": opts.check_attestations, "state": {}}
+                               "attestations": opts.check_attestations, "state": {},
+                               "command": opts.command, "actor": opts.actor,
+                               "since_last": opts.since_last,
+                               "whole": start == 0 and opts.end is None,
+                               "checkpoints": [os.path.basename(c) for c in opts.checkpoints]}
     if parts:
         options["parts"] = parts
     with transaction(engine) as conn:

@@ -8,11 +8,13 @@ HTML reports.  Nothing here writes.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from ledger.clock import format_us
+from ledger.core.explain import SEVERITIES, explain, finding_field, group_findings
 from ledger.core.note import parse_checkpoint_body, parse_note
-from ledger.errors import NoteError, NotFound
+from ledger.errors import NoteError, NotFound, UsageError
 from ledger.ops.context import LedgerContext
 from ledger.store import audit_runs as runs
 from ledger.store.anchors import COSIGNATURE, TIMESTAMP, checkpoint_page
@@ -54,12 +56,30 @@ def checkpoints(ctx: LedgerContext, after: int = -1, limit: int = 100) -> dict[s
     return {"checkpoints": out, "next_after": out[-1]["size"] if more else None}
 
 
+def _label(r: runs.RunRow, options: dict[str, Any]) -> dict[str, Any]:
+    """What made a run and over what (docs/audit.md, "Recorded runs"): ``command`` (null for a
+    library call and for runs recorded before runs were labelled), ``actor``, ``scope``
+    (``whole ledger``, ``since last audit``, ``seqs [a, b)``), ``checkpoints`` (file names of
+    the ``--checkpoint`` notes it was checked against)."""
+    if options.get("since_last"):
+        scope = f"since the last passed audit: seqs [{r.range_start}, {r.range_end})"
+    elif options.get("whole"):
+        scope = f"whole ledger: seqs [{r.range_start}, {r.range_end})"
+    else:
+        scope = f"seqs [{r.range_start}, {r.range_end})"
+    cps = options.get("checkpoints")
+    return {"command": options.get("command"), "actor": options.get("actor"), "scope": scope,
+            "checkpoints": [str(c) for c in cps] if isinstance(cps, list) else []}
+
+
 def _run_doc(r: runs.RunRow, counts: dict[str, int]) -> dict[str, Any]:
     try:
         summary = json.loads(r.counts)
         options = json.loads(r.options)
     except ValueError:
         summary, options = {}, {}
+    if not isinstance(options, dict):
+        options = {}
     return {
         "run_id": r.id, "state": r.state, "started_at": format_us(r.started_at),
         "updated_at": format_us(r.updated_at),
@@ -68,6 +88,7 @@ def _run_doc(r: runs.RunRow, counts: dict[str, int]) -> dict[str, Any]:
         "attestations_checked": bool(options.get("attestations", True)),
         "policy": options.get("policy") or "default policy",
         "findings": counts.get("finding", 0), "abstentions": counts.get("abstention", 0),
+        "label": _label(r, options),
     }
 
 
@@ -86,9 +107,47 @@ def audit_runs(ctx: LedgerContext, before: int | None = None, limit: int = 100,
     return {"runs": docs, "next_before": docs[-1]["run_id"] if more else None}
 
 
-def audit_run(ctx: LedgerContext, run_id: int) -> dict[str, Any]:
+FINDING_SORTS = ("seq", "-seq", "code", "severity")
+
+
+@dataclass(frozen=True)
+class FindingSelection:
+    """Which of a run's findings ``finding_list`` holds: those of ``code``, ``cls`` and
+    ``field`` (an incident's key; None: any), sorted by ``sort`` (one of
+    :data:`FINDING_SORTS`), ``limit`` of them from ``offset`` (limit None: all)."""
+
+    code: str | None = None
+    cls: str | None = None
+    field: str | None = None
+    sort: str = "seq"
+    offset: int = 0
+    limit: int | None = None
+
+
+def _sorted(found: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
+    def seq(f: dict[str, Any]) -> int:
+        return f["seq"] if isinstance(f.get("seq"), int) else -1
+    if sort == "-seq":
+        return sorted(found, key=seq, reverse=True)
+    if sort == "code":
+        return sorted(found, key=lambda f: (str(f.get("code")), seq(f)))
+    if sort == "severity":
+        rank = {s: i for i, s in enumerate(SEVERITIES)}
+        return sorted(found, key=lambda f: (rank[explain(str(f.get("code")))["severity"]],
+                                            str(f.get("code")), seq(f)))
+    return sorted(found, key=seq)
+
+
+def audit_run(ctx: LedgerContext, run_id: int, sel: FindingSelection | None = None,
+              ) -> dict[str, Any]:
     """One recorded run with its saved findings and abstentions (row-level ones: the
-    ledger-level findings of a run are in its JSON report only).  Raises NotFound."""
+    ledger-level findings of a run are in its JSON report only), its findings grouped into
+    ``incidents`` (``ledger.core.explain.group_findings``, each with its explanation), and
+    ``finding_list`` the findings ``sel`` selects (default: all, in seq order), with
+    ``finding_total`` the number selected before paging.  Raises NotFound."""
+    sel = sel or FindingSelection()
+    if sel.sort not in FINDING_SORTS:
+        raise UsageError(f"sort must be one of {', '.join(FINDING_SORTS)}", field="sort")
     with connect(ctx.engine) as conn:
         r = runs.run_by_id(conn, run_id)
         if r is None:
@@ -96,6 +155,17 @@ def audit_run(ctx: LedgerContext, run_id: int) -> dict[str, Any]:
         saved = runs.run_findings(conn, run_id)
         counts = runs.finding_counts(conn, [run_id])[run_id]
     doc = _run_doc(r, counts)
-    doc["finding_list"] = [json.loads(b) for k, b in saved if k == "finding"]
+    found = [json.loads(b) for k, b in saved if k == "finding"]
+    doc["incidents"] = group_findings(found)
+    chosen = [f for f in found
+              if (sel.code is None or f.get("code") == sel.code)
+              and (sel.cls is None or f.get("class") == sel.cls)
+              and (sel.field is None or finding_field(f) == sel.field)]
+    chosen = _sorted(chosen, sel.sort)
+    doc["finding_total"] = len(chosen)
+    end = None if sel.limit is None else sel.offset + sel.limit
+    doc["finding_list"] = chosen[sel.offset:end]
     doc["abstention_list"] = [json.loads(b) for k, b in saved if k == "abstention"]
+    doc["abstention_explain"] = {a: explain(a) for a in sorted(
+        {str(x.get("reason")) for x in doc["abstention_list"]})}
     return doc

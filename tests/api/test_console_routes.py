@@ -168,3 +168,21 @@ def test_audit_runs_for_auditors_only(seeded: Server) -> None:
                 r = c.get(path)
                 assert r.status_code == 403 and r.json()["code"] == "forbidden", (role, path)
     assert httpx.get(seeded.base_url + "/v1/audits").status_code == 401
+
+
+def test_an_audit_run_answers_incidents_and_pages_of_findings(seeded: Server) -> None:
+    with seeded.client("auditor") as c:
+        newest = c.get("/v1/audits").json()["runs"][0]
+        assert set(newest["label"]) == {"command", "actor", "scope", "checkpoints"}
+        assert newest["label"]["scope"] == "whole ledger: seqs [0, 12)"
+        one = c.get(f"/v1/audits/{newest['run_id']}").json()
+        [inc] = [g for g in one["incidents"] if g["code"] == "column_mismatch"]
+        assert (inc["field"], inc["count"], inc["ranges"]) == ("status", 1, [[3, 3]])
+        assert inc["explain"]["severity"] == "critical" and inc["explain"]["next_step"]
+        page = c.get(f"/v1/audits/{newest['run_id']}",
+                     params={"code": "column_mismatch", "field": "status", "limit": 1}).json()
+        assert [f["seq"] for f in page["finding_list"]] == [3] and page["finding_total"] == 1
+        for bad in ({"sort": "size"}, {"limit": 0}, {"offset": -1}, {"page": 2}):
+            r = c.get(f"/v1/audits/{newest['run_id']}", params=bad)
+            assert r.status_code == 400, bad
+            assert r.headers["content-type"].startswith("application/problem+json")

@@ -254,7 +254,24 @@ def test_auditor_sees_every_view(tab: Console) -> None:
     findings = page.inner_text("#findings-table")
     assert "column_mismatch" in findings and "payload_modified" in findings
     assert page.locator("#findings-table tbody tr td:first-child a", has_text="3").count() >= 1
+    # the findings as incidents, with the severity, explanation and next step of the code
+    # the runs are library calls (no command): the latest complete one is shown, and says so
+    assert "(the latest complete run; no complete run of an audit command is recorded)" in \
+        page.inner_text("#run-label")
+    row = page.locator("#incidents-table tbody tr[data-code=column_mismatch]")
+    cells = row.locator("td").all_inner_texts()
+    assert [c.strip() for c in cells[:6]] == ["CRITICAL", "column_mismatch", "payload_modified",
+                                              "status", "1", "3"]
+    assert "indexed column was changed" in cells[6] and "docs/audit.md#code-column_mismatch" in cells[7]
+    # fixed colours: the failed series is red, the verified one green (never by place)
+    fills = page.evaluate("[...document.querySelectorAll('#view figure svg pattern rect')]"
+                          ".map(r => getComputedStyle(r).fill)")
+    assert fills[:3] == ["rgb(241, 154, 154)", "rgb(245, 194, 107)", "rgb(143, 209, 158)"]
+    page.locator("#run-detail").scroll_into_view_if_needed()
     tab.shot("audits")
+    tab.click("#incidents-table tbody tr[data-code=column_mismatch] td:last-child a")
+    assert "code column_mismatch, class payload_modified, field status" in page.inner_text("#findings-h")
+    assert [t.strip() for t in page.locator("#findings-table tbody tr td:first-child").all_inner_texts()] == ["3"]
     # charts: status x engine, attestation verdicts, findings over time; with their tables
     tab.go("#/charts")
     for chart in ("chart-status", "chart-attestations", "chart-findings"):
