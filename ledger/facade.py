@@ -152,6 +152,18 @@ class Ledger:
         """One keyset page of the entries matching ``f``."""
         return query_ops.query(self.ctx, f, **kw)
 
+    def count_index_matches(self, f: query_ops.Filters) -> int:
+        """How many entries the indexed columns select for ``f`` (candidates, unchecked)."""
+        return query_ops.count_index_matches(self.ctx, f)
+
+    def filter_values(self, name: str, layer: str) -> dict[str, Any]:
+        """The pick-list of the filter ``name``: the values the index holds."""
+        return query_ops.filter_values(self.ctx, name, layer)
+
+    def seq_of_entry_hash(self, text: str) -> int | None:
+        """The seq whose stored entry hash is ``text`` (hex), or None."""
+        return query_ops.seq_of_entry_hash(self.ctx, text)
+
     def explain(self, f: query_ops.Filters, **kw: Any) -> Any:
         """The database's plan for a query."""
         return query_ops.explain(self.ctx.engine, f, **kw)
@@ -222,6 +234,11 @@ class Ledger:
     def import_qwed(self, rows: Iterable[dict[str, Any]], **kw: Any) -> Any:
         """Import QWED ``VerificationLog`` rows (see ``ledger.ops.qwed_import``)."""
         return qwed_import.import_qwed(self.ctx, rows, **kw)
+
+    def export_zip(self, keys: Any, f: query_ops.Filters, work_dir: Any) -> Any:
+        """The signed export bundle of ``f`` packed as a zip under ``work_dir``: (path,
+        manifest)."""
+        return export_ops.export_zip(self.ctx, keys, f, work_dir)
 
     def export_records(self, f: query_ops.Filters) -> Iterable[bytes]:
         """The export record line of every entry matching ``f`` (streaming)."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request, Response
 
 from ledger.api.auth import Principal, require
 from ledger.api.routes_read import MAX_SEQ, check_params
 from ledger.api.schemas import READ_ERRORS
-from ledger.ops.history import FindingSelection
+from ledger.ops.history import FindingSelection, findings_csv
 
 router = APIRouter(tags=["history"])
 
@@ -60,11 +60,17 @@ def get_audit(request: Request, run_id: int = Path(ge=1, le=MAX_SEQ, examples=[1
               offset: int = Query(0, ge=0, le=MAX_SEQ),
               limit: int | None = Query(None, ge=1, le=10_000,
                                         description="default: every selected finding"),
-              principal: Principal = require("audits")) -> dict[str, Any]:
+              format: Literal["json", "csv"] = Query("json", description="csv: the "
+                                                     "selected findings as CSV"),
+              principal: Principal = require("audits")) -> Any:
     """The run with ``incidents`` (its findings grouped by code, class and field, each with
     its count, seq ranges and explanation), ``finding_list`` (the selected findings, a page
     of ``finding_total``) and ``abstention_list``; 404 ``not_found``."""
-    check_params(request, {"code", "class", "field", "sort", "offset", "limit"})
+    check_params(request, {"code", "class", "field", "sort", "offset", "limit", "format"})
     sel = FindingSelection(code=code, cls=cls, field=field, sort=sort, offset=offset,
                            limit=limit)
-    return request.app.state.service.reader.audit_run(run_id, sel)  # type: ignore[no-any-return]
+    doc = request.app.state.service.reader.audit_run(run_id, sel)
+    if format == "csv":
+        return Response(findings_csv(doc), media_type="text/csv; charset=utf-8", headers={
+            "Content-Disposition": f'attachment; filename="audit-run-{run_id}-findings.csv"'})
+    return doc

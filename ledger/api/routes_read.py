@@ -9,7 +9,7 @@ one yes/no at a time; anything else is 403 ``forbidden_filter``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
@@ -124,6 +124,12 @@ def list_entries(
         limit: int = Query(100, ge=1, le=1000),
         has_findings: bool = Query(False, description="only entries the latest complete "
                                    "audit run (or a later partial run) found something on"),
+        order: Literal["asc", "desc"] = Query("asc", description="asc: oldest first from "
+                                              "after; desc: newest first from below before"),
+        before: int | None = Query(None, ge=0, le=MAX_SEQ + 1,
+                                   description="keyset (order=desc): rows with seq < before"),
+        count: bool = Query(False, description="add index_total: how many entries the "
+                            "indexed columns select (candidates, not verified matches)"),
         principal: Principal = require("read")) -> dict[str, Any]:
     """One page of matching entries in seq order, projected for the caller's layer, each
     checked against what was hashed on the way out (its ``integrity`` object,
@@ -131,14 +137,62 @@ def list_entries(
     must all match.  ``next_after`` is the ``after`` of the next page (null: no more rows
     now); ``flagged``, ``matched`` and ``with_findings`` count this page's rows that are
     not verified, whose proven values match the filters, and that have audit findings."""
-    names = set(STRING_FILTERS) | {"since", "until", "after", "limit", "has_findings"}
+    names = set(STRING_FILTERS) | {"since", "until", "after", "limit", "has_findings",
+                                   "order", "before", "count"}
     check_params(request, names)
+    if order == "asc" and before is not None:
+        raise BadRequest("before is the keyset of order=desc (use after with order=asc)",
+                         code="invalid_value", field="before")
+    if order == "desc" and after != -1:
+        raise BadRequest("after is the keyset of order=asc (use before with order=desc)",
+                         code="invalid_value", field="after")
     service = request.app.state.service
     layer = layer_of(principal)
     check_filters(layer, {**given, "has_findings": has_findings})
     given["kind"] = visible_kinds(layer, given["kind"])
     limit = min(limit, service.settings.page_max)
     f = make_filters(**filter_args(given), has_findings=has_findings)  # UsageError: 400
-    page = service.reader.query_page(f, after=after, limit=limit, layer=layer)
-    return {"layer": layer, "entries": page.rows, "next_after": page.next_after,
-            **page.counts()}
+    page = service.reader.query_page(f, after=after, limit=limit, layer=layer, order=order,
+                                     before=before)
+    out = {"layer": layer, "entries": page.rows, "next_after": page.next_after,
+           **page.counts()}
+    if order == "desc":
+        out["order"], out["next_before"] = "desc", page.next_before
+    if count:
+        out["index_total"] = service.reader.count_index_matches(f)
+    return out
+
+
+@router.get("/v1/entries/values", summary="Pick-list of a filter: the values the index holds",
+            responses=READ_ERRORS)
+def filter_values(request: Request,
+                  field: Literal["kind", "status", "engine", "producer", "att_verdict",
+                                 "att_kid"] = Query(...),
+                  principal: Principal = require("read")) -> dict[str, Any]:
+    """``{"field", "values", "truncated"}``: the distinct values the indexed column holds
+    (sorted, at most 200), to offer as filter choices.  They are what the index can find,
+    not entries' values (a column rewritten behind the ledger's back lists its stored
+    value; the rows it finds come back flagged).  403 ``forbidden_filter`` for a field the
+    caller's layer cannot filter on."""
+    check_params(request, {"field"})
+    layer = layer_of(principal)
+    check_filters(layer, {field: True})
+    return request.app.state.service.reader.filter_values(field, layer)  # type: ignore[no-any-return]
+
+
+@router.get("/v1/entries/by-hash/{entry_hash}", summary="The seq of an entry hash (auditors)",
+            responses=READ_ERRORS)
+def entry_by_hash(request: Request,
+                  entry_hash: str = Path(min_length=64, max_length=71,
+                                         description="64 hex digits, optionally sha256:"),
+                  principal: Principal = require("read")) -> dict[str, Any]:
+    """``{"seq"}`` of the entry whose stored entry hash is ``entry_hash``; read it with
+    ``GET /v1/entries/{seq}`` (checked like any read).  Auditors only (hashes are layer 3);
+    404 ``not_found``."""
+    check_params(request, set())
+    layer = layer_of(principal)
+    check_filters(layer, {"entry_hash": True})
+    seq = request.app.state.service.reader.seq_of_entry_hash(entry_hash)
+    if seq is None:
+        raise NotFound("no entry has this entry hash", field="entry_hash")
+    return {"seq": seq}

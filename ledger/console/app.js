@@ -64,6 +64,39 @@ async function api(path, params) {
   }
   return body;
 }
+// Downloads: the API's own answer, saved as a file (fetched with the bearer token, handed
+// to the browser as a blob; nothing is rebuilt in the page).
+function saveBlob(blob, filename) {
+  const url = URL.createObjectURL(blob);
+  const a = h("a", { href: url, download: filename, hidden: true });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+async function download(path, params, filename, status) {
+  const url = new URL(path, location.origin);
+  for (const [k, v] of Object.entries(params || {})) {
+    for (const one of Array.isArray(v) ? v : [v]) if (one !== "" && one !== null && one !== undefined) url.searchParams.append(k, one);
+  }
+  status.textContent = `Preparing ${filename}…`;
+  try {
+    const r = await fetch(url, { headers: { Authorization: `Bearer ${state.token}` }, cache: "no-store" });
+    if (!r.ok) {
+      const body = await r.json().catch(() => ({}));
+      throw new ApiError(r.status, body.code || `http_${r.status}`, body.detail || r.statusText);
+    }
+    const blob = await r.blob();
+    saveBlob(blob, filename);
+    status.textContent = `Saved ${filename} (${blob.size} bytes).`;
+  } catch (e) {
+    status.textContent = `Download failed: ${e instanceof ApiError ? `${e.status} ${e.code}: ${e.message}` : e}`;
+  }
+}
+function downloadButton(id, text, run) {
+  return h("button", { type: "button", class: "secondary", id, text, onclick: run });
+}
+
 async function jwks() {
   if (!state.jwks) state.jwks = await (await fetch("/.well-known/jwks.json", { cache: "no-store" })).json();
   return state.jwks;
@@ -151,25 +184,72 @@ function parseQuery(q) {
   return out;
 }
 
+// Filters offered as pick-lists: the values come from the server (GET /v1/entries/values,
+// what the index holds), several may be chosen (any of them matches).
+const PICKED = new Set(["kind", "status", "engine", "producer", "att_verdict"]);
+async function pickList(name) {
+  state.picks = state.picks || {};
+  if (!state.picks[name]) {
+    try { state.picks[name] = (await api("/v1/entries/values", { field: name })).values; } catch (e) { state.picks[name] = CHOICES[name] ? CHOICES[name].filter(Boolean) : null; }
+  }
+  return state.picks[name];
+}
+function parseMulti(q) {
+  const out = {};
+  for (const [k, v] of new URLSearchParams(q || "")) (out[k] = out[k] || []).push(v);
+  return out;
+}
+const HASH_RE = /^(sha256:)?[0-9a-fA-F]{64}$/;
+
 async function entriesView(view, query) {
   view.append(h("h2", { text: "Entries" }));
   if (!state.layer) { view.append(noLayer("the entries")); return; }
+  const m = parseMulti(query);
   const q = parseQuery(query);
-  const form = h("form", { class: "filters", id: "filters", "aria-label": "Filters" });
-  for (const name of FILTERS[state.layer]) {
-    const id = `f-${name}`;
-    let input;
-    if (CHOICES[name]) {
-      input = h("select", { id, name }, CHOICES[name].map((c) => h("option", { value: c, text: c || "any", selected: q[name] === c })));
-    } else {
-      input = h("input", { id, name, type: "text", value: q[name] || "", placeholder: name === "since" || name === "until" ? "2026-01-01T00:00:00Z" : "" });
+  const jump = h("form", { class: "filters", id: "jump", "aria-label": "Go to an entry" },
+    h("div", {}, h("label", { for: "f-jump", text: state.layer === "auditor" ? "go to seq or entry hash" : "go to seq" }),
+      h("input", { id: "f-jump", name: "jump", type: "text", inputmode: "text", autocomplete: "off", spellcheck: "false", size: 30 })),
+    h("div", { class: "actions" }, h("button", { type: "submit", text: "Go" })),
+    h("p", { id: "jump-error", class: "error", role: "alert" }));
+  jump.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const v = jump.elements.jump.value.trim();
+    $("jump-error").textContent = "";
+    if (/^\d{1,16}$/.test(v)) { location.hash = `#/entry/${Number(v)}`; return; }
+    if (state.layer === "auditor" && HASH_RE.test(v)) {
+      const hashText = v.toLowerCase();
+      try { location.hash = `#/entry/${(await api(`/v1/entries/by-hash/${hashText}`)).seq}`; } catch (e) {
+        $("jump-error").textContent = e.status === 404 ? `No entry has the entry hash ${v}.` : `${e.code || ""} ${e.message}`;
+      }
+      return;
     }
-    form.append(h("div", {}, h("label", { for: id, text: name.replace("_", " ") }), input));
-  }
+    $("jump-error").textContent = state.layer === "auditor" ? "Type a seq (digits) or an entry hash (64 hex digits, optionally sha256:)." : "Type a seq (digits).";
+  });
+  view.append(jump);
+  const form = h("form", { class: "filters", id: "filters", "aria-label": "Filters" });
+  const names = FILTERS[state.layer];
+  const lists = await Promise.all(names.map((n) => (PICKED.has(n) ? pickList(n) : null)));
+  names.forEach((name, i) => {
+    const id = `f-${name}`;
+    const chosen = m[name] || [];
+    let input;
+    const list = lists[i];
+    if (list) {
+      const values = [...new Set([...list, ...chosen])];
+      input = h("select", { id, name, multiple: true, size: Math.min(4, Math.max(2, values.length)) },
+        values.map((c) => h("option", { value: c, text: c, selected: chosen.includes(c) })));
+    } else {
+      input = h("input", { id, name, type: "text", value: chosen[0] || "", placeholder: name === "since" || name === "until" ? "2026-01-01T00:00:00Z" : "" });
+    }
+    form.append(h("div", {}, h("label", { for: id, text: name.replace("_", " ") + (list ? " (any of)" : "") }), input));
+  });
   if (state.layer !== "agent") {  // agents see no audit findings (403 forbidden_filter)
     form.append(h("div", { class: "toggle" }, h("label", { for: "f-has_findings", text: "with findings" }),
       h("input", { id: "f-has_findings", name: "has_findings", type: "checkbox", value: "true", checked: q.has_findings === "true" })));
   }
+  const order = q.order === "desc" ? "desc" : "asc";
+  form.append(h("div", {}, h("label", { for: "f-order", text: "order" }),
+    h("select", { id: "f-order", name: "order" }, [["asc", "oldest first"], ["desc", "newest first"]].map(([v, t]) => h("option", { value: v, text: t, selected: order === v })))));
   form.append(h("div", {}, h("label", { for: "f-limit", text: "per page" }),
     h("select", { id: "f-limit", name: "limit" }, ["10", "25", "100", "500"].map((n) => h("option", { value: n, text: n, selected: (q.limit || "25") === n })))));
   form.append(h("div", { class: "actions" }, h("button", { type: "submit", text: "Apply filters" }),
@@ -177,26 +257,37 @@ async function entriesView(view, query) {
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     const p = new URLSearchParams();
-    for (const [k, v] of new FormData(form)) if (v) p.append(k, v);
+    for (const [k, v] of new FormData(form)) if (v && !(k === "order" && v === "asc")) p.append(k, v);
     location.hash = `#/entries?${p}`;
   });
   form.addEventListener("reset", () => setTimeout(() => { location.hash = "#/entries"; }, 0));
-  view.append(form);
+  view.append(h("details", { class: "fold", open: true }, h("summary", { text: "Filters" }), form));
   const out = h("div", { id: "entries" });
   view.append(out);
-  const after = Number(q.after ?? -1);
   const params = {};
-  for (const n of FILTERS[state.layer]) if (q[n]) params[n] = q[n];
+  for (const n of names) if (m[n]) params[n] = m[n];
   if (state.layer !== "agent" && q.has_findings === "true") params.has_findings = "true";
   params.limit = q.limit || "25";
+  // the page anchor: after=X (read oldest first from X), before=X (newest first below X),
+  // end=1 (the far end of the display order), none (its start)
+  const anchor = q.after !== undefined ? { after: Number(q.after) } : q.before !== undefined ? { order: "desc", before: Number(q.before) }
+    : (q.end === "1") === (order === "asc") ? { order: "desc" } : { after: -1 };
+  const fetchedDesc = anchor.order === "desc";
   try {
-    const r = await api("/v1/entries", { ...params, after });
+    const r = await api("/v1/entries", { ...params, ...anchor, count: "true" });
+    const rows = [...r.entries];
+    if (fetchedDesc !== (order === "desc")) rows.reverse();
+    const seqs = rows.map((e) => e.seq);
+    const lo = seqs.length ? Math.min(...seqs) : null, hi = seqs.length ? Math.max(...seqs) : null;
+    const moreAbove = fetchedDesc ? anchor.before !== undefined : r.next_after !== null && r.next_after !== undefined;
+    const moreBelow = fetchedDesc ? r.next_before !== null && r.next_before !== undefined : anchor.after >= 0;
     const cols = [...COLUMNS[state.layer], "integrity", ...(state.layer === "agent" ? [] : ["findings"])];
-    const table = h("table", { id: "entries-table" }, h("caption", { text: `Entries after seq ${after} (${r.entries.length} shown, layer ${r.layer})` }));
+    const span = rows.length ? `seqs ${lo}–${hi}` : "no entries";
+    const table = h("table", { id: "entries-table" }, h("caption", { text: `Entries, ${order === "desc" ? "newest" : "oldest"} first: ${span} (${rows.length} shown, layer ${r.layer})` }));
     const head = table.createTHead().insertRow();
     for (const c of cols) head.append(h("th", { scope: "col", text: c.replace("_", " ") }));
     const body = table.createTBody();
-    for (const e of r.entries) {
+    for (const e of rows) {
       const tr = body.insertRow();
       tr.dataset.seq = e.seq;
       const ok = isVerified(e);
@@ -218,36 +309,57 @@ async function entriesView(view, query) {
           }
         } else if (c === "findings") {
           const n = findingCount(e);
-          if (n) td.append(h("a", { class: "badge", href: `#/entry/${e.seq}`, "aria-label": `${n} audit finding(s) on entry ${e.seq}`, text: `${n} finding${n === 1 ? "" : "s"}` }));
+          if (n) td.append(h("a", { class: "badge", href: `#/entry/${e.seq}`, "aria-label": `${n} audit finding${n === 1 ? "" : "s"} on entry ${e.seq}`, text: `${n} finding${n === 1 ? "" : "s"}` }));
         } else {
           td.textContent = fmt(e[c]);
           if (bad.has(c)) td.classList.add("bad-field");
         }
       }
     }
-    const counts = [`${r.entries.length} shown`, `${r.flagged ?? "?"} not verified (flagged)`,
+    if (r.index_total !== undefined) {
+      out.append(h("p", { id: "index-total", class: "counts", text: `${r.index_total} ${r.index_total === 1 ? "entry is" : "entries are"} selected by the filters on the stored (indexed) columns: candidates, not a count of verified matches — each row shown is checked against what was hashed, and a flagged one is marked and not counted as a match below.` }));
+    }
+    const counts = [`${rows.length} shown`, `${r.flagged ?? "?"} not verified (flagged)`,
       `${r.matched ?? "?"} match the filters by their proven values`];
     if (state.layer !== "agent") counts.push(`${r.with_findings ?? "?"} with audit findings`);
     out.append(h("p", { id: "page-counts", class: r.flagged ? "counts flagged" : "counts", text: `This page: ${counts.join(" · ")}.` }));
-    if (!r.entries.length) out.append(h("p", { class: "muted", text: "No entries match." }));
-    else out.append(table);
-    const base = new URLSearchParams(params);
-    const prevAfter = q.prev ? q.prev.split(",").map(Number) : [];
-    const pager = h("div", { class: "pager" });
-    if (prevAfter.length) {
+    if (!rows.length) out.append(h("p", { class: "muted", text: "No entries match." }));
+    else out.append(h("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "Entries table" }, table));
+    const base = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) for (const one of [].concat(v)) base.append(k, one);
+    if (order === "desc") base.set("order", "desc");
+    const to = (id, text, extra) => {
       const p = new URLSearchParams(base);
-      const back = prevAfter.slice(0, -1);
-      p.set("after", String(prevAfter[prevAfter.length - 1]));
-      if (back.length) p.set("prev", back.join(","));
-      pager.append(h("a", { href: `#/entries?${p}`, id: "prev-page", text: "← Previous page" }));
+      for (const [k, v] of Object.entries(extra)) p.set(k, String(v));
+      return h("a", { href: `#/entries?${p}`, id, text });
+    };
+    const asc = order === "asc";
+    const [startMore, endMore] = asc ? [moreBelow, moreAbove] : [moreAbove, moreBelow];
+    const pager = h("nav", { class: "pager", "aria-label": "Pages" });
+    if (rows.length && startMore) {
+      pager.append(to("first-page", asc ? "⇤ First page (oldest)" : "⇤ First page (newest)", {}));
+      pager.append(asc ? to("prev-page", "← Previous page", { before: lo }) : to("prev-page", "← Previous page", { after: hi }));
     }
-    if (r.next_after !== null && r.next_after !== undefined) {
-      const p = new URLSearchParams(base);
-      p.set("after", String(r.next_after));
-      p.set("prev", [...prevAfter, after].join(","));
-      pager.append(h("a", { href: `#/entries?${p}`, id: "next-page", text: "Next page →" }));
+    if (rows.length && endMore) {
+      pager.append(asc ? to("next-page", "Next page →", { after: hi }) : to("next-page", "Next page →", { before: lo }));
+      pager.append(to("last-page", asc ? "Last page (newest) ⇥" : "Last page (oldest) ⇥", { end: 1 }));
     }
     out.append(pager);
+    // what is on screen, as files: every entry of this filter (all pages), as the API
+    // serves it at this layer; auditors also the signed export bundle of the filter
+    const status = h("p", { id: "download-status", class: "muted", "aria-live": "polite" });
+    const exp = { ...params };
+    delete exp.limit;
+    const bar = h("div", { class: "downloads", role: "group", "aria-label": "Download the entries of this filter" },
+      h("span", { text: "Download this filter (every page): " }),
+      downloadButton("download-csv", "CSV", () => download("/v1/export", { ...exp, format: "csv" }, "ledger-entries.csv", status)),
+      downloadButton("download-json", "JSON", () => download("/v1/export", { ...exp, format: "json" }, "ledger-entries.json", status)));
+    if (state.layer === "auditor" && exp.has_findings) {
+      bar.append(h("span", { class: "muted", text: " (no signed bundle of the \u201cwith findings\u201d selection: a bundle is verified offline against its filters, and the audit runs behind it are not in it)" }));
+    } else if (state.layer === "auditor") {
+      bar.append(downloadButton("download-bundle", "Signed export bundle (zip)", () => download("/v1/export/bundle", exp, "ledger-export.zip", status)));
+    }
+    out.append(bar, status);
   } catch (e) { out.append(problem(e)); }
 }
 
@@ -408,7 +520,11 @@ async function checkpointsView(view) {
       timestamps: c.timestamps.length ? c.timestamps.map((x) => `${x.tsa} (${x.created_at})`).join(", ") : "none" };
     if (state.layer !== "agent") dl.root = c.root_b64;
     li.append(fields(dl, Object.keys(dl)));
-    if (state.layer !== "agent") li.append(h("details", {}, h("summary", { text: "Signed note" }), h("pre", { text: c.note })));
+    if (state.layer !== "agent") {
+      li.append(h("details", {}, h("summary", { text: "Signed note" }), h("pre", { text: c.note })),
+        downloadButton(`note-${c.size}`, `Download the signed note (checkpoint-${c.size}.txt)`,
+          () => saveBlob(new Blob([c.note], { type: "text/plain" }), `checkpoint-${c.size}.txt`)));
+    }
     list.append(li);
   }
   view.append(list);
@@ -540,6 +656,12 @@ async function auditsView(view, query) {
       what ? h("a", { href: link({ code: "", class: "", field: "" }), id: "all-findings", text: "all findings" }) : null));
   sortForm.addEventListener("submit", (ev) => { ev.preventDefault(); location.hash = link({ sort: sortForm.elements.sort.value }); });
   sec.append(sortForm);
+  const fsel = { code: q.code, class: q.class, field: q.field, sort: q.sort || "seq" };
+  const fstatus = h("p", { id: "findings-download-status", class: "muted", "aria-live": "polite" });
+  sec.append(h("div", { class: "downloads", role: "group", "aria-label": "Download these findings" },
+    h("span", { text: `Download ${what ? "these" : "all"} ${run.finding_total} finding(s): ` }),
+    downloadButton("findings-csv", "CSV", () => download(`/v1/audits/${pick}`, { ...fsel, format: "csv" }, `audit-run-${pick}-findings.csv`, fstatus)),
+    downloadButton("findings-json", "JSON", () => download(`/v1/audits/${pick}`, fsel, `audit-run-${pick}.json`, fstatus))), fstatus);
   if (!run.finding_list.length) sec.append(h("p", { class: "muted", text: "No row findings." }));
   else {
     const t = h("table", { id: "findings-table" }, h("caption", { text: `Findings ${offset + 1}–${offset + run.finding_list.length} of ${run.finding_total}` }));

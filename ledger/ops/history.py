@@ -169,3 +169,25 @@ def audit_run(ctx: LedgerContext, run_id: int, sel: FindingSelection | None = No
     doc["abstention_explain"] = {a: explain(a) for a in sorted(
         {str(x.get("reason")) for x in doc["abstention_list"]})}
     return doc
+
+
+FINDING_CSV_COLUMNS = ("seq", "code", "class", "field", "severity", "message", "expected",
+                       "actual", "run_id")
+
+
+def findings_csv(doc: dict[str, Any]) -> bytes:
+    """The ``finding_list`` of an :func:`audit_run` answer as CSV with a header
+    (:data:`FINDING_CSV_COLUMNS`; ``field`` and ``severity`` as in its incidents; a value
+    that is not text is its JSON text)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+    w.writerow(FINDING_CSV_COLUMNS)
+    for f in doc["finding_list"]:
+        row = {**f, "field": finding_field(f), "severity": explain(str(f.get("code")))[
+            "severity"], "run_id": doc["run_id"]}
+        w.writerow(["" if (v := row.get(c)) is None else v if isinstance(v, (str, int))
+                    else json.dumps(v, sort_keys=True) for c in FINDING_CSV_COLUMNS])
+    return buf.getvalue().encode("utf-8")

@@ -20,6 +20,7 @@ Layers are allow-lists (:data:`ledger.ops.view.LAYER_FIELDS`, re-exported here);
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -57,6 +58,30 @@ CSV_COLUMNS = {
     "developer": list(DEVELOPER_FIELDS),
     "auditor": [f for f in AUDITOR_FIELDS if f not in ("payloads", "envelope")] + ["envelope"],
 }
+
+def csv_lines(rows: Iterable[dict[str, Any]], layer: str) -> Iterator[bytes]:
+    """``rows`` (layered views) as CSV lines with a header: the columns of
+    :data:`CSV_COLUMNS` for ``layer`` (what ``ledger query --format csv`` prints); a cell
+    holding an object or a list (``integrity``, ``findings``) is its JSON text."""
+    import csv
+    import io
+
+    columns = CSV_COLUMNS[layer]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+
+    def line(cells: list[Any]) -> bytes:
+        buf.seek(0)
+        buf.truncate()
+        w.writerow(cells)
+        return buf.getvalue().encode("utf-8")
+
+    yield line(columns)
+    for r in rows:
+        yield line(["" if (v := r.get(c)) is None else json.dumps(v, ensure_ascii=False,
+                                                                    sort_keys=True)
+                    if isinstance(v, (dict, list)) else v for c in columns])
+
 
 # Filter name -> entries column (equality, several values = IN).
 STRING_FILTERS = ("kind", "engine", "status", "constraint_id", "proof_ref", "subject",
@@ -186,6 +211,8 @@ class QueryPage:
     flagged: int = 0
     matched: int = 0
     with_findings: int = 0
+    order: str = "asc"
+    next_before: int | None = None  # (order desc) pass as ``before`` for the next page
 
     def counts(self) -> dict[str, int]:
         """The page's counts for its layer (agents see no findings, so no count of them)."""
@@ -294,25 +321,95 @@ def _shape(conn: Connection, ctx: LedgerContext, f: Filters, rows: list[tuple[An
     return out, flagged, matched, with_findings
 
 
+ORDERS = ("asc", "desc")
+
+
 def query(ctx: LedgerContext, f: Filters, *, after: int = -1, limit: int = 100,
-          layer: str = "agent") -> QueryPage:
+          layer: str = "agent", order: str = "asc", before: int | None = None) -> QueryPage:
     """One keyset page of matching rows projected for ``layer``, each checked against what
-    was hashed (docs/reads.md).  Raises UsageError."""
+    was hashed (docs/reads.md): oldest first from ``after`` (``next_after``), or with
+    ``order="desc"`` newest first from below ``before`` (None: the newest; ``next_before``).
+    Raises UsageError."""
     _check_page(after, limit, layer)
+    if order not in ORDERS:
+        raise UsageError("order must be asc or desc", field="order")
+    if before is not None and (not isinstance(before, int) or isinstance(before, bool)
+                               or before < 0):
+        raise UsageError("before must be a seq", field="before")
+    desc = order == "desc"
     names = _payload_names(layer)
     with connect(ctx.engine) as conn:
         lo, hi = seq_window(conn, f)
         rows, state = ([], None) if hi is not None and lo >= hi else \
             sq.select_page_with_state(conn, _equal(f), lo, hi, after, limit + 1, names,
-                                      _finding_runs(conn, f))
+                                      _finding_runs(conn, f), before=before,
+                                      descending=desc)
         more = len(rows) > limit
         beyond = rows[limit][0] if more else None  # links the page's last row on
         rows = rows[:limit]
         kept = [(r, b) for r, b in rows if _in_window(f, r.recorded_at)]
-        out, flagged, matched, with_findings = _shape(
-            conn, ctx, f, kept, layer, state, beyond if kept and kept[-1] is rows[-1] else None)
-    return QueryPage(out, rows[-1][0].seq if more else None, layer, f, flagged, matched,
-                     with_findings)
+        if desc:  # checked in seq order (each row links to the next), served newest first
+            out, flagged, matched, with_findings = _shape(conn, ctx, f, kept[::-1], layer,
+                                                          state)
+            out.reverse()
+        else:
+            out, flagged, matched, with_findings = _shape(
+                conn, ctx, f, kept, layer, state,
+                beyond if kept and kept[-1] is rows[-1] else None)
+    last = rows[-1][0].seq if more else None
+    return QueryPage(out, None if desc else last, layer, f, flagged, matched, with_findings,
+                     order, last if desc else None)
+
+
+def count_index_matches(ctx: LedgerContext, f: Filters) -> int:
+    """How many entries the *indexed columns* select for ``f`` (the rows a query would
+    fetch and check; docs/reads.md, "Pages, filters and counts"): a count of candidates,
+    not of verified matches -- a row whose column was rewritten into the filter is counted
+    here and comes back flagged, one rewritten out of it is not counted.  The time filters
+    count by the seq window (exact unless ``recorded_at`` was rewritten out of order)."""
+    with connect(ctx.engine) as conn:
+        lo, hi = seq_window(conn, f)
+        if hi is not None and lo >= hi:
+            return 0
+        return sq.count_matches(conn, _equal(f), lo, hi, _finding_runs(conn, f))
+
+
+PICK_FIELDS = ("kind", "status", "engine", "producer", "att_verdict", "att_kid")
+MAX_PICK = 200
+
+
+def filter_values(ctx: LedgerContext, name: str, layer: str) -> dict[str, Any]:
+    """The values the index holds for the filter ``name`` (a pick-list): ``{"field",
+    "values" (sorted, at most MAX_PICK), "truncated"}``.  Values to *filter by*, not any
+    entry's value: a rewritten column's value is listed too (filtering by it finds the
+    flagged row).  Agents get the values of result entries only.  Raises UsageError for a
+    field that has no pick-list."""
+    if name not in PICK_FIELDS:
+        raise UsageError(f"field must be one of {', '.join(PICK_FIELDS)}", field="field")
+    if layer not in LAYERS:
+        raise UsageError(f"layer must be one of {', '.join(LAYERS)}", field="layer")
+    with connect(ctx.engine) as conn:  # agents see result entries only
+        values = sq.distinct_values(conn, name, MAX_PICK + 1,
+                                    "result" if layer == "agent" else None)
+    return {"field": name, "values": values[:MAX_PICK], "truncated": len(values) > MAX_PICK}
+
+
+def seq_of_entry_hash(ctx: LedgerContext, text: str) -> int | None:
+    """The seq of the entry whose stored entry hash is ``text`` (64 hex digits, with or
+    without ``sha256:``), None when there is none.  Raises UsageError for other text.  The
+    entry is then read (and checked) like any other: a stored hash that does not verify
+    comes back flagged."""
+    hexpart = text[7:] if text.startswith("sha256:") else text
+    if len(hexpart) != 64:
+        raise UsageError("an entry hash is 64 hex digits (optionally sha256:)",
+                         field="entry_hash")
+    try:
+        raw = bytes.fromhex(hexpart)
+    except ValueError:
+        raise UsageError("an entry hash is 64 hex digits (optionally sha256:)",
+                         field="entry_hash") from None
+    with connect(ctx.engine) as conn:
+        return sq.seq_of_entry_hash(conn, raw)
 
 
 def iter_query(ctx: LedgerContext, f: Filters, *, after: int = -1, layer: str = "agent",
@@ -346,5 +443,6 @@ def with_window(f: Filters, start: int, end: int | None) -> Filters:
 def query_filtered(ctx: LedgerContext, **filters: Any) -> QueryPage:
     """``query`` with the filters of ``make_filters`` and ``after``/``limit``/``layer``
     as keywords (the Python API's form).  Raises UsageError."""
-    page = {k: filters.pop(k) for k in ("after", "limit", "layer") if k in filters}
+    page = {k: filters.pop(k) for k in ("after", "limit", "layer", "order", "before")
+            if k in filters}
     return query(ctx, make_filters(**filters), **page)

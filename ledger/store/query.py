@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, LargeBinary, and_, cast, select
+from sqlalchemy import Connection, LargeBinary, and_, cast, func, select
 
 from ledger.errors import IntegrityError
 from ledger.store.audit_runs import finding_seq_select
@@ -43,9 +43,29 @@ def first_seq_at(conn: Connection, t_us: int) -> int | None:
                         .order_by(entries.c.recorded_at, entries.c.seq).limit(1)).scalar()
 
 
+def _conditions(equal: Equal, lo: int, hi: int | None, after: int,
+                finding_runs: Sequence[int] | None, before: int | None = None) -> list[Any]:
+    conds = [entries.c.seq >= lo, entries.c.seq > after]
+    if hi is not None:
+        conds.append(entries.c.seq < hi)
+    if before is not None:
+        conds.append(entries.c.seq < before)
+    if finding_runs is not None:
+        conds.append(entries.c.seq.in_(finding_seq_select(finding_runs)))
+    for name, values in equal.items():
+        if name == "subject" and values:
+            conds.append(subject_condition(tuple(values)))
+        elif len(values) == 1:
+            conds.append(entries.c[name] == values[0])
+        elif values:
+            conds.append(entries.c[name].in_(values))
+    return conds
+
+
 def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | None,
               slots: Iterable[int] = (0,), finding_runs: Sequence[int] | None = None,
-              extra: Sequence[Any] = ()) -> Any:
+              extra: Sequence[Any] = (), before: int | None = None,
+              descending: bool = False) -> Any:
     """The SELECT of one page: entries columns plus the joined payload salt and bytes of
     ``slots`` (labelled ``s<slot>_salt`` / ``s<slot>_data`` / ``s<slot>_codec``; ``pid = seq * 8
     + slot``).
@@ -58,42 +78,59 @@ def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | No
         joined = joined.outerjoin(p, p.c.pid == entries.c.seq * SLOT_COUNT + slot)
         cols += [p.c.salt.label(f"s{slot}_salt"), p.c.data.label(f"s{slot}_data"),
                  p.c.codec.label(f"s{slot}_codec")]
-    conds = [entries.c.seq >= lo, entries.c.seq > after]
-    if hi is not None:
-        conds.append(entries.c.seq < hi)
-    if finding_runs is not None:
-        conds.append(entries.c.seq.in_(finding_seq_select(finding_runs)))
-    for name, values in equal.items():
-        if name == "subject" and values:
-            conds.append(subject_condition(tuple(values)))
-        elif len(values) == 1:
-            conds.append(entries.c[name] == values[0])
-        elif values:
-            conds.append(entries.c[name].in_(values))
-    stmt = select(*cols, *extra).select_from(joined).where(and_(*conds)) \
-        .order_by(entries.c.seq)
+    conds = _conditions(equal, lo, hi, after, finding_runs, before)
+    order = entries.c.seq.desc() if descending else entries.c.seq
+    stmt = select(*cols, *extra).select_from(joined).where(and_(*conds)).order_by(order)
     return stmt.limit(limit) if limit is not None else stmt
+
+
+def count_matches(conn: Connection, equal: Equal, lo: int, hi: int | None,
+                  finding_runs: Sequence[int] | None = None) -> int:
+    """How many entries the equality filters, the seq window and the finding runs select
+    by their indexed columns (no payloads are read, nothing is checked)."""
+    conds = _conditions(equal, lo, hi, -1, finding_runs)
+    return int(conn.execute(select(func.count()).select_from(entries)
+                            .where(and_(*conds))).scalar_one())
+
+
+def distinct_values(conn: Connection, column: str, limit: int, kind: str | None = None,
+                    ) -> list[str]:
+    """Up to ``limit`` distinct non-null values of the indexed ``column`` (of the entries
+    of ``kind`` only, when given), sorted."""
+    c = entries.c[column]
+    conds = [c.is_not(None)] + ([entries.c.kind == kind] if kind is not None else [])
+    return [str(v) for v in conn.execute(select(c).where(*conds).distinct()
+                                         .order_by(c).limit(limit)).scalars()]
+
+
+def seq_of_entry_hash(conn: Connection, entry_hash: bytes) -> int | None:
+    """The smallest seq whose stored ``entry_hash`` is ``entry_hash`` (no index on the
+    column: a scan of the table, docs/query.md)."""
+    return conn.execute(select(func.min(entries.c.seq)).where(
+        entries.c.entry_hash == entry_hash)).scalar()
 
 
 def select_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: int,
                 limit: int | None, slots: tuple[int, ...],
-                finding_runs: Sequence[int] | None = None,
-                ) -> list[tuple[EntryRow, Slots]]:
+                finding_runs: Sequence[int] | None = None, before: int | None = None,
+                descending: bool = False) -> list[tuple[EntryRow, Slots]]:
     """One page of (entry as a namedtuple — cheap attribute access —, {slot: payload})
     in seq order; payloads of ``slots`` only, missing ones absent."""
     return select_page_with_state(conn, equal, lo, hi, after, limit, slots, finding_runs,
-                                  state=False)[0]
+                                  state=False, before=before, descending=descending)[0]
 
 
 def select_page_with_state(conn: Connection, equal: Equal, lo: int, hi: int | None,
                            after: int, limit: int | None, slots: tuple[int, ...],
                            finding_runs: Sequence[int] | None = None, *, state: bool = True,
+                           before: int | None = None, descending: bool = False,
                            ) -> tuple[list[tuple[EntryRow, Slots]], ReadState | None]:
     """:func:`select_page` and, in the same statement, the :class:`ReadState` a verified
     read needs (without ``next_prev``; None when the page is empty or not asked)."""
     out = []
     extra = state_columns() if state else []
-    stmt = statement(equal, lo, hi, after, limit, slots, finding_runs, extra)
+    stmt = statement(equal, lo, hi, after, limit, slots, finding_runs, extra, before,
+                     descending)
     got: ReadState | None = None
     end = _N + 3 * len(slots)
     for t in rows_as_stored(conn, stmt, TEXT_COLUMNS):

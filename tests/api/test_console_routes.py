@@ -23,7 +23,8 @@ from tests.conftest import ENGINES, engine_url
 CONSOLE = Path(__file__).resolve().parents[2] / "ledger" / "console"
 # Every API path the console's code requests (its template literals as written).
 CONSOLE_PATHS = {"/v1/entries", "/v1/entries/${seq}", "/v1/checkpoints", "/v1/audits",
-                 "/v1/audits/${pick}", "/.well-known/jwks.json"}
+                 "/v1/audits/${pick}", "/.well-known/jwks.json", "/v1/entries/values",
+                 "/v1/entries/by-hash/${hashText}", "/v1/export", "/v1/export/bundle"}
 
 
 def seeded_server(kind: str, request: pytest.FixtureRequest, tmp: Path) -> Server:
@@ -101,13 +102,14 @@ def test_the_layer_leak_tests_cover_every_request_of_the_console() -> None:
     """The paths the console requests are exactly these; tests/api/test_read.py replays
     each of them as the agent (and the browser tests record the live requests)."""
     code = (CONSOLE / "app.js").read_text()
-    paths = set(re.findall(r"""(?:api|fetch)\(["`]([^"`]+)["`]""", code))
+    paths = set(re.findall(r"""(?:api|fetch|download)\(["`]([^"`]+)["`]""", code))
     assert paths == CONSOLE_PATHS
     from tests.api.test_read import agent_requests
 
     replayed = {p for p, _ in agent_requests(7, "t")}
     for p in CONSOLE_PATHS:
-        concrete = p.replace("${seq}", "7").replace("${pick}", "1")
+        concrete = p.replace("${seq}", "7").replace("${pick}", "1").replace(
+            "${hashText}", "ab" * 32)
         assert concrete in replayed, p
 
 

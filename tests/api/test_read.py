@@ -4,7 +4,9 @@ checkpoint, JWKS and the JSON Lines export."""
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
+import io
 import json
 import uuid
 from pathlib import Path
@@ -101,6 +103,18 @@ def agent_requests(seq: int, tag: str) -> list[tuple[str, dict[str, Any]]]:
         ("/v1/audits", {"limit": 1000}),
         ("/v1/audits/1", {}),
         ("/.well-known/jwks.json", {}),
+        ("/v1/entries", {"status": ["VERIFIED", "BLOCKED"], "order": "desc", "limit": 25,
+                         "count": "true"}),
+        ("/v1/entries", {"order": "desc", "before": seq + 1, "count": "true"}),
+        ("/v1/entries/values", {"field": "status"}),
+        ("/v1/entries/values", {"field": "kind"}),
+        ("/v1/entries/values", {"field": "producer"}),
+        ("/v1/entries/values", {"field": "engine"}),
+        ("/v1/entries/by-hash/" + "ab" * 32, {}),
+        ("/v1/export", {"status": ["VERIFIED", "BLOCKED"], "format": "csv"}),
+        ("/v1/export", {"format": "json"}),
+        ("/v1/export/bundle", {}),
+        ("/v1/audits/1", {"format": "csv"}),
     ]
 
 
@@ -116,8 +130,21 @@ def test_agent_never_receives_a_developer_field(planted: tuple[Server, int, str]
             if r.status_code != 200 or path in ("/v1/checkpoint", "/v1/checkpoints",
                                                  "/.well-known/jwks.json"):
                 continue
-            rows = [json.loads(x) for x in r.text.splitlines()] if path == "/v1/export" \
-                else (r.json().get("entries") or [r.json()["entry"]])
+            if path == "/v1/entries/values":  # a pick-list: of a field the agent may see
+                assert params["field"] in ("status", "kind"), params
+                assert set(r.json()["values"]) <= {"VERIFIED", "UNVERIFIABLE", "BLOCKED",
+                                                   "result"}, r.json()
+                continue
+            fmt = params.get("format")
+            if path == "/v1/export" and fmt == "csv":
+                rows = list(csv.DictReader(io.StringIO(r.text)))
+                assert rows
+            elif path == "/v1/export" and fmt == "json":
+                rows = r.json()
+            elif path == "/v1/export":
+                rows = [json.loads(x) for x in r.text.splitlines()]
+            else:
+                rows = r.json().get("entries") or [r.json()["entry"]]
             for row in rows:
                 assert set(row) <= set(AGENT_FIELDS), (path, sorted(row))
         for name in ("constraint_id", "engine", "subject", "proof_ref", "producer",

@@ -206,7 +206,7 @@ def test_auditor_sees_every_view(tab: Console) -> None:
     statuses = tab.column(4)
     assert statuses[want.index(3)] != "BLOCKED"
     assert set(statuses[:want.index(3)] + statuses[want.index(3) + 1:]) == {"BLOCKED"}
-    page.fill("#f-engine", "sql")
+    page.select_option("#f-engine", "sql")
     tab.click("#filters button[type=submit]")
     assert set(tab.column(5)) == {"sql"} and set(tab.column(4)) == {"BLOCKED"}
     # keyset paging, forward and back
@@ -315,6 +315,90 @@ def _tamper(kind: str) -> Any:
     return change
 
 
+def test_navigation_newest_first_jump_and_pick_lists(tab: Console) -> None:
+    site, page = tab.site, tab.page
+    tab.open("auditor")
+    with site.server.client("auditor") as c:
+        newest = [e["seq"] for e in c.get("/v1/entries", params={
+            "order": "desc", "limit": 10}).json()["entries"]]
+        total = c.get("/v1/entries", params={"count": "true", "limit": 1}).json()["index_total"]
+        engines = c.get("/v1/entries/values", params={"field": "engine"}).json()["values"]
+        h17 = c.get("/v1/entries/17").json()["entry"]["entry_hash"]
+    # newest first, then the last page (the oldest), back to the first (the newest)
+    page.select_option("#f-order", "desc")
+    page.select_option("#f-limit", "10")
+    tab.click("#filters button[type=submit]")
+    assert [int(s) for s in tab.column(1)] == newest
+    assert page.locator("#first-page").count() == 0 and page.locator("#prev-page").count() == 0
+    assert page.inner_text("#index-total").startswith(f"{total} entries are selected")
+    assert "not a count of verified matches" in page.inner_text("#index-total")
+    tab.click("#next-page")
+    assert [int(s) for s in tab.column(1)] == [s - 10 for s in newest]
+    tab.click("#last-page")
+    assert [int(s) for s in tab.column(1)] == list(range(9, -1, -1))
+    assert page.locator("#next-page").count() == 0
+    tab.click("#prev-page")
+    assert [int(s) for s in tab.column(1)] == list(range(19, 9, -1))
+    tab.click("#first-page")
+    assert [int(s) for s in tab.column(1)] == newest
+    # oldest first: the last page holds the newest ten, in ascending order
+    tab.go("#/entries?limit=10")
+    tab.click("#last-page")
+    assert [int(s) for s in tab.column(1)] == sorted(newest)
+    # pick-lists from the server, several values at once
+    assert page.locator("#f-engine option").all_inner_texts() == engines
+    page.select_option("#f-status", ["VERIFIED", "UNVERIFIABLE"])
+    tab.click("#filters button[type=submit]")
+    shown = tab.column(4)
+    assert shown and set(shown) <= {"VERIFIED", "UNVERIFIABLE"}
+    assert "status=UNVERIFIABLE&status=VERIFIED" in page.evaluate("location.hash")
+    # jump to a seq, to an entry hash; a wrong hash says so
+    page.fill("#f-jump", "5")
+    tab.click("#jump button[type=submit]")
+    assert page.evaluate("location.hash") == "#/entry/5"
+    tab.go("#/entries")
+    page.fill("#f-jump", h17)
+    tab.click("#jump button[type=submit]")
+    page.wait_for_url("**/console/#/entry/17")
+    tab.ready()
+    tab.go("#/entries")
+    page.fill("#f-jump", "0" * 64)
+    page.click("#jump button[type=submit]")
+    page.locator("#jump-error", has_text="No entry").wait_for()
+    assert "No entry has the entry hash" in page.inner_text("#jump-error")
+    tab.errors = [e for e in tab.errors if "404" not in e]  # the lookup said no
+
+
+def test_downloads_are_the_apis_answers(tab: Console, tmp_path: Path) -> None:
+    site, page = tab.site, tab.page
+    tab.open("auditor")
+    tab.go("#/entries?status=BLOCKED&status=UNVERIFIABLE&limit=10")
+
+    def fetched(selector: str) -> bytes:
+        with page.expect_download() as info:
+            page.click(selector)
+        path = tmp_path / info.value.suggested_filename
+        info.value.save_as(path)
+        return path.read_bytes()
+
+    params = {"status": ["BLOCKED", "UNVERIFIABLE"]}
+    with site.server.client("auditor") as c:
+        for button, fmt in (("#download-csv", "csv"), ("#download-json", "json")):
+            want = c.get("/v1/export", params={**params, "format": fmt}).content
+            assert fetched(button) == want, fmt  # every page of the filter, as served
+        zipped = fetched("#download-bundle")
+        assert zipped[:2] == b"PK"
+        assert "Saved ledger-export.zip" in page.inner_text("#download-status")
+        runs = c.get("/v1/audits").json()["runs"]
+        tab.go(f"#/audits?run={runs[0]['run_id']}")
+        want = c.get(f"/v1/audits/{runs[0]['run_id']}", params={"sort": "seq",
+                                                               "format": "csv"}).content
+        assert fetched("#findings-csv") == want
+        tab.go("#/checkpoints")
+        note = c.get("/v1/checkpoints").json()["checkpoints"][-1]
+        assert fetched(f"#note-{note['size']}").decode() == note["note"]
+
+
 @pytest.mark.parametrize("role,kind,code", [
     ("auditor", "path", "inclusion_invalid"),
     ("auditor", "envelope", "body_hash_mismatch"),
@@ -377,7 +461,7 @@ def test_the_agent_page_holds_layer_1_only(tab: Console) -> None:
     assert "layer agent" in page.inner_text("#identity")
     controls = page.evaluate("[...document.querySelectorAll('#filters [name]')]"
                              ".map(e => e.name)")
-    assert controls == ["status", "since", "until", "limit"]
+    assert controls == ["status", "since", "until", "order", "limit"]
     _dom_holds_only_layer_1(page, "entries")
     tab.shot("agent-entries")
     page.select_option("#f-status", "VERIFIED")
@@ -409,7 +493,9 @@ def test_the_agent_page_holds_layer_1_only(tab: Console) -> None:
         assert any(t.match(path) for t in templates), r.url
         body = r.body()
         assert SECRET.encode() not in body, r.url
-        if path.startswith("/v1/entries") and r.status == 200:
+        if path == "/v1/entries/values" and r.status == 200:  # the status pick-list
+            assert set(json.loads(body)["values"]) <= {"VERIFIED", "UNVERIFIABLE", "BLOCKED"}
+        elif path.startswith("/v1/entries") and r.status == 200:
             doc = json.loads(body)
             for row in doc.get("entries") or [doc["entry"]]:
                 assert set(row) <= {"seq", "recorded_at", "kind", "status", "agent_message",
