@@ -184,9 +184,11 @@ class Ledger:
     def checkpoint_at(self, size: int) -> checkpoint_ops.CheckpointRow | None:
         return checkpoint_ops.checkpoint_at(self.ctx, size)
 
-    def checkpoints(self, after: int = -1, limit: int = 100) -> dict[str, Any]:
-        """Stored checkpoints with ``size > after`` (cosigners, timestamps), smallest first."""
-        return history.checkpoints(self.ctx, after, limit)
+    def checkpoints(self, after: int = -1, limit: int = 100,
+                    consistency: bool = False) -> dict[str, Any]:
+        """Stored checkpoints with ``size > after`` (cosigners, timestamps), smallest first;
+        ``consistency``: with the proof from the checkpoint before each."""
+        return history.checkpoints(self.ctx, after, limit, consistency)
 
     def audit_runs(self, before: int | None = None, limit: int = 100) -> dict[str, Any]:
         """Recorded audit runs, newest first."""

@@ -26,11 +26,17 @@ def list_checkpoints(
         request: Request,
         after: int = Query(-1, ge=-1, le=MAX_SEQ, description="keyset: sizes > after"),
         limit: int = Query(100, ge=1, le=1000),
+        consistency: bool = Query(False, description="add each checkpoint's consistency "
+                                  "proof from the one before it"),
         principal: Principal = require("checkpoint")) -> dict[str, Any]:
-    """``{"checkpoints": [{size, created_at, origin, root_b64, signers, cosigners,
-    timestamps, note}], "next_after"}``: pass ``next_after`` as ``after`` for the next page."""
-    check_params(request, {"after", "limit"})
-    return request.app.state.service.reader.checkpoints(after, limit)  # type: ignore[no-any-return]
+    """``{"checkpoints": [{size, created_at, origin, root_b64, root_hex, signers,
+    cosigners, timestamps, note, consistency?}], "next_after"}``: pass ``next_after`` as
+    ``after`` for the next page.  ``consistency=true``: each also carries ``{"from",
+    "path"}``, the RFC 9162 proof from the previous checkpoint's size to its own, from the
+    stored tree (null for the first checkpoint)."""
+    check_params(request, {"after", "limit", "consistency"})
+    return request.app.state.service.reader.checkpoints(  # type: ignore[no-any-return]
+        after, limit, consistency)
 
 
 @router.get("/v1/audits", summary="Recorded audit runs, newest first (auditors)",

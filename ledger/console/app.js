@@ -1,7 +1,7 @@
 // The ledger console: a static page over the HTTP API.  It shows what the server returns
 // for the signed-in token's layer and nothing else; data is only ever put into the page
 // as text (textContent), never as markup.
-import { verifyProof } from "./verify.js";
+import { verifyProof, verifyCheckpointPair } from "./verify.js";
 import { stackedBars, dataTable, bucketByTime, FLAGGED } from "./charts.js";
 
 const KEY = "ledger-console-token";
@@ -498,29 +498,54 @@ function findingsBox(entry) {
 async function checkpointsView(view) {
   view.append(h("h2", { text: "Checkpoints" }));
   if (!state.layer) { view.append(noLayer("the checkpoints")); return; }
+  const full = state.layer !== "agent";  // agents are shown no roots and no notes
   let all = [];
   try {
     let after = -1;
     for (let i = 0; i < 10; i++) {
-      const r = await api("/v1/checkpoints", { after, limit: 1000 });
+      const r = await api("/v1/checkpoints", { after, limit: 1000, consistency: full ? "true" : "" });
       all = all.concat(r.checkpoints);
       if (r.next_after === null) break;
       after = r.next_after;
     }
   } catch (e) { view.append(problem(e)); return; }
   if (!all.length) { view.append(h("p", { class: "muted", text: "No checkpoint has been signed yet." })); return; }
-  const buckets = all.slice(-40).map((c) => ({ label: String(c.size), values: { "tree size": c.size } }));
-  view.append(h("figure", {}, stackedBars("Tree size of each checkpoint (latest 40)", buckets, ["tree size"]),
-    h("figcaption", { text: `${all.length} checkpoint(s); latest size ${all[all.length - 1].size}` })));
+  // each checkpoint against the one before it: both signed notes and the RFC 9162
+  // consistency proof, checked here (verify.js), like an entry's inclusion proof
+  const verdicts = new Map();
+  if (full) {
+    let keys;
+    try { keys = await jwks(); } catch (e) { view.append(problem(e)); return; }
+    for (let i = 1; i < all.length; i++) {
+      verdicts.set(all[i].size, await verifyCheckpointPair(all[i - 1].note, all[i].note, all[i].consistency, keys, all[i].origin));
+    }
+  }
+  const bad = [...verdicts.values()].filter((v) => !v.ok).length;
+  const lonely = all.filter((c) => !c.cosigners.length).length;
+  const summary = [];
+  if (full) summary.push(bad ? `\u26a0 ${bad} of ${verdicts.size} consecutive checkpoint pair(s) are NOT consistent: the ledger showed two histories`
+    : `${verdicts.size} consecutive checkpoint pair(s), each verified consistent in your browser`);
+  summary.push(lonely ? `\u26a0 ${lonely} of ${all.length} checkpoint(s) cosigned by no witness: only the ledger's own signature vouches for them` : "every checkpoint cosigned by a witness");
+  view.append(h("p", { id: "checkpoint-summary", class: bad || lonely ? "counts flagged" : "counts", role: bad ? "alert" : null, text: summary.join(" · ") + "." }));
+  const shown = all.slice(-60);
+  const buckets = shown.map((c) => ({ label: c.created_at.slice(0, 16).replace("T", " "), values: { "tree size": c.size } }));
+  view.append(h("figure", {}, stackedBars(`Tree size over time (signing time of each checkpoint${all.length > 60 ? ", the latest 60" : ""})`, buckets, ["tree size"]),
+    h("figcaption", { text: `${all.length} checkpoint(s); latest size ${all[all.length - 1].size}, signed ${all[all.length - 1].created_at}` }),
+    h("details", {}, h("summary", { text: "Data" }), dataTable("Tree size per checkpoint", buckets, ["tree size"]))));
   const list = h("ol", { class: "timeline", id: "checkpoint-list", reversed: true });
   for (const c of [...all].reverse()) {
-    const li = h("li", {}, h("strong", { text: `size ${c.size}` }), ` — signed ${c.created_at}`);
+    const li = h("li", { "data-size": c.size }, h("strong", { text: `size ${c.size}` }), ` — signed ${c.created_at}`);
+    if (!c.cosigners.length) li.append(h("p", { class: "flag unwitnessed", text: "\u26a0 No witness cosigned this checkpoint: nothing outside the ledger vouches that it saw this tree (docs/anchoring.md)." }));
     const dl = { signers: c.signers.join(", ") || "none readable",
       cosigners: c.cosigners.length ? c.cosigners.map((x) => `${x.name} (${x.created_at})`).join(", ") : "none",
       timestamps: c.timestamps.length ? c.timestamps.map((x) => `${x.tsa} (${x.created_at})`).join(", ") : "none" };
-    if (state.layer !== "agent") dl.root = c.root_b64;
+    if (full) dl["root (hex, as ledger checkpoint prints it)"] = c.root_hex || `not readable (${c.root_b64})`;
     li.append(fields(dl, Object.keys(dl)));
-    if (state.layer !== "agent") {
+    if (full) {
+      const v = verdicts.get(c.size);
+      li.append(h("p", { id: `consistency-${c.size}`, class: v ? (v.ok ? "verdict valid" : "verdict invalid") : "muted",
+        text: v ? (v.ok ? `\u2713 ${v.message}` : `\u2717 Not consistent with the checkpoint before it: ${v.code} — ${v.message}`)
+          : "The first stored checkpoint: nothing before it to be consistent with." }));
       li.append(h("details", {}, h("summary", { text: "Signed note" }), h("pre", { text: c.note })),
         downloadButton(`note-${c.size}`, `Download the signed note (checkpoint-${c.size}.txt)`,
           () => saveBlob(new Blob([c.note], { type: "text/plain" }), `checkpoint-${c.size}.txt`)));

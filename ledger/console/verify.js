@@ -228,3 +228,57 @@ export async function verifyProof(bundle, jwks) {
     return { ok: false, steps, code: e.code, message: e.message };
   }
 }
+
+// RFC 9162 section 2.1.4.2: does `path` prove that the tree of `size1` with root `root1`
+// is a prefix of the tree of `size2` with root `root2`?  Fails with consistency_invalid.
+export async function verifyConsistency(size1, size2, root1, root2, path) {
+  if (!(Number.isSafeInteger(size1) && Number.isSafeInteger(size2) && 0 < size1 && size1 <= size2)) {
+    fail("consistency_invalid", `sizes ${size1} -> ${size2} are not 0 < old <= new`);
+  }
+  if (size1 === size2) {
+    if (path.length) fail("consistency_invalid", "a proof between equal sizes must be empty");
+    if (!equal(root1, root2)) fail("consistency_invalid", "two roots for one tree size: a fork");
+    return;
+  }
+  const p = path.slice();
+  const s1 = BigInt(size1);
+  if ((s1 & (s1 - 1n)) === 0n) p.unshift(root1);  // an exact power of two
+  if (!p.length) fail("consistency_invalid", "the consistency proof is empty");
+  let fn = BigInt(size1 - 1), sn = BigInt(size2 - 1);
+  while (fn & 1n) { fn >>= 1n; sn >>= 1n; }
+  let fr = p[0], sr = p[0];
+  for (const c of p.slice(1)) {
+    if (sn === 0n) fail("consistency_invalid", "the consistency proof is longer than the tree is deep");
+    if ((fn & 1n) || fn === sn) {
+      fr = await nodeHash(c, fr);
+      sr = await nodeHash(c, sr);
+      if (!(fn & 1n)) { while (!(fn & 1n) && fn !== 0n) { fn >>= 1n; sn >>= 1n; } }
+    } else {
+      sr = await nodeHash(sr, c);
+    }
+    fn >>= 1n; sn >>= 1n;
+  }
+  if (sn !== 0n) fail("consistency_invalid", "the consistency proof is shorter than the tree is deep");
+  if (!equal(fr, root1)) fail("consistency_invalid", `the proof does not lead to the signed root of size ${size1}: the two checkpoints are not one history (a fork)`);
+  if (!equal(sr, root2)) fail("consistency_invalid", `the proof does not lead to the signed root of size ${size2}: the two checkpoints are not one history (a fork)`);
+}
+
+// One checkpoint against the one before it, both notes verified with the ledger's JWKS:
+// {ok, code, message}.  `proof` is {from, path: [hex]} from GET /v1/checkpoints.
+export async function verifyCheckpointPair(prevNote, note, proof, jwks, origin) {
+  try {
+    const keys = await noteKeys(jwks, origin);
+    const a = parseNote(prevNote), b = parseNote(note);
+    await verifyNote(a, keys);
+    await verifyNote(b, keys);
+    if (a.origin !== b.origin) fail("origin_mismatch", "the two checkpoints are of different origins");
+    if (!proof || !Array.isArray(proof.path)) fail("consistency_invalid", proof && proof.error ? `the server has no proof: ${proof.error}` : "the server sent no consistency proof");
+    if (proof.from !== a.size) fail("consistency_invalid", `the proof starts at size ${proof.from}, not ${a.size}`);
+    const path = proof.path.map((x, i) => fromHex(x, `consistency path hash ${i}`));
+    await verifyConsistency(a.size, b.size, a.root, b.root, path);
+    return { ok: true, code: null, message: `consistent with the checkpoint of size ${a.size}: both signatures and the RFC 9162 consistency proof verified in your browser` };
+  } catch (e) {
+    if (e instanceof ProofFailure) return { ok: false, code: e.code, message: e.message };
+    throw e;
+  }
+}

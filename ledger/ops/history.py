@@ -7,6 +7,7 @@ HTML reports.  Nothing here writes.
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,8 @@ from typing import Any
 from ledger.clock import format_us
 from ledger.core.explain import SEVERITIES, explain, finding_field, group_findings
 from ledger.core.note import parse_checkpoint_body, parse_note
-from ledger.errors import NoteError, NotFound, UsageError
+from ledger.errors import LedgerError, NoteError, NotFound, UsageError
+from ledger.ops.checkpoint import consistency_proof
 from ledger.ops.context import LedgerContext
 from ledger.store import audit_runs as runs
 from ledger.store.anchors import COSIGNATURE, TIMESTAMP, checkpoint_page
@@ -23,16 +25,38 @@ from ledger.store.db import connect
 MAX_PAGE = 1000
 
 
-def checkpoints(ctx: LedgerContext, after: int = -1, limit: int = 100) -> dict[str, Any]:
+def _consistency(ctx: LedgerContext, old: int | None, new: int) -> dict[str, Any] | None:
+    """The RFC 9162 consistency proof from the stored tree between two checkpoint sizes:
+    ``{"from": old, "path": [hex]}`` (``path`` null and ``error`` set when the stored tree
+    cannot give one, e.g. the ledger shrank); None without an earlier checkpoint."""
+    if old is None:
+        return None
+    if old == 0:  # every tree extends the empty tree: nothing to prove (RFC 9162)
+        return {"from": 0, "path": []}
+    try:
+        return {"from": old, "path": [h.hex() for h in consistency_proof(ctx, old, new)]}
+    except LedgerError as exc:
+        return {"from": old, "path": None, "error": exc.message}
+
+
+def checkpoints(ctx: LedgerContext, after: int = -1, limit: int = 100,
+                consistency: bool = False) -> dict[str, Any]:
     """Stored checkpoints with ``size > after``, smallest first: ``{"checkpoints": [{size,
     created_at, root_b64, signers, cosigners, timestamps, note}], "next_after"}``.
     ``signers`` are the key names of the note's own signature lines; ``cosigners`` the
     witnesses whose cosignature lines are stored for it; ``timestamps`` the TSAs with the
-    time each token was stored.  ``note`` is the signed note with the cosignature lines."""
+    time each token was stored.  ``note`` is the signed note with the cosignature lines;
+    ``root_hex`` the root as ``ledger checkpoint`` prints it.  With ``consistency``, each
+    also has ``consistency``: the proof from the checkpoint before it (``_consistency``; for
+    the first of a page with ``after`` >= 0, from the checkpoint of size ``after``)."""
     limit = max(1, min(limit, MAX_PAGE))
     page = checkpoint_page(ctx.engine, after, limit + 1)
     more = len(page) > limit
     out = []
+    prev: int | None = None
+    if consistency and after >= 0:
+        before = checkpoint_page(ctx.engine, after - 1, 1)
+        prev = before[0].size if before and before[0].size == after else None
     for cp in page[:limit]:
         try:
             note = parse_note(cp.note)
@@ -52,8 +76,20 @@ def checkpoints(ctx: LedgerContext, after: int = -1, limit: int = 100) -> dict[s
             "timestamps": [{"tsa": a.name, "created_at": format_us(a.created_at)}
                            for a in cp.anchors if a.kind == TIMESTAMP],
             "note": cp.note + lines,
+            "root_hex": _root_hex(root_b64),
         })
+        if consistency:
+            out[-1]["consistency"] = _consistency(ctx, prev, cp.size)
+            prev = cp.size
     return {"checkpoints": out, "next_after": out[-1]["size"] if more else None}
+
+
+def _root_hex(root_b64: str | None) -> str | None:
+    try:
+        raw = base64.b64decode(root_b64 or "", validate=True)
+    except ValueError:
+        return None
+    return raw.hex() if len(raw) == 32 else None
 
 
 def _label(r: runs.RunRow, options: dict[str, Any]) -> dict[str, Any]:

@@ -188,3 +188,28 @@ def test_an_audit_run_answers_incidents_and_pages_of_findings(seeded: Server) ->
             r = c.get(f"/v1/audits/{newest['run_id']}", params=bad)
             assert r.status_code == 400, bad
             assert r.headers["content-type"].startswith("application/problem+json")
+
+
+def test_checkpoints_carry_hex_roots_and_consistency_proofs(seeded: Server,
+                                                             tmp_path: Path) -> None:
+    from ledger.core.merkle import verify_consistency
+
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(httpx.get(seeded.base_url + "/.well-known/jwks.json").text)
+    keys = load_public_keys(jwks)
+    with seeded.client("auditor") as c:
+        first, second = c.get("/v1/checkpoints", params={"consistency": "true"}).json()[
+            "checkpoints"]
+        cp1, _ = open_signed_checkpoint(first["note"], keys)
+        cp2, _ = open_signed_checkpoint(second["note"], keys)
+        assert (first["root_hex"], second["root_hex"]) == (cp1.root_hash.hex(),
+                                                           cp2.root_hash.hex())
+        assert first["consistency"] is None  # nothing before the first
+        assert second["consistency"]["from"] == 8
+        path = [bytes.fromhex(x) for x in second["consistency"]["path"]]
+        verify_consistency(8, 12, path, cp1.root_hash, cp2.root_hash)  # raises if not
+        # a later page starts from the checkpoint of size `after`
+        [again] = c.get("/v1/checkpoints", params={"consistency": "true", "after": 8}).json()[
+            "checkpoints"]
+        assert again["consistency"] == second["consistency"]
+        assert "consistency" not in c.get("/v1/checkpoints").json()["checkpoints"][1]

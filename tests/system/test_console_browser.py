@@ -399,6 +399,57 @@ def test_downloads_are_the_apis_answers(tab: Console, tmp_path: Path) -> None:
         assert fetched(f"#note-{note['size']}").decode() == note["note"]
 
 
+def _forked(site: Site, size: int) -> str:
+    """A checkpoint of ``size`` over another tree, correctly signed by the ledger's key: what
+    a ledger that shows two histories hands out."""
+    from ledger.core.note import Checkpoint, format_checkpoint_body
+    from ledger.crypto.note_sign import sign_note
+
+    body = format_checkpoint_body(Checkpoint(site.server.origin, size, bytes(range(32))))
+    signers = Keyring.load(site.server.keys_dir).signers(site.server.origin)
+    return body + "\n" + "".join(sign_note(body, name, key) for name, key in signers)
+
+
+@pytest.mark.parametrize("change", ["none", "fork", "path"])
+def test_checkpoint_consistency_is_checked_in_the_browser(tab: Console, change: str) -> None:
+    site, page = tab.site, tab.page
+
+    def handle(route: Any) -> None:
+        body = route.fetch().json()
+        newest = body["checkpoints"][-1]
+        if change == "fork":
+            newest["note"] = _forked(site, newest["size"])
+        elif change == "path":
+            p = newest["consistency"]["path"][0]
+            newest["consistency"]["path"][0] = ("1" if p[0] != "1" else "2") + p[1:]
+        route.fulfill(json=body)
+
+    page.route("**/v1/checkpoints?*", handle)
+    tab.open("auditor")
+    tab.go("#/checkpoints")
+    verdict = page.inner_text("#consistency-44")
+    assert page.inner_text("#consistency-30").startswith("The first stored checkpoint")
+    if change == "none":
+        assert verdict.startswith("\u2713 consistent with the checkpoint of size 30")
+        assert page.locator("#consistency-44.valid").count() == 1
+        summary = page.inner_text("#checkpoint-summary")
+        assert "1 consecutive checkpoint pair(s), each verified consistent" in summary
+        # the one without a witness is said so; the cosigned one is not
+        assert page.locator("li[data-size='30'] .unwitnessed").count() == 1
+        assert page.locator("li[data-size='44'] .unwitnessed").count() == 0
+        assert "1 of 2 checkpoint(s) cosigned by no witness" in summary
+        with site.server.client("auditor") as c:
+            cps = c.get("/v1/checkpoints").json()["checkpoints"]
+        root = next(x for x in cps if x["size"] == 44)["root_hex"]
+        assert root in page.inner_text("li[data-size='44']")
+        tab.shot("checkpoints")
+    else:
+        assert verdict.startswith("\u2717 Not consistent with the checkpoint before it: "
+                                  "consistency_invalid"), verdict
+        assert page.locator("#consistency-44.invalid").count() == 1
+        assert "NOT consistent" in page.inner_text("#checkpoint-summary")
+
+
 @pytest.mark.parametrize("role,kind,code", [
     ("auditor", "path", "inclusion_invalid"),
     ("auditor", "envelope", "body_hash_mismatch"),
