@@ -76,9 +76,11 @@ def redact(obj: dict, subject: str | None, seqs: tuple[int, ...], payloads: tupl
                 override_minimum=override_minimum))
     n = sum(len(t.erase) for t in out.targets)
     verb = "would erase" if dry_run else "erased"
-    click.echo(f"redact: {verb} {n} payload(s) of {len(out.targets)} entr(y/ies)"
-               + (f" in redaction entr(y/ies) {', '.join(map(str, out.redaction_seqs))}"
-                  if out.redaction_seqs else "")
+    k, r = len(out.targets), len(out.redaction_seqs)
+    click.echo(f"redact: {verb} {n} payload{'' if n == 1 else 's'} of {k} "
+               f"entr{'y' if k == 1 else 'ies'}"
+               + (f" in redaction entr{'y' if r == 1 else 'ies'} "
+                  f"{', '.join(map(str, out.redaction_seqs))}" if out.redaction_seqs else "")
                + (f"; report {report_path}" if ring is not None and report_path else ""),
                err=True)
 

@@ -270,6 +270,8 @@ def redact(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
     names = payload_names(payloads)
     with connect(ctx.engine) as conn:
         seqs = resolve_seqs(conn, subject, seqs)
+        if not seqs:
+            raise _nothing_matched(subject, "erase")
         targets = plan(ctx, conn, seqs, names, keep_attestation=keep_attestation,
                        retention=retention, override_minimum=override_minimum)
     reqs = requests_for(targets, ask, keep_attestation=keep_attestation,
@@ -282,6 +284,16 @@ def redact(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
     return out
 
 
+def _nothing_matched(subject: str | None, what: str) -> UsageError:
+    """A redaction or hold that names no entry: refused, nothing written (an erasure report
+    of nothing would certify an erasure that did not happen)."""
+    if subject is None:
+        return UsageError(f"no entries to {what}: give a subject or seqs",
+                          code="nothing_matched", field="seq")
+    return UsageError(f"no result entry has the subject {subject[:200]!r}: nothing to "
+                      f"{what}, nothing was written", code="nothing_matched", field="subject")
+
+
 # -- legal holds -------------------------------------------------------------------------
 def hold_add(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
              seqs: Iterable[int] = ()) -> int:
@@ -292,8 +304,7 @@ def hold_add(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
     with connect(ctx.engine) as conn:
         targets = resolve_seqs(conn, subject, seqs)
         if not targets:
-            raise UsageError("no entries to hold (give --subject or --seq)",
-                             code="bad_hold", field="targets")
+            raise _nothing_matched(subject, "hold")
         heads = custody.entry_heads(conn, targets)
     for seq in targets:
         if seq not in heads:

@@ -48,7 +48,7 @@ def test_redact_dry_run_then_for_real_with_report(db_url, tmp_path):
     lines = _lines(dry.stdout)
     assert [x["seq"] for x in lines] == seqs[:2]
     assert all(x["dry_run"] and x["redaction_seq"] is None for x in lines)
-    assert "would erase 4 payload(s)" in dry.stderr
+    assert "would erase 4 payloads of 2 entries" in dry.stderr
     report = tmp_path / "erasure.json"
     real = _run(db_url, "redact", "--subject", "dana", "--payload", "evidence", "--payload",
                 "query", "--reason", "DSR", "--reference", "DSR-7", "--report", str(report),
@@ -160,3 +160,28 @@ def test_a_payload_the_entry_does_not_have_is_refused_and_nothing_written(db_url
     ok = _run(db_url, "redact", "--seq", str(seqs[0]), "--payload", "subject", "--reason", "x",
               keys=keys)
     assert ok.exit_code == 0 and _lines(ok.stdout)[0]["payloads"] == ["subject"]
+
+
+def test_redact_and_hold_that_match_nothing_exit_2_and_write_nothing(db_url, tmp_path):
+    keys = tmp_path / "keys"
+    _ledger(db_url, keys=keys)
+    with Ledger.open(db_url) as lg:
+        size = lg.head()["size"]
+    report = tmp_path / "erasure.json"
+    for dry in ((), ("--dry-run",)):
+        r = _run(db_url, "redact", "--subject", "nobody", "--reason", "DSR", "--report",
+                 str(report), "--keys", str(keys), *dry)
+        assert r.exit_code == 2, r.output
+        assert "no result entry has the subject 'nobody'" in r.stderr
+        assert "nothing to erase, nothing was written" in r.stderr
+        assert not report.exists()  # no signed report of an erasure that did not happen
+    r = _run(db_url, "hold", "add", "--subject", "nobody", "--reason", "litigation")
+    assert r.exit_code == 2, r.output
+    assert "no result entry has the subject 'nobody': nothing to hold" in r.stderr
+    assert "give --subject" not in r.stderr  # the option was given: it matched nothing
+    with Ledger.open(db_url) as lg:
+        assert lg.head()["size"] == size  # nothing appended
+    one = _run(db_url, "redact", "--seq", "2", "--payload", "evidence", "--reason", "DSR",
+               keys=keys)
+    assert one.exit_code == 0 and "erased 1 payload of 1 entry in redaction entry " in \
+        one.stderr, one.output

@@ -116,7 +116,10 @@ def test_already_erased_is_a_reported_no_op(ledger, ring):
     none = ledger.redact(ASK, keyring=ring, seqs=[seqs["alice"][0]], payloads=["query"])
     assert none.redaction_seqs == [] and none.targets[0].already == ("query",)
     assert ledger.head()["size"] == size  # nothing to erase: no entry
-    assert ledger.redact(ASK, keyring=ring, subject="nobody").targets == []
+    with pytest.raises(UsageError) as err:  # a subject that matches nothing: refused
+        ledger.redact(ASK, keyring=ring, subject="nobody")
+    assert (err.value.code, err.value.field) == ("nothing_matched", "subject")
+    assert ledger.head()["size"] == size
 
 
 def test_query_takes_its_attestation_unless_kept(ledger, ring):
