@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ledger.clock import Clock
+from ledger.ops import aggregates as aggregates_ops
 from ledger.ops import append as append_ops
 from ledger.ops import audit as audit_ops
 from ledger.ops import backup as backup_ops
@@ -151,6 +152,10 @@ class Ledger:
     def query_page(self, f: query_ops.Filters, **kw: Any) -> query_ops.QueryPage:
         """One keyset page of the entries matching ``f``."""
         return query_ops.query(self.ctx, f, **kw)
+
+    def aggregates(self, layer: str, **kw: Any) -> dict[str, Any]:
+        """Bucketed counts over the whole ledger for charts (``ledger.ops.aggregates``)."""
+        return aggregates_ops.aggregates(self.ctx, layer, **kw)
 
     def count_index_matches(self, f: query_ops.Filters) -> int:
         """How many entries the indexed columns select for ``f`` (candidates, unchecked)."""

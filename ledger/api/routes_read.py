@@ -196,3 +196,25 @@ def entry_by_hash(request: Request,
     if seq is None:
         raise NotFound("no entry has this entry hash", field="entry_hash")
     return {"seq": seq}
+
+
+@router.get("/v1/aggregates", summary="Counts of result entries over time, for charts",
+            responses=READ_ERRORS)
+def aggregates(
+        request: Request,
+        since: str | None = Query(None, max_length=64, description="RFC 3339, inclusive"),
+        until: str | None = Query(None, max_length=64, description="RFC 3339, exclusive"),
+        bucket: Literal["auto", "hour", "day", "week"] = Query("auto"),
+        engine: list[str] = Query([], **TEXT), producer: list[str] = Query([], **TEXT),
+        principal: Principal = require("read")) -> dict[str, Any]:
+    """Bucketed counts of the result entries over the whole ledger at the caller's layer
+    (agents: by status; developers: status x engine; auditors: status x engine x producer,
+    attestation verdicts and audit findings), from the latest complete audit run's
+    aggregates and the entries after it checked now; ``covers`` says which run, up to which
+    seq and how many live rows (docs/http.md).  A row that did not verify is counted as
+    ``flagged``, never under its values."""
+    check_params(request, {"since", "until", "bucket", "engine", "producer"})
+    layer = layer_of(principal)
+    check_filters(layer, {"engine": engine, "producer": producer})
+    return request.app.state.service.ledger.aggregates(  # type: ignore[no-any-return]
+        layer, since=since, until=until, bucket=bucket, engines=engine, producers=producer)

@@ -2,7 +2,7 @@
 // for the signed-in token's layer and nothing else; data is only ever put into the page
 // as text (textContent), never as markup.
 import { verifyProof, verifyCheckpointPair } from "./verify.js";
-import { stackedBars, dataTable, bucketByTime, FLAGGED } from "./charts.js";
+import { stackedBars, dataTable, FLAGGED } from "./charts.js";
 
 const KEY = "ledger-console-token";
 const $ = (id) => document.getElementById(id);
@@ -721,43 +721,109 @@ async function auditsView(view, query) {
   }
 }
 
-async function chartsView(view) {
+// Charts over the whole ledger from the server's counts (GET /v1/aggregates: the latest
+// complete audit run's counts plus the entries after it checked now).  A row that did not
+// verify is counted in its own series, never under its status, engine or verdict.
+const TOP_SERIES = 8;
+function topSeries(buckets, series) {
+  const total = new Map(series.map((x) => [x, 0]));
+  for (const b of buckets) for (const x of series) total.set(x, total.get(x) + (b.values[x] || 0));
+  const ranked = series.filter((x) => x !== FLAGGED).sort((x, y) => total.get(y) - total.get(x) || (x < y ? -1 : 1));
+  if (ranked.length <= TOP_SERIES) return { buckets, series: [...ranked.sort(), ...(series.includes(FLAGGED) ? [FLAGGED] : [])] };
+  const keep = new Set(ranked.slice(0, TOP_SERIES - 1));
+  const OTHER = `other (${ranked.length - keep.size} series)`;
+  const out = buckets.map((b) => {
+    const values = {};
+    for (const [k, v] of Object.entries(b.values)) {
+      const name = k === FLAGGED || keep.has(k) ? k : OTHER;
+      values[name] = (values[name] || 0) + v;
+    }
+    return { label: b.label, values };
+  });
+  return { buckets: out, series: [...[...keep].sort(), OTHER, ...(series.includes(FLAGGED) ? [FLAGGED] : [])] };
+}
+const bucketLabel = (start, width) => (width === "hour" ? start.slice(0, 13).replace("T", " ") + "h" : width === "week" ? `week of ${start.slice(0, 10)}` : start.slice(0, 10));
+
+async function chartsView(view, query) {
   view.append(h("h2", { text: "Charts" }));
   if (!state.layer) { view.append(noLayer("the charts")); return; }
-  let rows = [];
-  try {
-    let after = -1;
-    for (let i = 0; i < 5; i++) {
-      const r = await api("/v1/entries", { kind: "result", limit: 1000, after });
-      rows = rows.concat(r.entries);
-      if (r.next_after === null) break;
-      after = r.next_after;
-    }
-  } catch (e) { view.append(problem(e)); return; }
-  const flagged = rows.filter((r) => !isVerified(r)).length;
-  view.append(h("p", { class: "muted", text: `${rows.length} result entries (the first 5000 at most), at layer ${state.layer}.` }),
-    h("p", { id: "charts-flagged", class: flagged ? "counts flagged" : "counts", text: flagged
-      ? `\u26a0 ${flagged} of them not verified: counted as "${FLAGGED}", never under their status or verdict.`
-      : "Every one of them verified against what was hashed." }));
-  const add = (id, title, { buckets, series }) => {
+  const m = parseMulti(query);
+  const q = parseQuery(query);
+  const form = h("form", { class: "filters", id: "chart-filters", "aria-label": "Chart range and selection" });
+  form.append(h("div", {}, h("label", { for: "c-since", text: "from (RFC 3339 or date)" }), h("input", { id: "c-since", name: "since", type: "text", value: q.since || "", placeholder: "2026-09-01" })),
+    h("div", {}, h("label", { for: "c-until", text: "until (exclusive)" }), h("input", { id: "c-until", name: "until", type: "text", value: q.until || "", placeholder: "2027-01-01" })),
+    h("div", {}, h("label", { for: "c-bucket", text: "bucket" }), h("select", { id: "c-bucket", name: "bucket" }, ["auto", "hour", "day", "week"].map((x) => h("option", { value: x, text: x, selected: (q.bucket || "auto") === x })))));
+  const picks = state.layer === "agent" ? [] : state.layer === "developer" ? ["engine"] : ["engine", "producer"];
+  for (const name of picks) {
+    const list = (await pickList(name)) || [];
+    const chosen = m[name] || [];
+    form.append(h("div", {}, h("label", { for: `c-${name}`, text: `${name} (any of)` }),
+      h("select", { id: `c-${name}`, name, multiple: true, size: Math.min(4, Math.max(2, list.length)) },
+        [...new Set([...list, ...chosen])].map((x) => h("option", { value: x, text: x, selected: chosen.includes(x) })))));
+  }
+  form.append(h("div", { class: "actions" }, h("button", { type: "submit", text: "Show" })));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const p = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (v && !(k === "bucket" && v === "auto")) p.append(k, /^\d{4}-\d{2}-\d{2}$/.test(v) ? `${v}T00:00:00Z` : v);
+    location.hash = `#/charts?${p}`;
+  });
+  view.append(h("details", { class: "fold", open: true }, h("summary", { text: "Range and selection" }), form));
+  const params = { bucket: q.bucket || "auto" };
+  for (const k of ["since", "until"]) if (q[k]) params[k] = q[k];
+  for (const k of picks) if (m[k]) params[k] = m[k];
+  let agg;
+  try { agg = await api("/v1/aggregates", params); } catch (e) { view.append(problem(e)); return; }
+  const c = agg.covers;
+  const parts = [];
+  if (c.run_id !== null) parts.push(`entries 0–${c.audited.end - 1} as audit run #${c.run_id} (started ${c.run_started_at}) found them`);
+  if (c.live.rows) parts.push(`entries ${c.live.start}–${c.live.end - 1} (${c.live.rows}) checked now by the server's ${c.live.checked}`);
+  if (!parts.length) parts.push("no entries");
+  view.append(h("p", { id: "charts-covers", class: "muted", text: `Counts over the whole ledger (${c.head} entries): ${parts.join("; ")}${c.live.truncated ? `; the ${c.head - c.live.end} entries after ${c.live.end - 1} are not counted yet (run an audit)` : ""}. Layer ${state.layer}; bucket ${agg.bucket}.` }));
+  const flagged = agg.buckets.reduce((a, b) => a + b.flagged, 0);
+  view.append(h("p", { id: "charts-flagged", class: flagged ? "counts flagged" : "counts", text: flagged
+    ? `\u26a0 ${flagged} entr${flagged === 1 ? "y" : "ies"} not verified (the audit failed them, or the read check flagged them): counted as "${FLAGGED}", never under their status, engine or verdict.`
+    : "Every counted entry verified against what was hashed." }));
+  const add = (id, title, data, note) => {
     const fig = h("figure", { id });
-    if (!buckets.length) fig.append(h("p", { class: "muted", text: `${title}: no data.` }));
-    else fig.append(stackedBars(title, buckets, series), h("details", {}, h("summary", { text: "Data" }), dataTable(title, buckets, series)));
+    if (!data.buckets.length) fig.append(h("p", { class: "muted", text: `${title}: no data.` }));
+    else {
+      fig.append(stackedBars(title, data.buckets, data.series), h("details", {}, h("summary", { text: "Data" }), dataTable(title, data.buckets, data.series)));
+      if (note) fig.append(h("figcaption", { class: "muted", text: note }));
+    }
     view.append(h("h3", { text: title }), fig);
   };
-  // a row that did not check is counted apart, never under the status it shows
-  const clean = (f) => (r) => (isVerified(r) ? f(r) : FLAGGED);
-  const byStatusEngine = clean(state.layer === "agent" ? (r) => r.status : (r) => `${r.status} · ${r.engine ?? "?"}`);
+  const name = (vals) => (state.layer === "agent" ? `${vals[0]}` : `${vals[0]} · ${vals[1] ?? "?"}`);
+  const seen = new Set();
+  const main = agg.buckets.map((b) => {
+    const values = {};
+    for (const r of b.results) { const k = name(r); seen.add(k); values[k] = (values[k] || 0) + r[r.length - 1]; }
+    if (b.flagged) { values[FLAGGED] = b.flagged; seen.add(FLAGGED); }
+    return { label: bucketLabel(b.start, agg.bucket), values };
+  });
   add("chart-status", state.layer === "agent" ? "Results by status over time" : "Results by status × engine over time",
-    bucketByTime(rows, "recorded_at", byStatusEngine));
+    topSeries(main, [...seen]), state.layer === "agent" ? null : `At most ${TOP_SERIES} series; the smaller ones are summed as "other".`);
+  // failures on their own scale, so a few are not flattened by the many
+  const fails = agg.buckets.map((b) => ({ label: bucketLabel(b.start, agg.bucket), values: {
+    BLOCKED: b.results.filter((r) => r[0] === "BLOCKED").reduce((a, r) => a + r[r.length - 1], 0), [FLAGGED]: b.flagged } }));
+  add("chart-failures", `Failures over time (BLOCKED${flagged ? " and not verified" : ""}), on their own scale`, { buckets: fails, series: flagged ? ["BLOCKED", FLAGGED] : ["BLOCKED"] });
   if (state.layer === "auditor") {
-    add("chart-attestations", "Attestation verdicts over time",
-      bucketByTime(rows.filter((r) => !isVerified(r) || r.att_verdict !== null || r.status === "VERIFIED"), "recorded_at", clean((r) => r.att_verdict ?? "no attestation")));
-    let runs = [];
-    try { runs = await allRuns(); } catch (e) { view.append(problem(e)); return; }
-    const done = runs.filter((r) => r.state === "complete");
-    const f = bucketByTime(done, "updated_at", (r) => [["findings", r.findings], ["abstentions", r.abstentions]]);
-    add("chart-findings", "Audit findings over time", { buckets: f.buckets, series: ["findings", "abstentions"] });
+    const seenA = new Set();
+    const att = agg.buckets.map((b) => {
+      const values = {};
+      for (const [v, n] of b.attestations) { const k = v ?? "no attestation"; seenA.add(k); values[k] = n; }
+      if (b.flagged) { values[FLAGGED] = b.flagged; seenA.add(FLAGGED); }
+      return { label: bucketLabel(b.start, agg.bucket), values };
+    });
+    add("chart-attestations", "Attestation verdicts over time", topSeries(att, [...seenA]));
+    const seenF = new Set();
+    const fnd = agg.buckets.map((b) => {
+      const values = {};
+      for (const [cls, n] of b.findings) { seenF.add(cls); values[cls] = n; }
+      return { label: bucketLabel(b.start, agg.bucket), values };
+    }).filter((b) => Object.keys(b.values).length);
+    add("chart-findings", `Findings of audit run #${c.run_id ?? "—"} by class, by the entry's time`, { buckets: fnd, series: [...seenF].sort() },
+      "The findings of one run (the one the counts come from), never added up across runs.");
   } else {
     view.append(h("p", { class: "muted", text: "Attestation verdicts and audit findings are shown to auditors only." }));
   }
@@ -786,7 +852,7 @@ async function route() {
     if (name === "entry" && /^\d+$/.test(arg || "")) await entryView(view, Number(arg));
     else if (name === "checkpoints") await checkpointsView(view);
     else if (name === "audits") await auditsView(view, query);
-    else if (name === "charts") await chartsView(view);
+    else if (name === "charts") await chartsView(view, query);
     else await entriesView(view, query);
   } finally {
     view.dataset.ready = "true";

@@ -115,30 +115,3 @@ export function dataTable(title, buckets, series) {
   }
   return t;
 }
-
-// Bucket rows by day (or hour when they span less than two days); seriesOf(row) names
-// the row's series, or returns [[series, count], ...].
-export function bucketByTime(rows, key, seriesOf) {
-  const times = rows.map((r) => Date.parse(r[key])).filter((t) => !Number.isNaN(t));
-  if (!times.length) return { buckets: [], series: [] };
-  const span = Math.max(...times) - Math.min(...times);
-  // minutes under three hours, hours under two days, else days
-  const cut = span < 3 * 3600e3 ? 16 : span < 2 * 86400e3 ? 13 : 10;
-  const label = (t) => new Date(t).toISOString().slice(0, cut).replace("T", " ") + (cut === 13 ? "h" : "");
-  const map = new Map();
-  const seen = new Set();
-  for (const r of rows) {
-    const t = Date.parse(r[key]);
-    if (Number.isNaN(t)) continue;
-    const l = label(t);
-    if (!map.has(l)) map.set(l, {});
-    const got = seriesOf(r);  // a series name, or [[name, count], ...]
-    for (const [s, n] of Array.isArray(got) ? got : [[got, 1]]) {
-      seen.add(s);
-      map.get(l)[s] = (map.get(l)[s] || 0) + n;
-    }
-  }
-  const buckets = [...map.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([l, values]) => ({ label: l, values }));
-  const series = [...seen].filter((s) => s !== FLAGGED).sort();
-  return { buckets, series: seen.has(FLAGGED) ? [...series, FLAGGED] : series };
-}

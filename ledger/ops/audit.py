@@ -34,7 +34,7 @@ from ledger.core.finding import LEDGER_LEVEL_CODES, REDACTED, summary_line  # no
 from ledger.core.policy import Policy, load_policy
 from ledger.crypto.keys import PublicKeyRef, load_public_keys
 from ledger.crypto.trust import TrustStore, row_judge
-from ledger.errors import UsageError
+from ledger.errors import LedgerError, UsageError
 from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
 from ledger.ops.custody_audit import add_custody_findings
@@ -78,6 +78,9 @@ class Tally:
     unverified: int = 0
     findings: list[dict[str, Any]] = field(default_factory=list)
     abstentions: list[dict[str, Any]] = field(default_factory=list)
+    # row counts by (hour, kind, status, engine, producer, att_verdict, disposition): see
+    # _count; None when this session did not walk the whole range (a resumed run)
+    agg: dict[tuple[Any, ...], int] | None = field(default_factory=dict)
 
     def add(self, other: Tally) -> None:
         self.rows += other.rows
@@ -86,6 +89,11 @@ class Tally:
         self.unverified += other.unverified
         self.findings += other.findings
         self.abstentions += other.abstentions
+        if self.agg is not None and other.agg is not None:
+            for k, n in other.agg.items():
+                self.agg[k] = self.agg.get(k, 0) + n
+        else:
+            self.agg = None
 
     def counts(self) -> dict[str, int]:
         return {"rows": self.rows, "verified": self.verified, "failed": self.failed,
@@ -123,13 +131,20 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
         # any other row takes the plain checks
         clean = auditor.clean_checks if auditor.fast else None
         plain = auditor.check_plain
+        agg: dict[tuple[Any, ...], int] = tally.agg  # type: ignore[assignment]
+        get = agg.get
         for page in repo.iter_entry_pages(conn, start, end, PAGE):
             n_clean = 0
             for r, blobs in page:
                 if clean is not None and clean(r, blobs):
                     n_clean += 1
+                    # a verified row's columns equal its envelope (the fused pass compared
+                    # them): they are the envelope's values
+                    k = (r.recorded_at - r.recorded_at % HOUR_US, r.kind, r.status, r.engine,
+                         r.producer, r.att_verdict, "verified")
+                    agg[k] = get(k, 0) + 1
                     continue
-                _tally(tally, plain(r, blobs))
+                _tally(tally, plain(r, blobs), r)
             tally.rows += n_clean
             tally.verified += n_clean
             if progress:
@@ -144,16 +159,39 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
     return tally
 
 
-def _tally(t: Tally, outcome: Any) -> None:
+HOUR_US = 3_600_000_000
+
+
+def _count(t: Tally, r: Any, disposition: str) -> None:
+    """Count row ``r`` in ``t.agg``: under its values when the audit verified it or only
+    abstained on it (then every column equals its envelope field, else column_mismatch would
+    have failed it), by hour only when it failed (``flagged``: never under the values it
+    shows).  The hour is the stored ``recorded_at`` (0 when unreadable)."""
+    at = r.recorded_at if type(r.recorded_at) is int else 0
+    hour = at - at % HOUR_US
+    k = (hour, None, None, None, None, None, "flagged") if disposition == "flagged" else (
+        hour, r.kind, r.status, r.engine, r.producer, r.att_verdict, disposition)
+    agg = t.agg
+    if agg is not None:
+        agg[k] = agg.get(k, 0) + 1
+
+
+def _tally(t: Tally, outcome: Any, r: Any = None) -> None:
     t.rows += 1
     t.findings += [x.to_dict() for x in outcome.gap_findings]
     if not outcome.findings and not outcome.abstentions:
         t.verified += 1
+        if r is not None:
+            _count(t, r, "verified")
         return
     if outcome.disposition == "failed":
         t.failed += 1
+        if r is not None:
+            _count(t, r, "flagged")
     else:  # abstained: a row with findings or abstentions is never verified
         t.unverified += 1
+        if r is not None:
+            _count(t, r, "unverified")
     t.findings += [x.to_dict() for x in outcome.findings]
     t.abstentions += [x.to_dict() for x in outcome.abstentions]
 
@@ -248,6 +286,8 @@ def _run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict
     run saved before (a resumed run).  Returns the whole run's tally, gaps joined, and
     leaves the run complete."""
     todo = [i for i, p in enumerate(parts) if p["next_seq"] < p["end"]]
+    # aggregates only when every part is walked whole in this session
+    parts_fresh = all(p["next_seq"] == p["start"] for p in parts) and base.agg is not None
     live = {i: Tally() for i in todo}  # each part's counts and findings in this session
     unsaved: list[tuple[str, dict[str, Any]]] = []
     since_save = 0
@@ -273,7 +313,7 @@ def _run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict
             progress(delta)
 
     def whole() -> Tally:
-        t = Tally()
+        t = Tally(agg={} if parts_fresh else None)
         t.add(base)
         for part in live.values():
             t.add(part)
@@ -293,6 +333,7 @@ def _run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict
                 i = msg[1]
                 final = running.pop(i).get()  # a worker's error is raised here
                 t = live[i]
+                t.agg = final.agg
                 moved(i, parts[i]["end"], final.counts(), final.findings[len(t.findings):],
                       final.abstentions[len(t.abstentions):], False)
             elif msg[0] in running:  # (a late message of a finished part: the result has it)
@@ -383,6 +424,8 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
                               progress, saver, state))
         if run_id is not None:
             _finish_run(engine, run_id, end, tally)
+    if tally.agg is not None and run_id is not None:  # (an unrecorded run stores nothing)
+        _save_aggregates(engine, run_id, tally.agg)
     add_custody_findings(tally, engine, opts.start if not opts.since_last else start, end,
                          ctx.meta.ledger_id, _ledger_keys(opts.keys))
     tally.findings += [f.to_dict() for f in pre + head_findings]  # ledger-level, not rows
@@ -483,11 +526,11 @@ def _saver(engine: Any, run_id: int, base: Tally) -> Callable[[int, Tally, Chain
              "at": base.rows}
 
     def save(pos: int, segment: Tally, auditor: ChainAuditor) -> None:
-        whole = Tally()
+        if base.rows + segment.rows - saved["at"] < PROGRESS_EVERY:
+            return
+        whole = Tally(agg=None)  # progress only: the counts are saved once, at the end
         whole.add(base)
         whole.add(segment)
-        if whole.rows - saved["at"] < PROGRESS_EVERY:
-            return
         _save(engine, run_id, pos, whole, auditor, saved)
     return save
 
@@ -507,6 +550,17 @@ def _save(engine: Any, run_id: int, pos: int, tally: Tally, auditor: ChainAudito
                         state=state, options=json.dumps(opts), updated_at=_now_us())
     saved.update(findings=len(tally.findings), abstentions=len(tally.abstentions),
                  at=tally.rows)
+
+
+def _save_aggregates(engine: Any, run_id: int, agg: dict[tuple[Any, ...], int]) -> None:
+    """Store the run's counts (``audit_aggregates``); once, after the run is complete.  A
+    database that refuses them (a role without INSERT on the table) costs the charts these
+    counts, not the audit its report."""
+    try:
+        with transaction(engine) as conn:
+            runs.add_aggregates(conn, run_id, agg)
+    except LedgerError:
+        return
 
 
 def _now_us() -> int:
@@ -555,7 +609,7 @@ def _resume(engine: Any, opts: AuditOptions,
         if run is None:
             raise UsageError("no interrupted audit run to resume", code="nothing_to_resume",
                              field="resume")
-        tally = Tally(**json.loads(run.counts))
+        tally = Tally(**json.loads(run.counts), agg=None)  # walked in part before
         for kind, body in runs.run_findings(conn, run.id):
             (tally.findings if kind == "finding" else tally.abstentions).append(json.loads(body))
     saved = json.loads(run.options)

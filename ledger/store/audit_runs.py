@@ -11,13 +11,20 @@ inside ``db.transaction``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, select, update
 
-from ledger.store.schema import audit_findings, audit_runs, reverify_outcomes
+from ledger.store.schema import (
+    audit_aggregates,
+    audit_findings,
+    audit_runs,
+    entries,
+    reverify_outcomes,
+)
 
 AUDIT = audit_runs.c.job == "audit"
 REVERIFY = audit_runs.c.job == "reverify"
@@ -177,3 +184,54 @@ def reverify_outcome_rows(conn: Connection, run_id: int) -> list[str]:
     return list(conn.execute(select(reverify_outcomes.c.outcome)
                              .where(reverify_outcomes.c.run_id == run_id)
                              .order_by(reverify_outcomes.c.seq)).scalars())
+
+
+# -- aggregates (migration 0011) -----------------------------------------------------------
+AGGREGATE_KEY = ("bucket_us", "kind", "status", "engine", "producer", "att_verdict",
+                 "disposition")
+
+
+def add_aggregates(conn: Connection, run_id: int, counts: dict[tuple[Any, ...], int]) -> None:
+    """Store a run's counts: ``counts`` maps :data:`AGGREGATE_KEY` tuples to row counts."""
+    rows = [{"run_id": run_id, **dict(zip(AGGREGATE_KEY, k, strict=True)), "n": n}
+            for k, n in counts.items()]
+    for i in range(0, len(rows), 5000):
+        conn.execute(audit_aggregates.insert(), rows[i:i + 5000])
+
+
+def latest_aggregated_run(conn: Connection) -> RunRow | None:
+    """The latest ``complete`` audit run from seq 0 that stored aggregates."""
+    has = select(audit_aggregates.c.run_id).where(audit_aggregates.c.run_id == audit_runs.c.id)
+    r = conn.execute(select(audit_runs).where(
+        audit_runs.c.state == "complete", AUDIT, audit_runs.c.range_start == 0, has.exists())
+        .order_by(audit_runs.c.id.desc()).limit(1)).first()
+    return None if r is None else _run_row(r)
+
+
+def aggregate_rows(conn: Connection, run_id: int, lo_us: int | None, hi_us: int | None,
+                   ) -> list[tuple[Any, ...]]:
+    """The stored counts of ``run_id`` with ``lo_us <= bucket_us < hi_us`` (None: open):
+    tuples of :data:`AGGREGATE_KEY` then ``n``."""
+    c = audit_aggregates.c
+    conds = [c.run_id == run_id]
+    if lo_us is not None:
+        conds.append(c.bucket_us >= lo_us)
+    if hi_us is not None:
+        conds.append(c.bucket_us < hi_us)
+    return [tuple(r) for r in conn.execute(
+        select(*(c[k] for k in AGGREGATE_KEY), c.n).where(*conds))]
+
+
+def finding_times(conn: Connection, run_id: int) -> list[tuple[str, int]]:
+    """(class, stored recorded_at) of the row findings of ``run_id`` whose seq is stored."""
+    out = []
+    q = (select(audit_findings.c.body, entries.c.recorded_at)
+         .join(entries, entries.c.seq == audit_findings.c.seq)
+         .where(audit_findings.c.run_id == run_id, audit_findings.c.kind == "finding"))
+    for body, t in conn.execute(q):
+        try:
+            cls = str(json.loads(body).get("class"))
+        except (ValueError, AttributeError):
+            cls = "unknown"
+        out.append((cls, int(t) if isinstance(t, int) else 0))
+    return out

@@ -218,6 +218,27 @@ audit_findings = Table(
     Index("ix_audit_findings_run_id_seq", "run_id", "seq"),
 )
 
+# Counts of the rows an audit run walked, by hour (bucket_us: the hour's first µs), kind,
+# status, engine, producer and attestation verdict (the envelope's values: a row is counted
+# under them only when the run verified it or abstained on it), with its disposition
+# (verified | unverified | flagged; a flagged row has no values).  Operational state
+# (migration 0011; docs/audit.md "Aggregates").
+audit_aggregates = Table(
+    "audit_aggregates", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("run_id", BigInteger, nullable=False),
+    Column("bucket_us", BigInteger, nullable=False),
+    Column("disposition", String(16), nullable=False),
+    Column("kind", String(16)),
+    Column("status", String(16)),
+    Column("engine", String(64)),
+    Column("producer", String(256)),
+    Column("att_verdict", String(16)),
+    Column("n", BigInteger, nullable=False),
+    Index("ix_audit_aggregates_run_id_bucket_us", "run_id", "bucket_us"),
+)
+
 # Witness cosignatures and RFC 3161 timestamp tokens of checkpoints (migration 0007_anchors;
 # docs/anchoring.md).  kind: "cosignature" (data: the signature line) or "timestamp" (data:
 # base64 DER TimeStampResp, nonce: the request's nonce).  Insert-only.

@@ -24,7 +24,8 @@ CONSOLE = Path(__file__).resolve().parents[2] / "ledger" / "console"
 # Every API path the console's code requests (its template literals as written).
 CONSOLE_PATHS = {"/v1/entries", "/v1/entries/${seq}", "/v1/checkpoints", "/v1/audits",
                  "/v1/audits/${pick}", "/.well-known/jwks.json", "/v1/entries/values",
-                 "/v1/entries/by-hash/${hashText}", "/v1/export", "/v1/export/bundle"}
+                 "/v1/entries/by-hash/${hashText}", "/v1/export", "/v1/export/bundle",
+                 "/v1/aggregates"}
 
 
 def seeded_server(kind: str, request: pytest.FixtureRequest, tmp: Path) -> Server:

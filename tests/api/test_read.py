@@ -115,6 +115,8 @@ def agent_requests(seq: int, tag: str) -> list[tuple[str, dict[str, Any]]]:
         ("/v1/export", {"format": "json"}),
         ("/v1/export/bundle", {}),
         ("/v1/audits/1", {"format": "csv"}),
+        ("/v1/aggregates", {"bucket": "auto"}),
+        ("/v1/aggregates", {"engine": "math"}),
     ]
 
 
@@ -129,6 +131,13 @@ def test_agent_never_receives_a_developer_field(planted: tuple[Server, int, str]
             assert SECRET not in r.text, (path, params, r.text[:300])
             if r.status_code != 200 or path in ("/v1/checkpoint", "/v1/checkpoints",
                                                  "/.well-known/jwks.json"):
+                continue
+            if path == "/v1/aggregates":  # by status only: no engine, producer, finding
+                doc = r.json()
+                assert doc["series"] == ["status"] and "engines" not in doc, doc
+                for b in doc["buckets"]:
+                    assert set(b) == {"start", "results", "unverified", "flagged"}, b
+                    assert all(len(x) == 2 for x in b["results"]), b
                 continue
             if path == "/v1/entries/values":  # a pick-list: of a field the agent may see
                 assert params["field"] in ("status", "kind"), params

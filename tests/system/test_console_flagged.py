@@ -228,7 +228,7 @@ def test_an_untampered_ledger_shows_no_flag(tab: Tab) -> None:
         assert "valid" in cls.split(), (role, cls)
         tab.go("#/charts")
         assert FLAGGED not in page.inner_text("#view"), role
-        assert "Every one of them verified" in page.inner_text("#charts-flagged"), role
+        assert "Every counted entry verified" in page.inner_text("#charts-flagged"), role
         page.click("#signout")
 
 
@@ -339,7 +339,9 @@ def test_the_charts_count_flagged_rows_apart(tab: Tab, tampered: Lab, role: str)
     assert by_status == want
     legend = page.locator("#chart-status svg").text_content() or ""
     assert FLAGGED in legend
-    assert f"{len(flagged)} of them not verified" in page.inner_text("#charts-flagged")
+    assert f"{len(flagged)} entries not verified" in page.inner_text("#charts-flagged")
+    # over the whole ledger: the counts say which audit run and how many were checked live
+    assert "Counts over the whole ledger" in page.inner_text("#charts-covers")
     if role == "auditor":
         att = _series_totals(tab, "chart-attestations")
         assert att.get(FLAGGED) == len(flagged), att
