@@ -174,7 +174,7 @@ const COLUMNS = {
 const CHOICES = { status: ["", "VERIFIED", "UNVERIFIABLE", "BLOCKED"], kind: ["", "result", "key_event", "audit_run", "redaction", "hold", "import"] };
 
 function noLayer(what) {
-  return h("p", { class: "muted", text: `Your role (${state.role}) has no reading layer: ${what} is not shown to it.` });
+  return h("p", { class: "muted", text: `Your role (${state.role}) has no reading layer: nothing of ${what} is shown to it.` });
 }
 
 function parseQuery(q) {

@@ -106,3 +106,4 @@ def test_summary_line_states_the_counts(verified, failed, unverified):
         assert re.match(rf"^[a-z-]+ complete: {rows} rows, {verified} verified, {failed} "
                         rf"failed, {unverified} unverified", line)
         assert ("(human review needed)" in line) == (unverified > 0)
+
