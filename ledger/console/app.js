@@ -11,6 +11,7 @@ const state = { token: null, role: null, layer: null, pages: [], jwks: null };
 // -- small DOM helpers --------------------------------------------------------------
 function h(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
+  if (tag === "pre") e.tabIndex = 0;  // a <pre> may scroll: the keyboard must reach it
   for (const [k, v] of Object.entries(attrs)) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "class") e.className = v;
@@ -261,7 +262,10 @@ async function entriesView(view, query) {
     location.hash = `#/entries?${p}`;
   });
   form.addEventListener("reset", () => setTimeout(() => { location.hash = "#/entries"; }, 0));
-  view.append(h("details", { class: "fold", open: true }, h("summary", { text: "Filters" }), form));
+  // on a narrow screen the filters start folded, unless some are set
+  const narrow = window.matchMedia("(max-width: 640px)").matches;
+  const anySet = names.some((n) => m[n]) || q.has_findings === "true";
+  view.append(h("details", { class: "fold", open: !narrow || anySet }, h("summary", { text: anySet ? "Filters (some set)" : "Filters" }), form));
   const out = h("div", { id: "entries" });
   view.append(out);
   const params = {};
@@ -309,7 +313,7 @@ async function entriesView(view, query) {
           }
         } else if (c === "findings") {
           const n = findingCount(e);
-          if (n) td.append(h("a", { class: "badge", href: `#/entry/${e.seq}`, "aria-label": `${n} audit finding${n === 1 ? "" : "s"} on entry ${e.seq}`, text: `${n} finding${n === 1 ? "" : "s"}` }));
+          if (n) td.append(h("a", { class: "badge", href: `#/entry/${e.seq}`, "aria-label": `${n} finding${n === 1 ? "" : "s"} of the audit on entry ${e.seq}`, text: `${n} finding${n === 1 ? "" : "s"}` }));
         } else {
           td.textContent = fmt(e[c]);
           if (bad.has(c)) td.classList.add("bad-field");
@@ -462,7 +466,7 @@ function integrityBanner(entry) {
       const tr = tb.insertRow();
       for (const v of [p.field, p.code, p.expected, p.actual]) { const td = tr.insertCell(); td.className = "mono"; td.textContent = fmt(v); }
     }
-    box.append(t);
+    box.append(h("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "What did not check" }, t));
   } else if (Array.isArray(i.fields) && i.fields.length) {
     const ul = h("ul", { id: "integrity-fields" });
     for (const f of i.fields) {
@@ -491,7 +495,7 @@ function findingsBox(entry) {
     tr.insertCell().append(h("a", { href: `#/audits?run=${f.run_id}`, text: `run #${f.run_id}` }));
     for (const v of [f.code, f.class, f.message, f.expected, f.actual]) { const td = tr.insertCell(); td.className = "mono"; td.textContent = fmt(v); }
   }
-  box.append(t);
+  box.append(h("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "Audit findings on this entry" }, t));
   return box;
 }
 
@@ -666,7 +670,7 @@ async function auditsView(view, query) {
       if (!(g.ranges || []).length) seqs.textContent = "— (ledger-level)";
       tr.insertCell().textContent = g.explain.explanation;
       tr.insertCell().append(h("span", { text: g.explain.next_step }), h("br"), h("span", { class: "muted", text: `See ${g.explain.doc}` }));
-      tr.insertCell().append(h("a", { href: link({ code: g.code, class: g.class, field: g.field || "", severity: q.severity }), text: "show these", "aria-label": `show the ${g.count} finding(s) of ${g.code}${g.field ? ` on ${g.field}` : ""}` }));
+      tr.insertCell().append(h("a", { href: link({ code: g.code, class: g.class, field: g.field || "", severity: q.severity }), text: "show these", "aria-label": `show these: the ${g.count} finding(s) of ${g.code}${g.field ? ` on ${g.field}` : ""}` }));
     }
     sec.append(h("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "Incidents" }, t));
   }

@@ -450,6 +450,49 @@ def test_checkpoint_consistency_is_checked_in_the_browser(tab: Console, change: 
         assert "NOT consistent" in page.inner_text("#checkpoint-summary")
 
 
+AXE = Path(__file__).resolve().parents[2] / ".tools" / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def axe_violations(page: Any) -> list[str]:
+    """axe-core's violations of any impact on the page as it is: ``rule (impact): n node(s)``.
+    The script is evaluated through the DevTools protocol, which the page's CSP does not
+    govern (the page itself still runs no inline script)."""
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE.read_text(encoding="utf-8"))
+    found = page.evaluate("axe.run(document, {resultTypes: ['violations']})"
+                          ".then(r => r.violations.map(v => [v.id, v.impact, v.nodes.length, "
+                          "v.nodes.slice(0, 3).map(n => n.target.join(' '))]))")
+    return [f"{rule} ({impact}): {n} node(s), e.g. {where}" for rule, impact, n, where in found]
+
+
+@pytest.mark.parametrize("width,height", [(1440, 900), (390, 844)])
+def test_every_view_passes_axe_at_both_widths(tab: Console, width: int, height: int) -> None:
+    if not AXE.exists():
+        pytest.skip("axe-core is not installed (scripts/ensure-tools installs it from npm "
+                    "into .tools/)")
+    page = tab.page
+    page.set_viewport_size({"width": width, "height": height})
+    tab.open("auditor")
+    with tab.site.server.client("auditor") as c:
+        run = c.get("/v1/audits").json()["runs"][0]["run_id"]
+    seen = {}
+    for view in ("#/entries?limit=25", f"#/entry/{tab.site.sentinel_seq}", "#/entry/3",
+                 "#/checkpoints", f"#/audits?run={run}", "#/charts"):
+        print("view", view, flush=True)
+        tab.go(view)
+        seen[view] = axe_violations(page)
+        if width < 500 and view.startswith("#/entries"):
+            tab.shot("mobile-entries")
+        # nothing wider than the screen: the page never scrolls sideways
+        wide = page.evaluate("w => [...document.querySelectorAll('body *')].filter(e => "
+                             "e.getBoundingClientRect().right > w + 1 && !e.closest('.scroll, "
+                             "figure, pre')).map(e => e.tagName + '#' + e.id + '.' + "
+                             "e.className).slice(0, 5)", width)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width + 1, (view, wide)
+    bad = {k: v for k, v in seen.items() if v}
+    assert bad == {}, bad
+
+
 @pytest.mark.parametrize("role,kind,code", [
     ("auditor", "path", "inclusion_invalid"),
     ("auditor", "envelope", "body_hash_mismatch"),
