@@ -187,6 +187,18 @@ EXPLANATIONS: dict[str, Explanation] = {
     "redaction_of_held_entry": _E(MEDIUM, "A redaction erased an entry under a legal hold in "
                                   "force.", "Tell the person responsible for the hold: data "
                                   "under hold was erased. " + _CUSTODY),
+    "redaction_under_unreadable_hold": _E(
+        MEDIUM, "A redaction erased an entry that a hold in force, whose order cannot be read, "
+        "may have held.", "Find the hold's order with the custodian; until then treat the "
+        "erasure as one of held data. " + _CUSTODY),
+    "redaction_signature_invalid": _E(
+        HIGH, "A redaction's signature does not verify with the ledger's keys: it was written "
+        "without the ledger key.", "Treat the erasure as unauthorised: find who wrote it; the "
+        "erased bytes can only come back from a backup. " + _TAMPER),
+    "redaction_unsigned": _E(
+        HIGH, "An unsigned redaction request: after a signed one it is a finding (written "
+        "without the ledger key); before any, an abstention (an older ledger).",
+        "Check the request against the custodian's records of erasures."),
     "hold_invalid": _E(MEDIUM, "The hold's order document is not a valid ledger-hold/1 order.",
                        _CUSTODY),
     "hold_role_invalid": _E(MEDIUM, "The hold was not placed by a custodian or an operator.",
