@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,7 +59,7 @@ def run_demo(directory: Path) -> Iterator[str]:
         entry = ledger.get(1)
         yield (f"entry 1: {entry['engine']} {entry['status']} proof_ref {entry['proof_ref']} "
                f"preimage {entry['payloads']['preimage']['text'][:60]!r}")
-        yield f"inspect it: ledger --db {url} show 1 --format json"
+        yield f"inspect it: {ledger_command()} --db {url} show 1 --format json"
         report = ledger.audit(AuditOptions(record=True, producer="demo", command="ledger demo",
                                            actor="demo"))
         yield f"{summary_line(report)} — recorded as entry {report['recorded_seq']}"
@@ -220,9 +221,23 @@ def _html_report_and_console(ledger: Ledger, ring: Keyring, directory: Path, url
     yield f"HTML audit report -> {out} (one self-contained file: open it in a browser, or " \
           "print it to PDF)"
     keys = ring.path
-    yield "look at this ledger in the web console:"
-    yield f"  ledger --db {url} serve --keys {keys} --port 8080 &"
-    yield (f"  TOKEN=$(ledger --db {url} token issue --role auditor --subject you "
+    cmd = ledger_command()
+    yield "look at this ledger in the web console (these lines run as they are in a shell):"
+    yield f"  {cmd} --db {url} serve --keys {keys} --port 8080 &"
+    yield (f"  TOKEN=$({cmd} --db {url} token issue --role auditor --subject you "
            f"--keys {keys})")
-    yield '  open "http://127.0.0.1:8080/console/#token=$TOKEN"   (roles: auditor, ' \
-          "developer, agent)"
+    yield '  echo "http://127.0.0.1:8080/console/#token=$TOKEN"   # open this URL in a ' \
+          "browser (roles: auditor, developer, agent)"
+
+
+def ledger_command() -> str:
+    """How to run ``ledger`` from here without an activated virtual environment: the
+    console script installed beside this interpreter (``.venv/bin/ledger``), relative to the
+    working directory when it is below it; plain ``ledger`` when there is none."""
+    exe = Path(sys.executable).with_name("ledger")
+    if not exe.exists():
+        return "ledger"
+    try:
+        return str(exe.relative_to(Path.cwd()))
+    except ValueError:
+        return str(exe)

@@ -36,3 +36,28 @@ def test_demo_narrates_every_capability(tmp_path):
     # a second run starts fresh
     again = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "d")])
     assert again.exit_code == 0, again.output
+
+
+def test_the_demo_closing_lines_run_as_printed(tmp_path):
+    """Its console lines name the ledger command that exists (no activated venv needed) and
+    print the URL rather than call a desktop's `open`; the token line runs literally."""
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ledger = Path(sys.executable).with_name("ledger")
+    done = subprocess.run([str(ledger), "demo", "--dir", str(tmp_path / "d")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = (done.stdout + done.stderr).splitlines()
+    i = next(n for n, line in enumerate(out) if line.startswith("look at this ledger"))
+    serve, token, url = (line.strip() for line in out[i + 1:i + 4])
+    assert not any(line.strip().startswith("open ") for line in out[i:])  # no desktop command
+    for line in (serve, token):
+        words = shlex.split(line.replace("TOKEN=$(", "").rstrip(")&"))
+        assert Path(words[0]).exists() or (tmp_path / words[0]).exists(), line
+    got = subprocess.run(["bash", "-c", f"set -e; {token}; echo \"$TOKEN\""], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0 and got.stdout.count(".") == 2, got.stderr  # a JWT
+    assert url.startswith('echo "http://127.0.0.1:8080/console/#token=$TOKEN"')
