@@ -216,5 +216,5 @@ def aggregates(
     check_params(request, {"since", "until", "bucket", "engine", "producer"})
     layer = layer_of(principal)
     check_filters(layer, {"engine": engine, "producer": producer})
-    return request.app.state.service.ledger.aggregates(  # type: ignore[no-any-return]
+    return request.app.state.service.reader.aggregates(  # type: ignore[no-any-return]
         layer, since=since, until=until, bucket=bucket, engines=engine, producers=producer)
