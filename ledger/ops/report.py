@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.clock import format_us
+from ledger.core.explain import group_findings
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.errors import NoteError, UsageError
 from ledger.ops.anchor import cosigned_note
@@ -172,7 +173,7 @@ def report_data(ctx: LedgerContext, audit: dict[str, Any], *, title: str,
         "over_time": _top_series(over_time) if rows else {},
         "verdict_time": _top_series(verdict_time) if rows else {},
         "findings_time": {k: dict(v) for k, v in findings_time.items()},
-        "findings_grouped": group_findings(audit["findings"]),
+        "findings_grouped": group_findings(audit["findings"]),  # ledger.core.explain
         "audit": audit, "summary_line": summary_line(audit),
     }
 
@@ -196,33 +197,6 @@ def _top_series(buckets: dict[str, Counter[str]], keep: int = MAX_SERIES,
     return out
 
 
-def seq_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
-    """Sorted seqs as inclusive runs: [3, 4, 5, 9] -> [(3, 5), (9, 9)]."""
-    out: list[tuple[int, int]] = []
-    for s in sorted(set(seqs)):
-        if out and s == out[-1][1] + 1:
-            out[-1] = (out[-1][0], s)
-        else:
-            out.append((s, s))
-    return out
-
-
-def group_findings(findings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Findings grouped into incidents: one group per (code, class, message), with its count
-    and the runs of seqs it covers, largest group first (135 rows of one rewritten column
-    are one line, not 135)."""
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for f in findings:
-        key = (str(f.get("code")), str(f.get("class")), str(f.get("message")))
-        groups.setdefault(key, []).append(f)
-    out = []
-    for (code, cls, message), items in groups.items():
-        seqs = [f["seq"] for f in items if isinstance(f.get("seq"), int)]
-        out.append({"code": code, "class": cls, "message": message, "count": len(items),
-                    "ranges": seq_ranges(seqs)})
-    return sorted(out, key=lambda g: (-g["count"], g["code"], g["message"]))
-
-
 def period_report(ctx: LedgerContext, since: str | None, until: str | None, *,
                   check_attestations: bool = True) -> dict[str, Any]:
     """``ledger report``: audit the entries recorded in ``[since, until)`` (RFC 3339; open
@@ -230,7 +204,8 @@ def period_report(ctx: LedgerContext, since: str | None, until: str | None, *,
     f = make_filters(since=since, until=until)
     with connect(ctx.engine) as conn:
         lo, hi = seq_window(conn, f)
-    opts = AuditOptions(start=lo, end=hi, check_attestations=check_attestations)
+    opts = AuditOptions(start=lo, end=hi, check_attestations=check_attestations,
+                        command="ledger report")
     if hi is not None and hi <= lo:
         opts.start, opts.end = lo, lo
     audit = run_audit(ctx, opts)
@@ -324,9 +299,8 @@ table { border-collapse: collapse; width: 100%; margin: .5rem 0 1rem; font-size:
 th, td { text-align: left; border-bottom: 1px solid #d0d7de; padding: .25rem .4rem;
   vertical-align: top; overflow-wrap: anywhere; }
 #findings-table td:nth-child(n+5) { font-family: ui-monospace, monospace; font-size: .75rem; }
-#findings-table td:nth-child(-n+3), #findings-grouped td:nth-child(-n+2),
+#findings-table td:nth-child(-n+3), #findings-grouped td:nth-child(-n+6), #findings-grouped th,
 #status-engine td { overflow-wrap: normal; word-break: keep-all; white-space: nowrap; }
-#findings-grouped td:nth-child(4) { overflow-wrap: normal; word-break: normal; }
 #status-engine td:nth-child(n+2) { text-align: right; font-variant-numeric: tabular-nums; }
 nav#toc ol { columns: 2; margin: .3rem 0; }
 caption { text-align: left; font-weight: 600; padding: .3rem 0; }
@@ -540,9 +514,10 @@ def _crosstab(rows: Sequence[Sequence[Any]]) -> str:
                   [*body, totals] if body else [], "status-engine")
 
 
-def _ranges_text(ranges: Sequence[tuple[int, int]], most: int = 12) -> str:
+def _ranges_text(ranges: Sequence[Sequence[int]], total: int | None = None,
+                 most: int = 12) -> str:
     parts = [f"{a}" if a == b else f"{a}\u2013{b}" for a, b in ranges[:most]]
-    more = len(ranges) - most
+    more = (len(ranges) if total is None else total) - len(parts)
     return ", ".join(parts) + (f" and {more} more run(s)" if more > 0 else "")
 
 
@@ -553,9 +528,13 @@ def _findings_section(findings: Sequence[dict[str, Any]],
     if not findings:
         return '<section id="findings"><h2>Findings</h2><p>No findings.</p></section>'
     groups = _table(f"{len(findings)} finding(s) in {len(grouped)} group(s)",
-                    ["code", "class", "findings", "entries (seq)", "message"],
-                    [[g["code"], g["class"], g["count"], _ranges_text(g["ranges"]) or "—",
-                      g["message"]] for g in grouped], "findings-grouped")
+                    ["severity", "code", "class", "field", "findings", "entries (seq)",
+                     "what it means", "next step"],
+                    [[g["explain"]["severity"], g["code"], g["class"], g["field"] or "\u2014",
+                      g["count"],
+                      _ranges_text(g["ranges"], g.get("range_count"), most=4) or "\u2014",
+                      g["explain"]["explanation"], g["explain"]["next_step"]]
+                     for g in grouped], "findings-grouped")
     shown = findings[:MAX_FINDINGS_SHOWN]
     more = len(findings) - len(shown)
     listing = _table(f"{len(findings)} finding(s)"

@@ -5,6 +5,7 @@ whose tables print legibly (its text extracted and read)."""
 
 from __future__ import annotations
 
+import html
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,10 +20,8 @@ from ledger.ops.report import (
     MAX_BUCKETS,
     MAX_SERIES,
     OTHER_SERIES,
-    group_findings,
     render_html,
     report_data,
-    seq_ranges,
 )
 from tests import tamper as T
 from tests.client.submissions import blocked, verified
@@ -62,22 +61,15 @@ def test_a_large_report_has_a_time_axis_top_series_a_crosstab_and_grouped_findin
     assert OTHER_SERIES in series and FLAGGED_SERIES in series
     assert sum(v.get(FLAGGED_SERIES, 0) for v in d["over_time"].values()) == 20
     [group] = [g for g in d["findings_grouped"] if g["code"] == "column_mismatch"]
-    assert group["count"] == 20 and group["ranges"] == [(10, 29)]
+    assert group["count"] == 20 and group["ranges"] == [[10, 29]]
+    assert group["field"] == "engine" and group["explain"]["next_step"]
     page = render_html(d)
     for anchor in ("identity", "checkpoint", "summary", "findings", "charts", "reverify"):
         assert f'href="#{anchor}"' in page and f'id="{anchor}"' in page
     assert "Results by engine and status (verified)" in page and ">other<" in page
     assert "10\u201329" in page and "20 finding(s) in 1 group(s)" in page
-
-
-def test_seq_ranges_and_groups() -> None:
-    assert seq_ranges([9, 3, 4, 5, 5]) == [(3, 5), (9, 9)]
-    assert seq_ranges([]) == []
-    grouped = group_findings([{"code": "a", "class": "x", "message": "m", "seq": s}
-                              for s in (1, 2, 7)] + [{"code": "b", "class": "y",
-                                                      "message": "n", "seq": None}])
-    assert [(g["code"], g["count"], g["ranges"]) for g in grouped] == [
-        ("a", 3, [(1, 2), (7, 7)]), ("b", 1, [])]
+    # what it means, and the next step (as escaped text)
+    assert html.escape(group["explain"]["explanation"], quote=True) in page
 
 
 @pytest.mark.skipif(not (shutil.which("chromium") and shutil.which("pdftotext")),
