@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +14,7 @@ from ledger import Ledger
 from ledger.cli.main import cli
 from tests import tamper as T
 from tests.ops.test_audit import audit, audit_runs, finding_set
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.system.killing import kill_after_progress
 
 
 def _blocked(i: int) -> dict[str, Any]:
@@ -33,27 +27,8 @@ def _killed_after_first_save(url: str, *args: str) -> Any:
     """Run ``ledger audit ARGS`` in a session of its own and SIGKILL the whole process group
     (the audit and any worker processes) once the run has saved progress; returns the run
     row (asserting it is still ``running``)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("LEDGER_DB_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "ledger", "--db", url, "audit", *args],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                runs = audit_runs(url)
-            except Exception:  # noqa: BLE001 - schema not readable yet / busy
-                runs = []
-            if runs and runs[-1].next_seq > 0:
-                os.killpg(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.002)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the audit finished before it could be killed"
+    status = kill_after_progress(url, ["audit", *args], audit_runs)
+    assert status == -signal.SIGKILL, "the audit finished before it could be killed"
     (run,) = audit_runs(url)
     assert run.state == "running" and 0 < run.next_seq < 60_000
     return run

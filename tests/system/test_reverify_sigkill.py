@@ -5,12 +5,7 @@ its report is a fresh run's (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +15,8 @@ from sqlalchemy import text
 from ledger import Ledger
 from ledger.cli.main import cli
 from ledger.store.db import make_engine
+from tests.system.killing import kill_after_progress
 
-ROOT = Path(__file__).resolve().parents[2]
 ENTRIES = 4_000  # 8 pages
 
 
@@ -49,27 +44,8 @@ def reverify_runs(url: str) -> list[Any]:
 def _killed_after_first_page(url: str, *args: str) -> Any:
     """Run ``ledger reverify ARGS`` in a session of its own, SIGKILL its process group once
     the run has committed a page; returns the run row (asserting it is still running)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("LEDGER_DB_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "ledger", "--db", url, "reverify", *args],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                runs = reverify_runs(url)
-            except Exception:  # noqa: BLE001 - busy
-                runs = []
-            if runs and runs[-1].next_seq > 0:
-                os.killpg(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.002)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    status = kill_after_progress(url, ["reverify", *args], reverify_runs)
+    assert status == -signal.SIGKILL, "the run finished before it could be killed"
     (run,) = reverify_runs(url)
     assert run.state == "running" and 0 < run.next_seq < ENTRIES
     assert run.saved == run.next_seq  # every seq before the checkpoint has its outcome
