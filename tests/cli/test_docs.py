@@ -5,7 +5,8 @@
 * every audit finding code, finding class and abstention reason is in docs/audit.md, and so is
   every key of the audit's JSON report;
 * every default error code of ``ledger/errors.py`` is somewhere in docs/;
-* the README's two set-up commands are there verbatim.
+* the README's two set-up commands are there verbatim, and its document list links every
+  docs/*.md.
 
 Codes are found by parsing the source with ``ast``, so a new ``_fail("code", ...)`` or
 ``Finding("code", ...)`` fails this test until it is documented.
@@ -257,3 +258,11 @@ def test_every_default_error_code_is_documented(code):
 ])
 def test_readme_set_up_commands(command):
     assert command in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_lists_every_document():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"\]\(docs/([\w.-]+\.md)\)", readme[readme.index("## Documents"):]))
+    present = {p.name for p in DOCS.glob("*.md")}
+    assert present - listed == set(), "docs missing from the README's document list"
+    assert listed - present == set(), "the README's document list links docs that do not exist"
