@@ -25,7 +25,7 @@ from ledger import __version__
 from ledger.api import errors, metrics
 from ledger.api.alerts import AlertSender
 from ledger.api.anchoring import CheckpointScheduler
-from ledger.api.auth import JwksSource, TokenVerifier
+from ledger.api.auth import TokenVerifier
 from ledger.api.limits import OTHER_MAX_BYTES, BodyLimit
 from ledger.api.logs import RequestLog
 from ledger.api.metrics import MeteredCommitter
@@ -39,7 +39,7 @@ from ledger.errors import LedgerError, NotFound, ReplicaBehind, StoreUnavailable
 from ledger.facade import Ledger
 from ledger.ops.anchor import load_anchor_config
 from ledger.ops.append import AppendResult
-from ledger.ops.tokens import ACCESS_TOKEN_TYP, ledger_signer
+from ledger.ops.tokens import ACCESS_TOKEN_TYP, JwksSource, ledger_signer
 
 DESCRIPTION = """Append-only, hash-chained, Merkle-committed audit ledger for verification
 results.  Every endpoint but `/v1/health`, `/v1/health/live`, `/v1/health/ready` and

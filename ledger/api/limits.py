@@ -27,7 +27,7 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
@@ -88,7 +88,7 @@ class BodyLimit:
 
         async def limited_receive() -> dict[str, Any]:
             nonlocal received
-            message = await receive()
+            message: dict[str, Any] = await receive()
             if message.get("type") == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
@@ -141,7 +141,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     max_head_bytes = MAX_HEAD_BYTES
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: Any) -> None:
         self._in_head, self._head_bytes, self._heads_done = True, 0, 0
         self._guard = process_guard()
         self._timer: asyncio.TimerHandle | None = None
@@ -184,12 +184,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _evict_one(self) -> bool:
         """Close the connection that has waited longest for a request head; False if
         none waits for one."""
-        waiting = [c for c in self.connections if c is not self
-                   and getattr(c, "_waiting_since", None) is not None
-                   and not c.transport.is_closing()]
+        # (uvicorn types its connection set as any of its protocols: the ones with a
+        # _waiting_since are of this class)
+        waiting = cast("list[GuardedHttpToolsProtocol]", [
+            c for c in self.connections if c is not self
+            and getattr(c, "_waiting_since", None) is not None
+            and not c.transport.is_closing()])
         if not waiting:
             return False
-        oldest = min(waiting, key=lambda c: c._waiting_since)
+        oldest = min(waiting, key=lambda c: cast(float, c._waiting_since))  # not None: above
         oldest._waiting_since = None
         oldest._cancel_timer()
         oldest.transport.close()

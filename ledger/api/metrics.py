@@ -229,14 +229,16 @@ def process_exit() -> None:
     if os.environ.get(MULTIPROC_ENV):
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(os.getpid())
+        # prometheus-client leaves this function (and MultiProcessCollector's __init__,
+        # below) unannotated; it ships no stubs of them
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
 
 def exposition(ledger: Any, replica: Any = None) -> tuple[bytes, str]:
     """The scrape answer: (body, content type)."""
     registry = CollectorRegistry()
     if os.environ.get(MULTIPROC_ENV):
-        MultiProcessCollector(registry)
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         body = generate_latest(registry)
     else:
         from prometheus_client import REGISTRY

@@ -105,7 +105,9 @@ async def append_batch(request: Request, principal: Principal = require("append"
 
     def work() -> list[dict[str, Any]]:
         results = service.append_many(items, producer) if items else []
-        return service.finish(results, [producer] * len(results), [batch] * len(results))
+        answers: list[dict[str, Any]] = service.finish(results, [producer] * len(results),
+                                                       [batch] * len(results))
+        return answers
 
     return JSONResponse({"results": await run_in_threadpool(work)},
                         headers=_APPLIED if batch else None)

@@ -81,4 +81,5 @@ def checkpoint(request: Request, principal: Principal = require("checkpoint"),
 
 @router.get("/openapi.json", include_in_schema=False)
 def openapi(request: Request, principal: Principal = require("schema")) -> dict[str, Any]:
-    return request.app.openapi()
+    schema: dict[str, Any] = request.app.openapi()
+    return schema

@@ -9,7 +9,7 @@ one yes/no at a time; anything else is 403 ``forbidden_filter``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
@@ -17,13 +17,22 @@ from ledger.api.auth import Principal, require
 from ledger.api.proofs import entry_proof
 from ledger.api.schemas import READ_ERRORS
 from ledger.errors import BadRequest, Forbidden, NotFound
-from ledger.ops.query import LAYER_FIELDS, STRING_FILTERS, make_filters
+from ledger.ops.query import STRING_FILTERS, make_filters
+from ledger.ops.view import LAYER_FIELDS
 
 router = APIRouter(tags=["read"])
 
 MAX_SEQ = 2**53 - 1  # beyond any ledger; keeps path/query integers inside SQL's bigint
 LAYER_NAME = {3: "auditor", 2: "developer", 1: "agent"}
-TEXT = {"max_length": 1024}
+
+
+class _TextLimit(TypedDict):
+    """The keyword arguments of ``Query`` that bound a text filter (``**TEXT``)."""
+
+    max_length: int
+
+
+TEXT: _TextLimit = {"max_length": 1024}
 
 
 def entry_filters(

@@ -155,7 +155,7 @@ class Watch:
         if not self._audit_lock.acquire(blocking=False):
             return None
         try:
-            report = self.ledger.audit(AuditOptions(
+            report: dict[str, Any] = self.ledger.audit(AuditOptions(
                 since_last=self.config.audit_since_last, record=True,
                 producer=AUDIT_PRODUCER, keys=self.config.audit_keys,
                 command="ledger serve (scheduled audit)", actor=AUDIT_PRODUCER))

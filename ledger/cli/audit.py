@@ -12,14 +12,19 @@ import sys
 
 import click
 
+from ledger.cli.state import CommandObj
 from ledger.cli.witness import anchor_policy_options
+from ledger.core.finding import EXIT_CODES, summary_line
 from ledger.errors import IntegrityError
 from ledger.facade import Ledger
-from ledger.ops.audit import EXIT_CODES, AuditOptions, auto_workers, summary_line
+from ledger.ops.audit import AuditOptions, auto_workers
 from ledger.ops.report import write_html
 
 
-class Workers(click.ParamType):
+# (not ParamType[int, Any]: click 8.1, which the dependency range allows, has a plain
+# ParamType class that cannot be subscripted at run time)
+class Workers(click.ParamType):  # type: ignore[type-arg]
+
     """A whole number from 1 to 64, or ``auto``: the processors this process may use."""
 
     name = "N|auto"
@@ -72,7 +77,7 @@ class Workers(click.ParamType):
               "the checkpoint it stands on, commands to re-verify).")
 @anchor_policy_options
 @click.pass_obj
-def audit(obj: dict, start: int, end: int | None, workers: int, policy_path: str | None,
+def audit(obj: CommandObj, start: int, end: int | None, workers: int, policy_path: str | None,
           since_last: bool, resume: bool, record: bool, no_attestations: bool,
           checkpoints: tuple[str, ...], keys: tuple[str, ...], json_report: str | None,
           producer: str | None, html_file: str | None, anchor_policy: object) -> None:

@@ -13,8 +13,9 @@ import sys
 import click
 
 from ledger.cli.output import emit_mapping, format_option
+from ledger.cli.state import CommandObj
+from ledger.core.finding import EXIT_CODES
 from ledger.facade import Ledger
-from ledger.ops.audit import EXIT_CODES
 from ledger.ops.backup import restore_check as run_restore_check
 
 
@@ -23,7 +24,7 @@ from ledger.ops.backup import restore_check as run_restore_check
               help="The backup file to write (must not exist).")
 @format_option(default="text", choices=("text", "json"))
 @click.pass_obj
-def backup(obj: dict, out: str, fmt: str) -> None:
+def backup(obj: CommandObj, out: str, fmt: str) -> None:
     """Copy a SQLite ledger consistently while it is in use (SQLite's online backup API).
 
     PostgreSQL: use pg_dump -Fc (docs/operations.md); `ledger restore-check` checks
@@ -76,7 +77,7 @@ COMMANDS = [backup, restore_check]
               help="The revision the older package expects (`ledger db current` before "
                    "the upgrade).")
 @click.pass_obj
-def db_downgrade(obj: dict, revision: str) -> None:
+def db_downgrade(obj: CommandObj, revision: str) -> None:
     """Roll the schema back to REVISION (refused when a migration cannot go back)."""
     from ledger.ops.backup import downgrade_schema
 

@@ -87,7 +87,8 @@ def verify_checkpoint(file: str, key_files: tuple[str, ...], origin: str | None,
     the timestamp in FILE.tsr (docs/anchoring.md)."""
     from ledger.core.note import parse_checkpoint_body, parse_note
     from ledger.crypto.keys import known_keys, load_public_keys
-    from ledger.crypto.note_sign import NoteSignatureError, open_checkpoint
+    from ledger.crypto.note_sign import open_checkpoint
+    from ledger.errors import NoteSignatureError
 
     want_root = parse_root(root_text) if root_text is not None else None
     keys = [ref for path in key_files for ref in load_public_keys(path)]

@@ -12,6 +12,7 @@ import json
 import click
 
 from ledger import config
+from ledger.cli.state import CommandObj
 
 
 @click.group("config")
@@ -29,7 +30,7 @@ def config_group() -> None:
 def show(ctx: click.Context, fmt: str, command: str | None, args: tuple[str, ...]) -> None:
     """Print the effective settings (of COMMAND, with its ARGS as flags)."""
     root = ctx.find_root()
-    obj = root.obj
+    obj: CommandObj = root.obj
     cfg: config.Config = obj["config"]
     rows = [{"setting": "db", "value": config.mask("db", obj["db_url"]),
              "source": obj["db_source"], "env": "LEDGER_DB_URL"}]

@@ -5,11 +5,14 @@ stderr.  Exit 0 on success (also when nothing matched), 2 for a refused or bad r
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import click
+from click.decorators import FC
 
 from ledger.cli.output import dumps, emit_mapping, format_option
 from ledger.cli.signing import keys_dir_option
+from ledger.cli.state import CommandObj
 from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
 from ledger.ops.erasure_report import write_report
@@ -20,7 +23,7 @@ PAYLOAD_CHOICE = click.Choice(["all", "evidence", "result", "preimage", "attesta
                                "query", "meta", "subject"])
 
 
-def _retention_option() -> click.Option:
+def _retention_option() -> Callable[[FC], FC]:
     return click.option("--retention", "retention_path", envvar="LEDGER_RETENTION_POLICY",
                         type=click.Path(dir_okay=False, exists=True), default=None,
                         help="Retention policy (ledger-retention/1) whose minimum retention "
@@ -48,7 +51,7 @@ def _retention_option() -> click.Option:
               help="Write the signed erasure report (ledger-erasure-report/1) here.")
 @keys_dir_option()
 @click.pass_obj
-def redact(obj: dict, subject: str | None, seqs: tuple[int, ...], payloads: tuple[str, ...],
+def redact(obj: CommandObj, subject: str | None, seqs: tuple[int, ...], payloads: tuple[str, ...],
            reason: str, reference: str | None, requested_by: str | None, producer: str | None,
            keep_attestation: bool, override_minimum: str | None, retention_path: str | None,
            dry_run: bool, report_path: str | None, keys_dir: str) -> None:
@@ -71,7 +74,7 @@ def redact(obj: dict, subject: str | None, seqs: tuple[int, ...], payloads: tupl
         for line in out.lines():
             click.echo(dumps(line))
         if ring is not None and report_path:
-            write_report(report_path, ledger.erasure_report(  # type: ignore[arg-type]
+            write_report(report_path, ledger.erasure_report(
                 out, ask, ring, keep_attestation=keep_attestation,
                 override_minimum=override_minimum))
     n = sum(len(t.erase) for t in out.targets)
@@ -97,7 +100,7 @@ def retention() -> None:
 @click.option("--producer", default=None, help="Identity recorded as the entries' producer.")
 @keys_dir_option()
 @click.pass_obj
-def retention_apply(obj: dict, policy_path: str, dry_run: bool, producer: str | None,
+def retention_apply(obj: CommandObj, policy_path: str, dry_run: bool, producer: str | None,
                     keys_dir: str) -> None:
     """Erase every payload whose retention period has ended, through redaction entries.
 
@@ -133,7 +136,7 @@ def hold() -> None:
 @click.option("--reference", default=None, help="Case or order reference.")
 @click.option("--producer", default=None, help="Identity recorded as the entry's producer.")
 @click.pass_obj
-def hold_add(obj: dict, subject: str | None, seqs: tuple[int, ...], reason: str,
+def hold_add(obj: CommandObj, subject: str | None, seqs: tuple[int, ...], reason: str,
              reference: str | None, producer: str | None) -> None:
     """Put entries under a legal hold; prints the hold entry's seq."""
     if subject is None and not seqs:
@@ -150,7 +153,7 @@ def hold_add(obj: dict, subject: str | None, seqs: tuple[int, ...], reason: str,
 @click.option("--reference", default=None, help="Case or order reference.")
 @click.option("--producer", default=None, help="Identity recorded as the entry's producer.")
 @click.pass_obj
-def hold_release(obj: dict, hold_seq: int, reason: str, reference: str | None,
+def hold_release(obj: CommandObj, hold_seq: int, reason: str, reference: str | None,
                  producer: str | None) -> None:
     """Release the hold entry HOLD_SEQ; prints the release entry's seq."""
     with Ledger.open(obj["db_url"]) as ledger:
@@ -161,7 +164,7 @@ def hold_release(obj: dict, hold_seq: int, reason: str, reference: str | None,
 @hold.command("list")
 @format_option(choices=("table", "json"))
 @click.pass_obj
-def hold_list(obj: dict, fmt: str) -> None:
+def hold_list(obj: CommandObj, fmt: str) -> None:
     """The holds in force: hold seq -> held entries."""
     with Ledger.open(obj["db_url"]) as ledger:
         holds = ledger.holds()

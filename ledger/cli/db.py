@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ledger.cli.output import emit_mapping, format_option
+from ledger.cli.state import CommandObj
 from ledger.facade import Ledger
 from ledger.ops import lifecycle
 
@@ -14,7 +15,7 @@ from ledger.ops import lifecycle
               help="Stable name of this ledger for checkpoints (default: ledger/<id>).")
 @format_option()
 @click.pass_obj
-def init(obj: dict, origin: str | None, fmt: str) -> None:
+def init(obj: CommandObj, origin: str | None, fmt: str) -> None:
     """Create the schema and the ledger identity (safe to run again)."""
     with Ledger.init(obj["db_url"], origin=origin) as ledger:
         emit_mapping(ledger.head(), fmt)
@@ -28,14 +29,14 @@ def db_group() -> None:
 @db_group.command()
 @click.option("--revision", default="head", show_default=True)
 @click.pass_obj
-def upgrade(obj: dict, revision: str) -> None:
+def upgrade(obj: CommandObj, revision: str) -> None:
     """Apply schema migrations up to REVISION."""
     click.echo(f"at revision {lifecycle.upgrade_schema(obj['db_url'], revision)}")
 
 
 @db_group.command()
 @click.pass_obj
-def current(obj: dict) -> None:
+def current(obj: CommandObj) -> None:
     """Print the schema revision of the database."""
     click.echo(lifecycle.schema_revision(obj["db_url"]) or "none")
 

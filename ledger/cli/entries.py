@@ -10,6 +10,7 @@ import click
 
 from ledger.cli.input import Oversized, read_documents
 from ledger.cli.output import dumps, emit_json, emit_mapping, format_option, integrity_text
+from ledger.cli.state import CommandObj
 from ledger.core.submission import MAX_SUBMISSION_BYTES
 from ledger.facade import Ledger
 
@@ -22,7 +23,7 @@ BATCH_BYTES = 8 * 1024 * 1024  # ... or fewer, once their text reaches this size
                                                    exists=False))
 @click.option("--producer", default=None, help="Producer identity recorded on each entry.")
 @click.pass_obj
-def append(obj: dict, files: tuple[str, ...], producer: str | None) -> None:
+def append(obj: CommandObj, files: tuple[str, ...], producer: str | None) -> None:
     """Append submissions from FILES (JSON, JSON array or JSON Lines; '-' = stdin).
 
     Prints one JSON line per submission: {"ok": true, "seq", "entry_hash", ...}
@@ -88,7 +89,7 @@ def _flush(ledger: Ledger, batch: list[bytes], producer: str | None,
 @click.argument("seq", type=click.IntRange(min=0))
 @format_option(choices=("table", "json"))
 @click.pass_obj
-def show(obj: dict, seq: int, fmt: str) -> None:
+def show(obj: CommandObj, seq: int, fmt: str) -> None:
     """Show the entry at SEQ, checked against what was hashed (json: stored result,
     evidence preimage, attestation, envelope, hashes, the integrity verdict and the audit
     findings).  The values are the hashed envelope's, never the indexed columns; exit 1
@@ -116,7 +117,7 @@ def show(obj: dict, seq: int, fmt: str) -> None:
 @click.command()
 @format_option(choices=("table", "json"))
 @click.pass_obj
-def head(obj: dict, fmt: str) -> None:
+def head(obj: CommandObj, fmt: str) -> None:
     """Print the ledger size and head hash."""
     with Ledger.open(obj["db_url"]) as ledger:
         emit_mapping(ledger.head(), fmt)

@@ -16,6 +16,7 @@ import click
 
 from ledger.cli.query import filter_options, filters_from
 from ledger.cli.signing import keys_dir_option
+from ledger.cli.state import CommandObj
 from ledger.cli.witness import anchor_policy_options
 from ledger.ops.verify_export import EXIT_CODES, summary_line, verify_export
 
@@ -36,7 +37,7 @@ from ledger.ops.verify_export import EXIT_CODES, summary_line, verify_export
               show_default=True, help="One inclusion proof per run of consecutive seqs "
               "(links prove the rest), or one per entry.")
 @click.pass_obj
-def export(obj: dict, out_dir: str, start: int, end: int | None, key_file: str | None,
+def export(obj: CommandObj, /, out_dir: str, start: int, end: int | None, key_file: str | None,
            keys_dir: str, proofs: str, **kw: Any) -> None:
     """Write a verifiable bundle of the entries matching the filters to DIR:
     entries.jsonl, entries.csv (a view, not verifiable by itself), key_events.jsonl,

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from ledger.cli.output import emit_mapping
+from ledger.cli.state import CommandObj
 
 
 @click.group(name="import")
@@ -37,7 +38,7 @@ def import_group() -> None:
                    "path or URL never is).")
 @click.option("--dry-run", is_flag=True, help="Verify and report; write nothing.")
 @click.pass_obj
-def qwed(obj: dict, source: str, hmac_secret_file: str | None, organization: int | None,
+def qwed(obj: CommandObj, source: str, hmac_secret_file: str | None, organization: int | None,
          namespace: str, label: str | None, dry_run: bool) -> None:
     """Re-verify QWED's per-organisation hash chain (entry hash, link, HMAC) and append
     each verified row as a result entry with its provenance, then one `import` entry.

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
 from ledger.cli.output import dumps, emit_rows, format_option
+from ledger.cli.state import CommandObj
 from ledger.clock import format_us, parse_rfc3339
 from ledger.errors import UsageError
 from ledger.facade import Ledger
@@ -17,7 +19,7 @@ def keys() -> None:
     """Trusted producer keys (recorded in the chain) and the ledger's own signing keys."""
 
 
-def _emit(results: list) -> None:
+def _emit(results: list[Any]) -> None:
     for r in results:
         click.echo(dumps(r.to_dict()))
 
@@ -29,7 +31,7 @@ def _emit(results: list) -> None:
 @click.option("--reason", default=None, help="Why these keys are trusted (recorded).")
 @click.option("--producer", default=None, help="Who made the change (recorded).")
 @click.pass_obj
-def trust(obj: dict, issuer: str, jwks_path: str, reason: str | None,
+def trust(obj: CommandObj, issuer: str, jwks_path: str, reason: str | None,
           producer: str | None) -> None:
     """Trust the issuer's keys: appends one key_event per new key."""
     try:
@@ -50,7 +52,7 @@ def trust(obj: dict, issuer: str, jwks_path: str, reason: str | None,
 @click.option("--reason", default=None)
 @click.option("--producer", default=None)
 @click.pass_obj
-def retire(obj: dict, kid: str, thumbprint: str | None, reason: str | None,
+def retire(obj: CommandObj, kid: str, thumbprint: str | None, reason: str | None,
            producer: str | None) -> None:
     """Stop accepting a key for new rows (routine rotation); older rows stay valid."""
     with Ledger.open(obj["db_url"]) as ledger:
@@ -67,7 +69,7 @@ def retire(obj: dict, kid: str, thumbprint: str | None, reason: str | None,
                    "rely on it fail the audit.")
 @click.option("--producer", default=None)
 @click.pass_obj
-def revoke(obj: dict, kid: str, thumbprint: str | None, reason: str,
+def revoke(obj: CommandObj, kid: str, thumbprint: str | None, reason: str,
            compromised_since: str | None, producer: str | None) -> None:
     """Revoke a key (with a reason; optionally compromised since a time)."""
     since = None
@@ -85,7 +87,7 @@ def revoke(obj: dict, kid: str, thumbprint: str | None, reason: str,
 @keys.command(name="trusted")
 @format_option()
 @click.pass_obj
-def trusted(obj: dict, fmt: str) -> None:
+def trusted(obj: CommandObj, fmt: str) -> None:
     """List every producer key ever trusted, with the seq range it is accepted for."""
     with Ledger.open(obj["db_url"]) as ledger:
         store = ledger.trust_store()

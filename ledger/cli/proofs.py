@@ -16,6 +16,7 @@ import click
 
 from ledger.cli.output import emit_mapping, format_option
 from ledger.cli.signing import keys_dir_option
+from ledger.cli.state import CommandObj
 from ledger.cli.witness import anchor_policy_options, anchor_request_options
 from ledger.errors import ProofError, UsageError
 
@@ -42,7 +43,7 @@ def _read(path: str) -> str:
 @format_option(default="text", choices=("text", "json"))
 @anchor_request_options
 @click.pass_obj
-def checkpoint(obj: dict, keys_dir: str, out: str | None, fmt: str, anchors: Any) -> None:
+def checkpoint(obj: CommandObj, keys_dir: str, out: str | None, fmt: str, anchors: Any) -> None:
     """Sign and store a checkpoint (origin, size, Merkle root) of the whole ledger.
 
     Every active key of the keyring named after the ledger origin signs.
@@ -88,7 +89,8 @@ def _note_arg(ledger: Any, arg: str, what: str) -> str:
         if row is None:
             raise UsageError(f"no stored checkpoint of size {arg}", code="no_checkpoint",
                              field=what)
-        return row.note
+        note: str = row.note
+        return note
     raise click.BadParameter(f"{arg!r} is neither a file nor a checkpoint size",
                              param_hint=what)
 
@@ -105,7 +107,7 @@ def _note_arg(ledger: Any, arg: str, what: str) -> str:
 @click.option("--out", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               metavar="FILE", help="Write the proof to FILE (default: stdout).")
 @click.pass_obj
-def prove(obj: dict, seq: int | None, checkpoint_file: str | None,
+def prove(obj: CommandObj, seq: int | None, checkpoint_file: str | None,
           consistency: tuple[str, str] | None, keys_dir: str, out: str | None) -> None:
     """Write a self-contained inclusion proof for the entry at SEQ (JSON, format
     ledger-inclusion-proof/1: envelope, payloads, audit path, signed checkpoint),

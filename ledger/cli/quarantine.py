@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from ledger.cli.output import emit_json, emit_mapping, format_option
+from ledger.cli.state import CommandObj
 from ledger.core.timestamp import parse_rfc3339
 from ledger.errors import UsageError
 from ledger.facade import Ledger
@@ -22,7 +23,7 @@ def quarantine_group() -> None:
 @quarantine_group.command()
 @format_option(choices=("table", "json"))
 @click.pass_obj
-def status(obj: dict, fmt: str) -> None:
+def status(obj: CommandObj, fmt: str) -> None:
     """Rows kept, rejects not kept (dropped: a bound was reached), rows pruned, the bounds,
     and the same per producer ('' = none) in json."""
     with Ledger.open(obj["db_url"]) as ledger:
@@ -40,7 +41,7 @@ def status(obj: dict, fmt: str) -> None:
 @click.option("--producer", default=None, metavar="NAME",
               help="Only this producer's rows ('' = rows without a producer).")
 @click.pass_obj
-def prune(obj: dict, before: str, producer: str | None) -> None:
+def prune(obj: CommandObj, before: str, producer: str | None) -> None:
     """Delete quarantine rows received before TIME; prints how many."""
     try:
         before_us = parse_rfc3339(before)

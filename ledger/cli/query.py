@@ -11,15 +11,16 @@ from typing import Any
 import click
 
 from ledger.cli.output import dumps, emit_rows, format_option, integrity_text
+from ledger.cli.state import CommandObj
 from ledger.ops.query import (
     CSV_COLUMNS,
-    LAYERS,
     MAX_LIMIT,
     STRING_FILTERS,
     TABLE_COLUMNS,
     Filters,
     make_filters,
 )
+from ledger.ops.view import LAYERS
 
 _HELP = {
     "kind": "Entry kind (result, key_event, audit_run).",
@@ -94,7 +95,7 @@ def _cells(rows: Iterable[dict[str, Any]], fmt: str) -> Iterator[dict[str, Any]]
                    "(proof_ref, preimage, attestation, envelope, hashes).")
 @format_option()
 @click.pass_obj
-def query(obj: dict, after: int, limit: int, all_pages: bool, layer: str, fmt: str,
+def query(obj: CommandObj, /, after: int, limit: int, all_pages: bool, layer: str, fmt: str,
           **kw: Any) -> None:
     """Find entries by status, engine, constraint id, time, proof_ref, subject,
     attestation verdict or kid, kind.  Filter values are matched exactly (no

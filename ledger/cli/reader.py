@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ledger.errors import UsageError
 
 
-def _jwks(path: str | None) -> dict | None:
+def _jwks(path: str | None) -> dict[str, Any] | None:
     if path is None:
         return None
     try:

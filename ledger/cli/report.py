@@ -12,9 +12,10 @@ import sys
 
 import click
 
+from ledger.cli.state import CommandObj
+from ledger.core.finding import EXIT_CODES
 from ledger.errors import UsageError
 from ledger.facade import Ledger
-from ledger.ops.audit import EXIT_CODES
 from ledger.ops.report import parse_day, reverify_data, write_html
 
 
@@ -32,7 +33,7 @@ from ledger.ops.report import parse_day, reverify_data, write_html
               help="A ledger reverify --json-report: its disagreements get their own section "
               "next to the findings.")
 @click.pass_obj
-def report(obj: dict, html_file: str, since: str | None, until: str | None,
+def report(obj: CommandObj, html_file: str, since: str | None, until: str | None,
            no_attestations: bool, reverify_file: str | None) -> None:
     """Audit a period and write it as one self-contained HTML file."""
     since = parse_day(since) if since else None

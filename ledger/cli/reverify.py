@@ -16,6 +16,7 @@ import sys
 import click
 
 from ledger.cli.audit import Workers
+from ledger.cli.state import CommandObj
 from ledger.core.reexec import EXIT_CODES, summary_line
 from ledger.core.timestamp import parse_rfc3339
 from ledger.facade import Ledger
@@ -59,7 +60,7 @@ def _time(name: str, value: str | None) -> int | None:
 @click.option("--json-report", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Write the full JSON report here ('-' = stdout).")
 @click.pass_obj
-def reverify(obj: dict, start: int, end: int | None, seqs: tuple[int, ...],
+def reverify(obj: CommandObj, start: int, end: int | None, seqs: tuple[int, ...],
              engines: tuple[str, ...], since: str | None, until: str | None, workers: int,
              time_limit: float, memory_mb: int, resume: bool, json_report: str | None,
              ) -> None:

@@ -20,6 +20,7 @@ import click
 
 from ledger.cli.serve_ops import ops_options, ops_settings, uvicorn_logging
 from ledger.cli.signing import keys_dir_option
+from ledger.cli.state import CommandObj
 from ledger.ops.limits import ACCEPT_BACKLOG, MIN_CONNECTIONS, RESERVED_FDS, descriptor_cap
 
 SETTINGS_ENV = "LEDGER_SERVE_SETTINGS"  # read by ledger.api.settings.Settings.from_env
@@ -86,8 +87,8 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus-client in every
               help="Log one `request` event per request (route template, status, latency).")
 @ops_options
 @click.pass_obj
-def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, read_db: str | None,
-          issuer: str | None,
+def serve(obj: CommandObj, /, host: str, port: int, workers: int, keys_dir: str,
+          read_db: str | None, issuer: str | None,
           audience: str | None, external_jwks: str | None, role_claim: str,
           group_wait_ms: float, group_max: int, queue_max: int,
           quarantine_max_rows: int | None, quarantine_max_per_producer: int | None,

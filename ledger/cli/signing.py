@@ -8,9 +8,11 @@ after the ledger origin; see ``ledger/crypto/keys.py`` for the layout.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
+from click.decorators import FC
 
 from ledger.cli.output import emit_mapping, emit_rows, format_option
 from ledger.clock import SystemClock
@@ -19,7 +21,7 @@ from ledger.crypto.keys import DEFAULT_KEYS_DIR, Keyring, file_stem
 COLUMNS = ["key_name", "note_key_id", "kid", "status", "created", "retired", "private_key"]
 
 
-def keys_dir_option(*names: str) -> Any:
+def keys_dir_option(*names: str) -> Callable[[FC], FC]:
     return click.option(*(names or ("--keys",)), "keys_dir", envvar="LEDGER_KEYS_DIR",
                         default=DEFAULT_KEYS_DIR, show_default=True, metavar="DIR",
                         type=click.Path(file_okay=False),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import click
 
 from ledger.cli.output import emit_json
+from ledger.cli.state import CommandObj
 
 
 @click.group("tiles")
@@ -21,7 +22,7 @@ def tiles_group() -> None:
 @tiles_group.command("write")
 @click.argument("directory", metavar="DIR", type=click.Path(file_okay=False))
 @click.pass_obj
-def write(obj: dict, directory: str) -> None:
+def write(obj: CommandObj, directory: str) -> None:
     """Write the tiles, entry bundles and checkpoint of the latest stored checkpoint to
     DIR.  Incremental: only the full tiles completed since the checkpoint DIR published
     before, the partial tiles of the new size, and bundles erased since are written."""

@@ -12,6 +12,7 @@ import click
 
 from ledger.cli.output import emit_mapping, format_option
 from ledger.cli.signing import keys_dir_option
+from ledger.cli.state import CommandObj
 from ledger.ops.tokens import ROLES
 
 
@@ -38,7 +39,7 @@ def token() -> None:
 @keys_dir_option()
 @format_option(default="text", choices=("text", "json"))
 @click.pass_obj
-def issue(obj: dict, role: str, subject: str, ttl: str, issuer: str | None,
+def issue(obj: CommandObj, role: str, subject: str, ttl: str, issuer: str | None,
           audience: str | None, keys_dir: str, fmt: str) -> None:
     """Mint an access token; prints the token (text) or {token, role, sub, exp} (json).
 

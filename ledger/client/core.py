@@ -110,9 +110,9 @@ class ClientCore:
         results = payload.get("results") if isinstance(payload, dict) else None
         if status != 200 or not isinstance(results, list):
             raise_refusal(status, payload)
-        if len(results) != n:  # type: ignore[arg-type]
-            raise NotNow(f"batch answered {len(results)} results for {n} items")  # type: ignore
-        return results  # type: ignore[return-value]
+        if len(results) != n:
+            raise NotNow(f"batch answered {len(results)} results for {n} items")
+        return results
 
     def backing_off(self) -> bool:
         return time.monotonic() < self._down_until

@@ -28,7 +28,7 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 SEGMENT_MAGIC = b"ledger-spool/1\n"
 HEAD = struct.Struct(">IIc")
@@ -110,7 +110,7 @@ def record_problem(kind: bytes, body: Any) -> str | None:
     return None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -17,7 +17,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from ledger.client.errors import AccessDenied, ClientUsage, Rejected
 
@@ -176,7 +176,7 @@ def error_of(status: int, payload: Any) -> dict[str, Any]:
     return {"code": f"http_{status}", "message": f"the ledger answered HTTP {status}"}
 
 
-def raise_refusal(status: int, payload: Any) -> None:
+def raise_refusal(status: int, payload: Any) -> NoReturn:
     """Raise what a final 4xx answer means."""
     err = error_of(status, payload)
     if status in (401, 403):

@@ -321,7 +321,7 @@ class Spool:
                                   "string; nothing was spooled", field="key")
         with self._mutex:
             now = time.time_ns() // 1000
-            records = []
+            records: list[tuple[int, str, bytes]] = []
             for body, key in items:
                 rid = self.next_id + len(records)
                 records.append((rid, key, framing.encode(framing.KIND_APPEND, {

@@ -133,7 +133,7 @@ class EvidenceRecorder:
                 original = self._original = diagnostics.compute_proof_ref
 
                 def recording(evidence: Any) -> str:
-                    ref = original(evidence)
+                    ref: str = original(evidence)
                     self.remember(evidence, ref)
                     return ref
 

@@ -36,7 +36,9 @@ def new_run(conn: Connection, now: int, start: int, end: int, options: str, coun
     res = conn.execute(audit_runs.insert().values(
         started_at=now, updated_at=now, range_start=start, range_end=end, next_seq=start,
         state="running", options=options, counts=counts, job=job))
-    return int(res.inserted_primary_key[0])
+    key = res.inserted_primary_key
+    assert key is not None  # an executed single-row INSERT always has its primary key
+    return int(key[0])
 
 
 def add_findings(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
@@ -52,8 +54,9 @@ def delete_findings(conn: Connection, run_id: int) -> None:
 
 
 def run_options(conn: Connection, run_id: int) -> str:
-    return conn.execute(select(audit_runs.c.options).where(
+    options: str = conn.execute(select(audit_runs.c.options).where(
         audit_runs.c.id == run_id)).scalar_one()
+    return options
 
 
 def update_run(conn: Connection, run_id: int, *, next_seq: int, counts: str, state: str,

@@ -25,7 +25,6 @@ import hashlib
 import os
 import zlib
 from importlib.resources import files
-from typing import Any
 
 from ledger.errors import UsageError
 
@@ -53,7 +52,7 @@ _ENC_STRATEGY = zlib.Z_FIXED
 # behind the ledger's back to exhaust a reader's memory -- is "does not decode".
 MAX_DECODED = 64 << 20
 _DICT1 = b""
-_BASE: list[Any] = []  # [the compressor primed with dictionary 1], made on first use
+_BASE: list[zlib._Compress] = []  # [the compressor primed with dictionary 1], made on first use
 
 
 def dictionary(codec: int = DEFLATE_D1) -> bytes:

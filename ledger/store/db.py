@@ -299,7 +299,9 @@ def _close_quietly(cur: Any) -> None:
 
 # -- migrations ----------------------------------------------------------------------------
 def migrations_dir() -> Path:
-    import ledger._migrations as m
+    # the top-level migrations/ directory, installed as ledger._migrations (package-dir in
+    # pyproject.toml), a mapping mypy does not follow
+    import ledger._migrations as m  # type: ignore[import-not-found]
 
     return Path(m.__file__).parent
 

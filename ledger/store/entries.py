@@ -7,7 +7,6 @@ Never hashes or signs.  Functions take a SQLAlchemy Connection (from
 from __future__ import annotations
 
 import sqlite3
-from collections import namedtuple
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -77,7 +76,34 @@ class Payload(NamedTuple):
 SLOT_COUNT = 8  # pid = seq * SLOT_COUNT + slot (ledger.core.entry.SLOTS)
 SUBJECT_SLOT = 5
 ENTRY_COLUMNS = [c.name for c in entries.columns]
-EntryRow = namedtuple("EntryRow", ENTRY_COLUMNS)  # type: ignore[misc]
+
+
+class EntryRow(NamedTuple):
+    """A stored entry: the columns of ``entries`` in table order (a test pins the two lists
+    equal).  The types are the schema's; a row written behind the ledger's back can hold
+    others (on SQLite: a binary column's TEXT as str, a string column's undecodable TEXT as
+    bytes), which the readers check rather than trust (``core.readcheck``, the audit)."""
+
+    seq: int
+    kind: str
+    recorded_at: int
+    engine: str | None
+    status: str | None
+    constraint_id: str | None
+    proof_ref: str | None
+    subject: str | None
+    producer: str | None
+    idempotency_key: str | None
+    admission: str | None
+    att_verdict: str | None
+    att_kid: str | None
+    att_iss: str | None
+    envelope: bytes
+    body_hash: bytes
+    prev_hash: bytes
+    entry_hash: bytes
+
+
 Slots = dict[int, Payload]  # slot -> payload of one entry
 
 
@@ -363,7 +389,8 @@ def _fetch(cur: Any, sql: str, params: tuple[int, int], page: int | None = None)
     :data:`_ENTRY_PAGE_AS_STORED`; ``page`` given: the entries query)."""
     try:
         cur.execute(sql, params)
-        return cur.fetchall()
+        fetched: list[Any] = cur.fetchall()
+        return fetched
     except sqlite3.OperationalError as exc:
         if not str(exc).startswith(NOT_UTF8):
             raise
@@ -373,7 +400,8 @@ def _fetch(cur: Any, sql: str, params: tuple[int, int], page: int | None = None)
     try:
         if page is None:  # the payload query: salt and data are binary columns
             cur.execute(sql, params)
-            return cur.fetchall()
+            fetched = cur.fetchall()
+            return fetched
         cur.execute(_ENTRY_PAGE_AS_STORED.format(limit=int(page)), params)
         rows = cur.fetchall()
     finally:
@@ -419,12 +447,13 @@ class Page:
     def next_seq(self) -> int:
         return int(self._raw[-1][0]) + 1
 
-    def __iter__(self) -> Iterator[tuple[EntryRow, Slots]]:
+    def __iter__(self) -> Iterator[tuple[EntryRow, dict[int, tuple[bytes | None, bytes]]]]:
         rows = iter(self._payloads)
         nxt = next(rows, None)
         for t in self._raw:
             seq = t[0]
-            slots: Slots = {}
+            # slot -> a plain (salt, data) pair, not a Payload: the hot path
+            slots: dict[int, tuple[bytes | None, bytes]] = {}
             while nxt is not None and nxt[0] >> 3 < seq:  # of no stored entry (SLOT_COUNT 8)
                 nxt = next(rows, None)
             while nxt is not None and nxt[0] >> 3 == seq:

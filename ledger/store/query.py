@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, LargeBinary, and_, cast, func, select
+from sqlalchemy import ColumnElement, Connection, FromClause, LargeBinary, and_, cast, func, select
 
 from ledger.errors import IntegrityError
 from ledger.store.audit_runs import finding_seq_select
@@ -72,7 +72,8 @@ def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | No
     ``subject`` matches the v1 column or the v2 subject payload; ``finding_runs`` (not None)
     keeps only the entries the findings of those audit runs are about; ``extra`` columns
     follow the payloads'."""
-    joined, cols = entries, [entries]
+    joined: FromClause = entries
+    cols: list[FromClause | ColumnElement[Any]] = [entries]
     for slot in slots:
         p = payloads.alias(f"p_{slot}")
         joined = joined.outerjoin(p, p.c.pid == entries.c.seq * SLOT_COUNT + slot)
@@ -167,9 +168,9 @@ def summary_rows(conn: Connection, lo: int, hi: int | None, page: int = 5000,
     while True:
         bounds = [c.seq > after] + ([c.seq < hi] if hi is not None else [])
         try:
-            rows = conn.execute(select(c.seq, c.recorded_at, c.kind, c.status, c.engine,
-                                       c.att_verdict).where(*bounds)
-                                .order_by(c.seq).limit(page)).all()
+            rows: Sequence[Sequence[Any]] = conn.execute(
+                select(c.seq, c.recorded_at, c.kind, c.status, c.engine, c.att_verdict)
+                .where(*bounds).order_by(c.seq).limit(page)).all()
         except IntegrityError as exc:
             if exc.code != STORED_TEXT_UNREADABLE:
                 raise

@@ -80,7 +80,8 @@ def load_config(path: str | Path) -> WitnessConfig:
     if not isinstance(doc, dict):
         raise _fail(path, "not a JSON object")
     name, key, state = doc.get("name"), doc.get("key"), doc.get("state")
-    if not all(isinstance(v, str) and v for v in (name, key, state)):
+    if not (isinstance(name, str) and name and isinstance(key, str) and key
+            and isinstance(state, str) and state):
         raise _fail(path, "needs name, key and state")
     try:
         check_key_name(name)

@@ -35,6 +35,12 @@ def test_readers_agree_with_what_was_appended(ledger):
         assert repo.get_entry(conn, 9) is None
 
 
+def test_entry_row_fields_are_the_entries_columns_in_table_order():
+    # EntryRow is spelled out (typed fields) rather than made from the table: the two must
+    # not drift apart (the readers build rows positionally from SELECTs of ENTRY_COLUMNS)
+    assert repo.EntryRow._fields == tuple(repo.ENTRY_COLUMNS)
+
+
 def test_a_fresh_database_has_no_schema(db_url):
     engine = db.make_engine(db_url)
     try:

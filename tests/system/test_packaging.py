@@ -36,3 +36,12 @@ def test_the_console_files_ship_as_package_data():
                                        "console.css"}
     for p in files:
         assert any(fnmatch(f"console/{p.name}", pat) for pat in patterns), p.name
+
+
+def test_the_type_marker_ships_as_package_data():
+    """``ledger/py.typed`` (PEP 561: the package's annotations are its types) matches a
+    package-data pattern, so a wheel carries it and mypy reads an installed ledger's types."""
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["ledger"]
+    assert (ROOT / "ledger" / "py.typed").is_file()
+    assert "py.typed" in patterns
