@@ -172,7 +172,7 @@ const COLUMNS = {
   developer: ["seq", "recorded_at", "kind", "status", "engine", "constraint_id", "agent_message"],
   auditor: ["seq", "recorded_at", "kind", "status", "engine", "constraint_id", "att_verdict", "agent_message"],
 };
-const CHOICES = { status: ["", "VERIFIED", "UNVERIFIABLE", "BLOCKED"], kind: ["", "result", "key_event", "audit_run", "redaction", "hold", "import"] };
+const CHOICES = { status: ["", "VERIFIED", "UNVERIFIABLE", "BLOCKED"], kind: ["", "result", "key_event", "audit_run", "redaction", "hold", "import", "reverify_run"] };
 
 function noLayer(what) {
   return h("p", { class: "muted", text: `Your role (${state.role}) has no reading layer: nothing of ${what} is shown to it.` });

@@ -20,8 +20,12 @@ from typing import Any
 
 from ledger.clock import format_us
 from ledger.core import reexec as rx
+from ledger.core.canonical import MAX_SAFE_INTEGER, canonical_json
+from ledger.core.entry import hash_hex
 from ledger.core.readcheck import PAYLOAD_DIGEST_MISMATCH, check_entry
-from ledger.errors import UsageError
+from ledger.core.reverify_run import REPORT_FORMAT, run_document
+from ledger.errors import CanonicalizationError, UsageError
+from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
 from ledger.ops.redaction_map import load_redaction_map
 from ledger.ops.reexec_worker import load_reexecutors
@@ -31,7 +35,6 @@ from ledger.store import entries as repo
 from ledger.store.db import connect, transaction
 
 PAGE = 500
-REPORT_FORMAT = "ledger-reverify-report/1"
 PAYLOADS = ("result", "preimage", "query", "meta")
 
 
@@ -49,6 +52,8 @@ class ReverifyOptions:
     hash_seed: int = 0
     reexecutors: dict[str, Any] | None = None  # name -> re-executor (None: entry points)
     resume: bool = False  # continue the latest interrupted run (same options)
+    record: bool = False  # append a reverify_run entry when the run completes
+    producer: str | None = None  # the identity recorded with it
 
 
 @dataclass
@@ -318,6 +323,8 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
         raise UsageError("--workers must be at least 1", field="workers")
     if opts.time_limit_s <= 0:
         raise UsageError("--time-limit must be positive", field="time_limit")
+    if opts.record:
+        _check_recordable(opts)
     plugins = {name: _Memo(p) for name, p in (
         opts.reexecutors if opts.reexecutors is not None else load_reexecutors()).items()}
     by_engine: dict[str, Any] = {}
@@ -416,4 +423,37 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
         "started_at": format_us(started), "finished_at": format_us(ctx.clock.now_us()),
     }
     report["outcome"] = rx.run_outcome(counts.by_outcome)
+    if opts.record:
+        report["recorded_seq"] = record_run(ctx, report, opts.producer)
     return report
+
+
+def _check_recordable(opts: ReverifyOptions) -> None:
+    """Refuse, before anything runs, options the recorded document cannot hold (its
+    canonical JSON has integers within ±(2**53-1) and valid Unicode only)."""
+    for name, value in (("since", opts.since_us), ("until", opts.until_us)):
+        if value is not None and abs(value) > MAX_SAFE_INTEGER:
+            raise UsageError(f"--{name}: a recorded run's times must be within ±(2**53-1) "
+                             "µs of the epoch (years 1685 to 2255)", field=name)
+    for name, texts in (("engine", opts.engines), ("producer", (opts.producer or "",))):
+        try:
+            canonical_json(list(texts))
+        except (CanonicalizationError, UnicodeEncodeError):
+            raise UsageError(f"--{name}: not valid Unicode text (a recorded run's document "
+                             "is UTF-8)", field=name) from None
+
+
+def record_run(ctx: LedgerContext, report: dict[str, Any], producer: str | None) -> int:
+    """Append a ``reverify_run`` entry for a complete ``report`` (its ``ledger-reverify-run/1``
+    document: the report without its outcomes, plus their digest; docs/format.md section
+    10.4) and return its seq.  ``report`` must not carry ``recorded_seq`` yet."""
+    end = report["range"]["end"]
+    head_hash = None
+    if end:
+        with connect(ctx.engine) as conn:
+            h = repo.entry_hash_at(conn, end - 1)
+            head_hash = hash_hex(h) if h is not None else None
+    ev = prepare_event("reverify_run", {"outcome": report["outcome"], "producer": producer},
+                       "report", run_document(report, head_hash))
+    res = commit_batch(ctx.engine, ctx.meta.ledger_id, ctx.clock, [ev])
+    return int(res[0].seq)  # type: ignore[arg-type]

@@ -1,0 +1,151 @@
+"""The ``reverify_run`` entry (docs/format.md section 10.4): ``ledger reverify --record``
+commits the run's summary in the chain; every reader checks it like any other entry, and a
+change made with raw SQL behind the ledger's back is found by the audit, the read check and
+both export verifiers (the bundle's own script and ``ledger verify-export``), on SQLite and
+PostgreSQL."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+import tests.tamper as T
+from ledger import Ledger
+from ledger.cli.main import cli
+from ledger.clock import FixedClock
+from ledger.core.canonical import canonical_json
+from ledger.core.reverify_run import outcomes_digest
+from ledger.crypto.keys import Keyring
+from ledger.ops.audit import AuditOptions, run_audit
+from ledger.ops.verify_export import verify_export
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"
+ORIGIN = "test.ledger/reverify"
+T0 = T.FIXTURE_TIME_US
+
+
+def _script() -> Any:
+    spec = importlib.util.spec_from_file_location("verify_bundle_reverify", SCRIPT)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+VB = _script()
+
+
+def _sub(query: str) -> dict[str, Any]:
+    return {"result": {"status": "BLOCKED", "agent_message": "no", "developer_fields": {},
+                       "proof_ref": None}, "engine": "acme-math", "query": query}
+
+
+def _recorded(url: str, tmp: Path) -> tuple[int, dict[str, Any]]:
+    """A ledger of two results and one recorded re-verification run (by the command)."""
+    with Ledger.init(url, clock=FixedClock(T0, 1000), origin=ORIGIN) as led:
+        assert all(r.ok for r in led.append_many([_sub("1 + 1"), _sub("2 + 2")]))
+    out = tmp / "reverify.json"
+    r = CliRunner().invoke(cli, ["--db", url, "reverify", "--record", "--producer", "cron",
+                                 "--json-report", str(out)], catch_exceptions=False)
+    assert r.exit_code == 3, r.stderr  # nothing re-executable: no re-executor for acme-math
+    report = json.loads(out.read_text())
+    assert "recorded as entry 2 (reverify_run)" in r.stderr
+    return report["recorded_seq"], report
+
+
+def _export(url: str, tmp: Path, name: str) -> tuple[Path, Path]:
+    ring = Keyring.load(tmp / "keys")
+    if not ring.path.joinpath("jwks.json").exists():
+        ring.generate(ORIGIN, T0)
+    with Ledger.open(url) as led:
+        led.export(tmp / name, keys=ring.path)
+    return tmp / name, ring.path / "jwks.json"
+
+
+def _script_codes(bundle: Path, jwks: Path) -> tuple[int, set[str]]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = VB.main([str(bundle), "--jwks", str(jwks), "--json"])
+    report = json.loads(out.getvalue())
+    return code, {f["code"] for f in report["findings"]}
+
+
+def _codes(report: dict[str, Any]) -> set[str]:
+    return {f["code"] for f in report["findings"]}
+
+
+def test_a_recorded_run_is_an_entry_every_reader_checks(db_url: str, tmp_path: Path) -> None:
+    seq, report = _recorded(db_url, tmp_path)
+    with Ledger.open(db_url) as led:
+        got = led.get(seq)
+        assert got["kind"] == "reverify_run" and got["status"] == "not_reexecutable"
+        assert got["integrity"]["verified"] and got["producer"] == "cron"
+        doc = got["document"]
+        assert doc["format"] == "ledger-reverify-run/1" and doc["run_id"] == report["run_id"]
+        assert doc["outcomes_digest"] == outcomes_digest(report["outcomes"])
+        page = led.query(kind=["reverify_run"], layer="auditor")
+        (row,) = page.rows
+        assert row["seq"] == seq and row["integrity"]["verified"] and row["document"] == doc
+        audit = run_audit(led, AuditOptions())
+    assert audit["outcome"] == "passed" and audit["summary"]["rows"] == 3
+    bundle, jwks = _export(db_url, tmp_path, "bundle")
+    ours = verify_export(bundle, jwks)
+    assert ours["outcome"] == "passed", ours["findings"]
+    assert _script_codes(bundle, jwks) == (0, set())
+
+
+def test_a_changed_run_document_is_found_by_the_audit_and_the_read_check(
+        db_url: str, tmp_path: Path) -> None:
+    seq, _ = _recorded(db_url, tmp_path)
+    with T.unlocked(db_url) as conn:
+        stored = T.stored_payload(conn, seq, "result")  # slot 0: the report document
+        assert stored is not None
+        doc = json.loads(stored[1])
+        doc["summary"]["disagrees"] = 0
+        doc["outcome"] = "agrees"
+        T.set_payload(conn, T.row(conn, seq).doc_digest, canonical_json(doc))
+    with Ledger.open(db_url) as led:
+        got = led.get(seq)
+        audit = run_audit(led, AuditOptions())
+    assert not got["integrity"]["verified"] and got["document"] is None
+    assert "payload_digest_mismatch" in got["integrity"]["codes"]
+    assert audit["outcome"] == "failed"
+    assert [(f["seq"], f["code"]) for f in audit["findings"]] == [
+        (seq, "payload_digest_mismatch")]
+
+
+def test_a_rewritten_run_whose_document_denies_its_envelope_is_found_everywhere(
+        db_url: str, tmp_path: Path) -> None:
+    """A self-consistent rewrite (document digest, envelope and chain recomputed, head
+    moved) whose document says ``agrees`` under an envelope that still says
+    ``not_reexecutable``: only the document check sees it, in every verifier."""
+    seq, _ = _recorded(db_url, tmp_path)
+    with T.unlocked(db_url) as conn:
+        r = T.row(conn, seq)
+        stored = T.stored_payload(conn, seq, "result")
+        assert stored is not None
+        doc = json.loads(stored[1])
+        doc["outcome"] = "agrees"
+        cols, blobs = T.forged_columns(T.ledger_id(conn), "reverify_run",
+                                       {"outcome": "not_reexecutable", "producer": "cron"},
+                                       {"report": canonical_json(doc)})
+        T.add_payloads(conn, blobs)
+        T.write_linked(conn, seq, r.recorded_at, bytes(r.prev_hash), cols, replace=True)
+        T.rechain(conn, seq)
+    with Ledger.open(db_url) as led:
+        got = led.get(seq)
+        audit = run_audit(led, AuditOptions())
+    assert "document_envelope_mismatch" in got["integrity"]["codes"]
+    assert [(f["seq"], f["code"]) for f in audit["findings"]] == [
+        (seq, "document_envelope_mismatch")]
+    code = CliRunner().invoke(cli, ["--db", db_url, "audit"]).exit_code
+    assert code == 1
+    bundle, jwks = _export(db_url, tmp_path, "rewritten")
+    assert "document_envelope_mismatch" in _codes(verify_export(bundle, jwks))
+    code, codes = _script_codes(bundle, jwks)
+    assert code == 1 and "document_envelope_mismatch" in codes
