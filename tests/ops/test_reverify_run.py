@@ -149,3 +149,83 @@ def test_a_rewritten_run_whose_document_denies_its_envelope_is_found_everywhere(
     assert "document_envelope_mismatch" in _codes(verify_export(bundle, jwks))
     code, codes = _script_codes(bundle, jwks)
     assert code == 1 and "document_envelope_mismatch" in codes
+
+
+# -- ledger report --reverify-run: the section from the recorded run --------------------
+
+
+def _report(url: str, out: Path, *args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(cli, ["--db", url, "report", "--html", str(out), *args])
+    return r.exit_code, r.stderr
+
+
+def test_the_report_renders_the_recorded_run_and_flags_unproven_outcomes(
+        db_url: str, tmp_path: Path) -> None:
+    seq, report = _recorded(db_url, tmp_path)
+    out = tmp_path / "r.html"
+    for which in (str(seq), "latest"):
+        code, err = _report(db_url, out, "--reverify-run", which)
+        assert code == 0, err
+        page = out.read_text()
+        assert 'id="reexecution-recorded"' in page and f"entry {seq} (reverify_run" in page
+        assert "reexecution-unproven" not in page
+        assert "2 entries re-verified: 0 agree, 0 disagree, 2 not re-executable" in page
+    # an outcome kept beside the ledger changed with raw SQL: shown, and flagged unproven
+    with T.connect(db_url) as conn:
+        conn.execute(T.text("UPDATE reverify_outcomes SET outcome = :o WHERE run_id = :r "
+                            "AND seq = 0"),
+                     {"o": json.dumps({**report["outcomes"][0], "reason": "redacted"}),
+                      "r": report["run_id"]})
+    code, err = _report(db_url, out, "--reverify-run", str(seq))
+    assert code == 0, err
+    page = out.read_text()
+    assert 'id="reexecution-unproven"' in page and "NOT PROVEN" in page
+    assert 'id="reexecution-recorded"' not in page
+
+
+def test_the_report_refuses_what_is_no_checked_reverify_run(db_url: str,
+                                                            tmp_path: Path) -> None:
+    seq, _ = _recorded(db_url, tmp_path)
+    out = tmp_path / "r.html"
+    for args, rule in ((["--reverify-run", "0"], "not a reverify_run entry"),
+                       (["--reverify-run", "x"], "neither a seq"),
+                       (["--reverify-run", "99"], "no entry with seq 99"),
+                       (["--reverify-run", "2", "--reverify-report", __file__], "not both")):
+        code, err = _report(db_url, out, *args)
+        assert code == 2 and "reverify" in err and rule in err, (args, err)
+        assert not out.exists()
+    with T.unlocked(db_url) as conn:
+        digest = T.row(conn, seq).doc_digest
+        T.set_payload(conn, digest, T.payload(conn, digest).replace(b'"resumed":false',
+                                                                    b'"resumed":true'))
+    code, err = _report(db_url, out, "--reverify-run", str(seq))
+    assert code == 1 and "reverify_run_unverified" in err and "payload_digest_mismatch" in err
+    assert not out.exists()
+
+
+def test_each_layer_sees_its_share_of_a_recorded_run(db_url: str, tmp_path: Path) -> None:
+    """The projection GET /v1/reverify-runs serves (the route itself: tests/system/
+    test_console_reverify.py): agents never get an engine, a field or a value."""
+    from ledger.ops.reverify_history import project
+
+    seq, report = _recorded(db_url, tmp_path)
+    with Ledger.open(db_url) as led:
+        (run,) = led.reverify_runs()["runs"]
+    run["outcomes"] = [{**run["outcomes"][0], "outcome": "disagrees", "differences": [
+        {"field": "developer_fields.is_valid", "stored": True, "fresh": False},
+        {"field": "proof_ref", "stored": "sha256:" + "a" * 64, "fresh": "sha256:" + "b" * 64},
+        {"field": "evidence.x", "stored": "SECRET-1", "fresh": "SECRET-2"}]}]
+    agent = project(run, "agent")
+    assert agent["disagreements"] == [{"seq": 0}] and "acme" not in json.dumps(agent)
+    assert set(agent) == {"seq", "recorded_at", "integrity", "outcome", "summary", "range",
+                          "outcomes_proven", "disagreements"}
+    assert set(agent["integrity"]) == {"verified", "codes"}
+    dev = project(run, "developer")
+    assert dev["disagreements"][0]["differences"] == [
+        {"field": "developer_fields.is_valid", "stored": True, "fresh": False},
+        {"field": "proof_ref", "withheld": "auditor layer"},
+        {"field": "evidence.x", "withheld": "auditor layer"}]
+    assert "SECRET" not in json.dumps(dev) and "document" not in dev
+    aud = project(run, "auditor")
+    assert "SECRET-1" in json.dumps(aud) and aud["document"]["run_id"] == report["run_id"]
+    assert aud["entry_hash"].startswith("sha256:") and aud["seq"] == seq
