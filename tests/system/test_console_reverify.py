@@ -23,7 +23,7 @@ from tests import tamper
 from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import ENGINES, engine_url
 from tests.system.test_console_browser import Console, Site
-from tests.system.test_console_browser import browser as browser  # noqa: F401 - fixture
+from tests.system.test_console_browser import browser as browser  # the fixture
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("qwed_new")
@@ -66,7 +66,7 @@ def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 @pytest.fixture
-def tab(browser: Any, site: Site, tmp_path: Path) -> Iterator[Console]:  # noqa: F811
+def tab(browser: Any, site: Site, tmp_path: Path) -> Iterator[Console]:
     c = Console(browser, site, tmp_path)
     yield c
     c.close()
