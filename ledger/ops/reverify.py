@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -357,8 +358,18 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
         redactions = load_redaction_map(conn)
     select_s = workers_start_s = 0.0
     t_run = time.perf_counter()
+
+    def select(at: int) -> tuple[list[Selected], int]:
+        return _select_page(ctx, opts, at, end, by_engine, redactions) if at < end \
+            else ([], end)
+
+    # The next page is read, checked and planned in a thread while the workers run this
+    # one (only its outcomes wait for this page's commit): the job waits for it only when
+    # it is not ready yet, and select_s is that wait.
     with Sandbox(workers=opts.workers, time_limit_s=opts.time_limit_s,
-                 memory_mb=opts.memory_mb, hash_seed=opts.hash_seed) as sandbox:
+                 memory_mb=opts.memory_mb, hash_seed=opts.hash_seed) as sandbox, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="reverify-plan") as ahead:
+        upcoming = ahead.submit(select, pos)
         started_sandbox = False
         page: list[dict[str, Any]] = []
 
@@ -370,9 +381,10 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
 
         while True:
             t0 = time.perf_counter()
-            selected, nxt = _select_page(ctx, opts, pos, end, by_engine, redactions) \
-                if pos < end else ([], end)
+            selected, nxt = upcoming.result()
             select_s += time.perf_counter() - t0
+            if nxt < end:
+                upcoming = ahead.submit(select, nxt)
             page.clear()
             if any(s.plan is not None for s in selected):
                 if not started_sandbox:
