@@ -229,3 +229,27 @@ def test_each_layer_sees_its_share_of_a_recorded_run(db_url: str, tmp_path: Path
     aud = project(run, "auditor")
     assert "SECRET-1" in json.dumps(aud) and aud["document"]["run_id"] == report["run_id"]
     assert aud["entry_hash"].startswith("sha256:") and aud["seq"] == seq
+
+
+def test_a_resumed_run_is_recorded_whole_and_its_outcomes_are_proven(
+        db_url: str, tmp_path: Path) -> None:
+    """``--resume --record``: the entry records the whole run (outcomes saved before the
+    interruption and those of the resuming invocation); the outcomes read back from the
+    database are the ones its digest proves."""
+    from tests.cli.test_reverify import _interrupt
+
+    with Ledger.init(db_url) as led:
+        assert all(r.ok for r in led.append_many([_sub(f"{i} + 1") for i in range(3)]))
+        run_id = led.reverify()["run_id"]
+    _interrupt(db_url, run_id, 2)  # seqs 0 and 1 decided and saved, then killed
+    r = CliRunner().invoke(cli, ["--db", db_url, "reverify", "--resume", "--record",
+                                 "--json-report", "-"], catch_exceptions=False)
+    assert r.exit_code == 3, r.stderr
+    report = json.loads(r.stdout)
+    assert report["resumed"] is True and [o["seq"] for o in report["outcomes"]] == [0, 1, 2]
+    with Ledger.open(db_url) as led:
+        run = led.reverify_run(report["recorded_seq"])
+    assert run["integrity"]["verified"] and run["outcomes_proven"]
+    assert run["document"]["resumed"] is True and run["document"]["run_id"] == run_id
+    assert run["document"]["outcomes_digest"] == outcomes_digest(report["outcomes"])
+    assert run["outcomes"] == report["outcomes"]
