@@ -24,6 +24,7 @@ from ledger.ops import (
     read,
     redaction,
     retention,
+    reverify_history,
     tiles,
     trust,
 )
@@ -222,6 +223,16 @@ class Ledger:
         """Re-execute the selected results' engines on their stored inputs and compare
         (docs/reverify.md); ``progress=`` callback in ``kw``."""
         return reverify_ops.run_reverify(self.ctx, opts or reverify_ops.ReverifyOptions(), **kw)
+
+    def reverify_runs(self, before: int | None = None, limit: int = 20) -> dict[str, Any]:
+        """The recorded re-verification runs (``reverify_run`` entries), newest first, each
+        checked, with its outcomes and whether their recorded digest proves them."""
+        return reverify_history.recorded_runs(self.ctx, before, limit)
+
+    def reverify_run(self, seq: int | None = None) -> dict[str, Any]:
+        """The ``reverify_run`` entry at ``seq`` (None: the latest), checked, with its
+        outcomes.  Raises NotFound or UsageError (not a reverify_run entry)."""
+        return reverify_history.recorded_run(self.ctx, seq)
 
     def report_data(self, audit: dict[str, Any], **kw: Any) -> dict[str, Any]:
         """The figures of an HTML report over the range of the audit report ``audit``."""

@@ -62,7 +62,9 @@ KIND_KEYS = {"result": (RESULT_KEYS, {"result", "preimage", "attestation", "quer
              "audit_run": ({"v", "ledger", "kind", "outcome", "producer", "payloads"},
                            {"report"}),
              "import": ({"v", "ledger", "kind", "source", "outcome", "producer", "payloads"},
-                        {"report"})}
+                        {"report"}),
+             "reverify_run": ({"v", "ledger", "kind", "outcome", "producer", "payloads"},
+                              {"report"})}
 # format v2 (docs/format.md, "Format version 2"): results without "subject" (it is the
 # committed payload "subject"), redaction and hold entries
 V2_KIND_KEYS = {"result": (RESULT_KEYS - {"subject"},
@@ -72,14 +74,20 @@ V2_KIND_KEYS = {"result": (RESULT_KEYS - {"subject"},
                 "hold": ({"v", "ledger", "kind", "action", "producer", "role", "payloads"},
                          {"order"})}
 DOC_OF = {"result": "result", "key_event": "event", "audit_run": "report",
-          "redaction": "request", "hold": "order", "import": "report"}
+          "redaction": "request", "hold": "order", "import": "report",
+          "reverify_run": "report"}
+# the envelope fields a document repeats (docs/format.md section 7.1, step 5)
+DOC_FIELDS = {"audit_run": ("outcome",), "import": ("outcome", "source"),
+              "reverify_run": ("outcome",)}
+
 FILTER_FIELD = {"result": {k: k for k in RESULT_KEYS},
                 "key_event": {"status": "action", "att_iss": "issuer", "att_kid": "kid",
                               "constraint_id": "thumbprint", "producer": "producer"},
                 "audit_run": {"status": "outcome", "producer": "producer"},
                 "redaction": {"producer": "producer"},
                 "hold": {"status": "action", "producer": "producer"},
-                "import": {"subject": "source", "status": "outcome", "producer": "producer"}}
+                "import": {"subject": "source", "status": "outcome", "producer": "producer"},
+                "reverify_run": {"status": "outcome", "producer": "producer"}}
 SKEW_US = 300 * 1_000_000
 MANIFEST_KEYS = ("ledger_id", "origin", "range", "counts", "checkpoint", "files", "filters")
 REDACTIONS = "redactions.jsonl"  # listed only when the bundle has one
@@ -707,6 +715,8 @@ class Bundle:
             self.contract(fail, env, doc, data)
         elif kind == "key_event" and doc is not None:
             self.key_event(fail, env, doc, doc_bytes)  # type: ignore[arg-type]
+        elif kind in DOC_FIELDS and doc_bytes is not None:
+            self.document(fail, kind, env, doc, doc_bytes)
         return {"seq": seq, "t": t, "kind": kind, "env": env, "doc": doc, "data": data,
                 "absent": absent, "prev_hash": prev, "entry_hash": ehash, "file": name}
 
@@ -833,6 +843,18 @@ class Bundle:
             flag = c.get("advisory_only", True) if isinstance(c, dict) else True
             if flag is not True and not (type(flag) is int and flag == 1):
                 fail("non_advisory_check", "an advisory check is not advisory_only")
+
+    @staticmethod
+    def document(fail: Any, kind: str, env: dict, doc: Any, doc_bytes: bytes) -> None:
+        """audit_run, import and reverify_run documents: a JSON object that repeats the
+        envelope's fields (as ``ledger audit`` and ``ledger verify-export`` check them)."""
+        if not isinstance(doc, dict):
+            fail("document_unreadable", f"the {DOC_OF[kind]} document is not a JSON object")
+            return
+        for name in DOC_FIELDS[kind]:
+            if doc.get(name) != env.get(name):
+                fail("document_envelope_mismatch",
+                     f"{DOC_OF[kind]}.{name} differs from the envelope")
 
     @staticmethod
     def key_event(fail: Any, env: dict, doc: dict, doc_bytes: bytes) -> None:

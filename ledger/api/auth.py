@@ -49,6 +49,8 @@ POLICY: dict[str, frozenset[str]] = {
     "hold": frozenset({"custodian"}),
     "holds": frozenset({"custodian", "auditor"}),
     "audits": frozenset({"auditor"}),  # recorded audit runs and their findings
+    # recorded re-verification runs, projected for the reader's layer
+    "reverify_runs": frozenset({"auditor", "developer", "agent"}),
     "metrics": frozenset({"operator"}),  # GET /metrics (routes_ops); operator reads nothing else
 }
 

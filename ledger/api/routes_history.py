@@ -1,9 +1,12 @@
-"""GET /v1/checkpoints and GET /v1/audits: read-only listings of the ledger's own history.
+"""GET /v1/checkpoints, GET /v1/audits and GET /v1/reverify-runs: read-only listings of the
+ledger's own history.
 
 ``/v1/checkpoints`` lists what ``/v1/checkpoint`` already shows one at a time (signed
 notes, their cosigners and timestamp tokens' times) to the same roles.  ``/v1/audits``
 lists the recorded audit runs with their findings (codes, seqs, expected and actual
-hashes): auditors only, like every other layer-3 value.
+hashes): auditors only, like every other layer-3 value.  ``/v1/reverify-runs`` lists the
+re-verification runs recorded in the chain (``reverify_run`` entries, read checked) with
+their disagreements, projected for the reader's layer (``ops.reverify_history.project``).
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from ledger.api.auth import Principal, require
-from ledger.api.routes_read import MAX_SEQ, check_params
+from ledger.api.routes_read import MAX_SEQ, check_params, layer_of
 from ledger.api.schemas import READ_ERRORS
 from ledger.ops.history import FindingSelection, findings_csv
+from ledger.ops.reverify_history import MAX_RUNS, project
 
 router = APIRouter(tags=["history"])
 
@@ -80,3 +84,24 @@ def get_audit(request: Request, run_id: int = Path(ge=1, le=MAX_SEQ, examples=[1
         return Response(findings_csv(doc), media_type="text/csv; charset=utf-8", headers={
             "Content-Disposition": f'attachment; filename="audit-run-{run_id}-findings.csv"'})
     return doc
+
+
+@router.get("/v1/reverify-runs", summary="Recorded re-verification runs, newest first",
+            responses=READ_ERRORS)
+def list_reverify_runs(
+        request: Request,
+        before: int | None = Query(None, ge=1, le=MAX_SEQ, description="keyset: seqs < before"),
+        limit: int = Query(20, ge=1, le=MAX_RUNS),
+        principal: Principal = require("reverify_runs")) -> dict[str, Any]:
+    """``{"layer", "runs": [{seq, recorded_at, integrity, outcome, summary, range,
+    outcomes_proven, disagreements, ...}], "next_before"}``: the ``reverify_run`` entries,
+    each read through the read check (``integrity``; a document that did not check is not
+    served), with the disagreements of its run, ``outcomes_proven`` saying whether the
+    stored outcomes are the ones its recorded digest proves.  Agents get the verdict, the
+    counts and the seqs that disagree; developers also the engines, re-executors and
+    differing fields (the values of status and developer fields only); auditors all."""
+    check_params(request, {"before", "limit"})
+    layer = layer_of(principal)
+    page = request.app.state.service.reader.reverify_runs(before, limit)
+    return {"layer": layer, "runs": [project(r, layer) for r in page["runs"]],
+            "next_before": page["next_before"]}

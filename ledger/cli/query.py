@@ -23,7 +23,7 @@ from ledger.ops.query import (
 from ledger.ops.view import LAYERS
 
 _HELP = {
-    "kind": "Entry kind (result, key_event, audit_run).",
+    "kind": "Entry kind (result, key_event, audit_run, redaction, hold, import, reverify_run).",
     "engine": "Engine name.",
     "status": "VERIFIED, UNVERIFIABLE or BLOCKED (the action or outcome for other kinds).",
     "constraint_id": "developer_fields.constraint_id.",

@@ -17,6 +17,7 @@ import click
 
 from ledger.cli.audit import Workers
 from ledger.cli.state import CommandObj
+from ledger.core.canonical import MAX_SAFE_INTEGER
 from ledger.core.reexec import EXIT_CODES, summary_line
 from ledger.core.timestamp import parse_rfc3339
 from ledger.facade import Ledger
@@ -38,7 +39,7 @@ def _time(name: str, value: str | None) -> int | None:
               help="First seq to consider.")
 @click.option("--to", "end", type=click.IntRange(min=0), default=None,
               help="Up to (not including) this seq; default: the head.")
-@click.option("--seq", "seqs", type=click.IntRange(min=0), multiple=True,
+@click.option("--seq", "seqs", type=click.IntRange(min=0, max=MAX_SAFE_INTEGER), multiple=True,
               help="Only this entry (repeatable).")
 @click.option("--engine", "engines", multiple=True, metavar="NAME",
               help="Only results of this engine (repeatable).")
@@ -57,18 +58,22 @@ def _time(name: str, value: str | None) -> int | None:
 @click.option("--resume", is_flag=True,
               help="Continue the latest interrupted run from its checkpoint (give the same "
               "range, filters and limits; they are checked).")
+@click.option("--record", is_flag=True,
+              help="When the run completes, append a reverify_run entry (the report without "
+              "its outcomes, plus their digest) to the ledger.")
+@click.option("--producer", default=None, help="Identity recorded with --record.")
 @click.option("--json-report", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Write the full JSON report here ('-' = stdout).")
 @click.pass_obj
 def reverify(obj: CommandObj, start: int, end: int | None, seqs: tuple[int, ...],
              engines: tuple[str, ...], since: str | None, until: str | None, workers: int,
-             time_limit: float, memory_mb: int, resume: bool, json_report: str | None,
-             ) -> None:
+             time_limit: float, memory_mb: int, resume: bool, record: bool,
+             producer: str | None, json_report: str | None) -> None:
     """Re-run each result's engine on its stored inputs; report every disagreement."""
     opts = ReverifyOptions(start=start, end=end, seqs=seqs, engines=engines,
                            since_us=_time("since", since), until_us=_time("until", until),
                            workers=workers, time_limit_s=time_limit, memory_mb=memory_mb,
-                           resume=resume)
+                           resume=resume, record=record, producer=producer)
     with Ledger.open(obj["db_url"]) as ledger:
         show = sys.stderr.isatty()
         with click.progressbar(length=0, label="re-verifying", file=sys.stderr,
@@ -83,6 +88,8 @@ def reverify(obj: CommandObj, start: int, end: int | None, seqs: tuple[int, ...]
         with open(json_report, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=2)
     click.echo(summary_line(report["summary"]), err=True)
+    if "recorded_seq" in report:
+        click.echo(f"recorded as entry {report['recorded_seq']} (reverify_run)", err=True)
     shown = [o for o in report["outcomes"] if o["outcome"] != "agrees"]
     for o in shown[:20]:
         who = o["reexecutor"]

@@ -172,7 +172,7 @@ const COLUMNS = {
   developer: ["seq", "recorded_at", "kind", "status", "engine", "constraint_id", "agent_message"],
   auditor: ["seq", "recorded_at", "kind", "status", "engine", "constraint_id", "att_verdict", "agent_message"],
 };
-const CHOICES = { status: ["", "VERIFIED", "UNVERIFIABLE", "BLOCKED"], kind: ["", "result", "key_event", "audit_run", "redaction", "hold", "import"] };
+const CHOICES = { status: ["", "VERIFIED", "UNVERIFIABLE", "BLOCKED"], kind: ["", "result", "key_event", "audit_run", "redaction", "hold", "import", "reverify_run"] };
 
 function noLayer(what) {
   return h("p", { class: "muted", text: `Your role (${state.role}) has no reading layer: nothing of ${what} is shown to it.` });
@@ -559,6 +559,70 @@ async function checkpointsView(view) {
   view.append(list);
 }
 
+// -- re-verification runs recorded in the ledger (GET /v1/reverify-runs) ---------------------
+// Disagreements are their own class, next to the integrity findings: the entry is what its
+// producer wrote, and its engine, re-run on the stored inputs, decided otherwise.  A run's
+// document is shown only when the server's read check verified its entry, and its
+// disagreements are marked unproven unless their digest is the one the entry records.
+const REEXEC = ["agrees", "disagrees", "not_reexecutable", "engine_error"];
+async function reverifyView(view) {
+  view.append(h("h2", { text: "Re-verification" }),
+    h("p", { class: "muted", text: "Runs of ledger reverify --record, committed in the ledger as reverify_run entries. A disagreement is not an integrity finding: the entry is what its producer wrote, and its engine, re-run on the stored inputs, decided otherwise (a wrong or forged result, or engine drift)." }));
+  let r;
+  try { r = await api("/v1/reverify-runs", { limit: 20 }); } catch (e) { view.append(problem(e)); return; }
+  if (!r.runs.length) { view.append(h("p", { class: "muted", id: "no-reverify-runs", text: "No re-verification run is recorded in the ledger (ledger reverify --record)." })); return; }
+  const table = h("table", { id: "reverify-runs-table" }, h("caption", { text: "Recorded re-verification runs, newest first (times RFC 3339, UTC)" }));
+  const head = table.createTHead().insertRow();
+  for (const c of ["entry", "recorded", "read check", "outcome", "range", "entries", ...REEXEC, "outcomes"]) head.append(h("th", { scope: "col", text: c }));
+  const body = table.createTBody();
+  for (const run of r.runs) {
+    const tr = body.insertRow();
+    tr.dataset.seq = run.seq;
+    const ok = isVerified(run);
+    tr.insertCell().append(h("a", { href: `#/entry/${run.seq}`, text: `#${run.seq}` }));
+    tr.insertCell().textContent = fmt(run.recorded_at);
+    const rc = tr.insertCell();
+    rc.append(ok ? h("span", { text: "verified" }) : h("span", { class: "flag", text: `\u26a0 ${flagText(run)}` }));
+    const s = (ok && run.summary) || {};
+    for (const v of [ok ? run.outcome : null, ok && run.range ? `[${run.range.start}, ${run.range.end})` : null, s.entries, ...REEXEC.map((k) => s[k])]) tr.insertCell().textContent = fmt(v);
+    tr.insertCell().append(h("span", { class: run.outcomes_proven ? null : "flag", text: run.outcomes_proven ? "proven by the entry's digest" : "\u26a0 NOT proven" }));
+  }
+  view.append(h("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "Recorded re-verification runs" }, table));
+  for (const run of r.runs) {
+    const sec = h("section", { id: `reverify-run-${run.seq}`, class: "reverify-run", "aria-labelledby": `reverify-run-${run.seq}-h` });
+    sec.append(h("h3", { id: `reverify-run-${run.seq}-h`, text: `Run recorded as entry ${run.seq}: disagreements` }));
+    view.append(sec);
+    if (!isVerified(run)) {
+      sec.append(h("p", { class: "banner bad", role: "alert", text: `This reverify_run entry is ${flagText(run)}: nothing of its run is shown (see ledger audit).` }));
+      continue;
+    }
+    if (!run.outcomes_proven) sec.append(h("p", { class: "banner bad", role: "alert", id: `reverify-unproven-${run.seq}`, text: "NOT PROVEN: the outcomes kept beside the ledger for this run do not match the digest its entry records (changed, removed or added since). The disagreements below come from them and are not proven." }));
+    const dis = run.disagreements || [];
+    if (!dis.length) { sec.append(h("p", { class: "muted", text: "No disagreement." })); continue; }
+    const t = h("table", { class: "reverify-disagreements" }, h("caption", { text: `${dis.length} disagreement(s)` + (run.outcomes_proven ? "" : " (NOT proven)") }));
+    const agent = state.layer === "agent" || dis.every((d) => !("differences" in d));
+    const cols = agent ? ["seq"] : ["seq", "engine", "field", "stored", "fresh", "re-executor"];
+    const hr = t.createTHead().insertRow();
+    for (const c of cols) hr.append(h("th", { scope: "col", text: c }));
+    const tb = t.createTBody();
+    for (const d of dis) {
+      const rows = agent ? [null] : (d.differences && d.differences.length ? d.differences : [{}]);
+      for (const x of rows) {
+        const tr = tb.insertRow();
+        tr.dataset.seq = d.seq;
+        tr.insertCell().append(h("a", { href: `#/entry/${d.seq}`, text: String(d.seq) }));
+        if (agent) continue;
+        const who = d.reexecutor || {};
+        const withheld = x && x.withheld ? `withheld (${x.withheld})` : null;
+        for (const v of [d.engine, x.field, withheld || x.stored, withheld || x.fresh, `${who.name || "—"} ${who.version || ""}`.trim()]) {
+          const td = tr.insertCell(); td.className = "mono"; td.textContent = typeof v === "string" ? v : fmt(v);
+        }
+      }
+    }
+    sec.append(h("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": `Disagreements of the run recorded as entry ${run.seq}` }, t));
+  }
+}
+
 async function allRuns() {
   let runs = [], before = null;
   for (let i = 0; i < 5; i++) {
@@ -856,6 +920,7 @@ async function route() {
     if (name === "entry" && /^\d+$/.test(arg || "")) await entryView(view, Number(arg));
     else if (name === "checkpoints") await checkpointsView(view);
     else if (name === "audits") await auditsView(view, query);
+    else if (name === "reverify") await reverifyView(view);
     else if (name === "charts") await chartsView(view, query);
     else await entriesView(view, query);
   } finally {

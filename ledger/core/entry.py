@@ -34,7 +34,7 @@ from ledger.core.digest import hash_hex as hash_hex  # re-exported
 from ledger.core.digest import parse_hash_hex as parse_hash_hex  # re-exported
 from ledger.core.digest import sha256
 
-FORMAT_VERSION = 1  # the version of key_event and audit_run envelopes
+FORMAT_VERSION = 1  # the version of key_event, audit_run, import and reverify_run envelopes
 FORMAT_V2 = 2  # result, redaction and hold envelopes written today
 VERSIONS = (FORMAT_VERSION, FORMAT_V2)
 HASH_SIZE = 32
@@ -45,8 +45,8 @@ ENTRY_TAG = b"ledger.entry.v1\x00"
 GENESIS_TAG = b"ledger.genesis.v1\x00"
 PAYLOAD_TAG = b"ledger.payload.v2\x00"  # 18 bytes
 
-KINDS = ("result", "key_event", "audit_run", "redaction", "hold", "import")
-# The kinds written as v2 envelopes (key_event, audit_run and import keep v1).
+KINDS = ("result", "key_event", "audit_run", "redaction", "hold", "import", "reverify_run")
+# The kinds written as v2 envelopes (key_event, audit_run, import and reverify_run keep v1).
 V2_KINDS = ("result", "redaction", "hold")
 
 # Payload name -> storage slot (``pid = seq * 8 + slot``).  The single document of the
@@ -69,6 +69,7 @@ COLUMN_MAP: dict[str, dict[str, str]] = {
     "redaction": {"producer": "producer"},
     "hold": {"action": "status", "producer": "producer"},
     "import": {"source": "subject", "outcome": "status", "producer": "producer"},
+    "reverify_run": {"outcome": "status", "producer": "producer"},
 }
 # v2 result envelopes have no subject (it is the committed ``subject`` payload).
 V2_RESULT_FIELDS = tuple(f for f in RESULT_FIELDS if f != "subject")
@@ -82,11 +83,13 @@ PAYLOAD_MAP: dict[str, dict[str, int]] = {
     "redaction": {"request": 0},
     "hold": {"order": 0},
     "import": {"report": 0},
+    "reverify_run": {"report": 0},
 }
 PAYLOAD_MAP_V2: dict[str, dict[str, int]] = {**PAYLOAD_MAP, "result": dict(SLOTS)}
 # The payload that holds a kind's main document.
 DOC_PAYLOAD = {"result": "result", "key_event": "event", "audit_run": "report",
-               "redaction": "request", "hold": "order", "import": "report"}
+               "redaction": "request", "hold": "order", "import": "report",
+               "reverify_run": "report"}
 # Non-result documents: {envelope field: document key} that must agree (the audit and every
 # read check them).
 DOC_FIELDS: dict[str, dict[str, str]] = {
@@ -94,6 +97,7 @@ DOC_FIELDS: dict[str, dict[str, str]] = {
                   "thumbprint": "thumbprint"},
     "audit_run": {"outcome": "outcome"},
     "import": {"outcome": "outcome", "source": "source"},
+    "reverify_run": {"outcome": "outcome"},
 }
 # Envelope keys (besides v, ledger, kind, payloads) of the v2 kinds, exactly.
 V2_FIELDS: dict[str, tuple[str, ...]] = {

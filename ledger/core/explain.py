@@ -102,10 +102,11 @@ EXPLANATIONS: dict[str, Explanation] = {
                             _TAMPER),
     "result_envelope_mismatch": _E(CRITICAL, "The result document says otherwise than the "
                                    "hashed envelope (status or proof_ref).", _TAMPER),
-    "document_unreadable": _E(CRITICAL, "A key event's or audit run's document is not a JSON "
-                              "object.", _TAMPER),
-    "document_envelope_mismatch": _E(CRITICAL, "A key event's or audit run's document says "
-                                     "otherwise than its hashed envelope.", _TAMPER),
+    "document_unreadable": _E(CRITICAL, "A key event's, audit run's, import's or "
+                              "re-verification run's document is not a JSON object.", _TAMPER),
+    "document_envelope_mismatch": _E(CRITICAL, "A key event's, audit run's, import's or "
+                                     "re-verification run's document says otherwise than "
+                                     "its hashed envelope.", _TAMPER),
     # -- the ledger as a whole
     "head_missing": _E(CRITICAL, "The head row (size and last hash) was deleted.",
                        "Compare the size with your latest signed checkpoint. " + _TAMPER),

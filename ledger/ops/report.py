@@ -631,13 +631,33 @@ def _json_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
+def _recorded_note(rec: dict[str, Any] | None) -> str:
+    """Where a section read from a recorded run (``ledger report --reverify-run``) stands:
+    the entry checked (or it is refused before this), and whether the outcomes shown are
+    the ones its digest proves."""
+    if not rec:
+        return ""
+    where = (f"entry {rec['seq']} (reverify_run, recorded {rec['recorded_at']}, entry hash "
+             f"{rec['entry_hash']})")
+    if rec["outcomes_proven"]:
+        return ('<p id="reexecution-recorded">From the run recorded in the ledger as '
+                f"{e(where)}, checked against its hashes; the outcomes below are the ones "
+                "whose digest it records.</p>")
+    return ('<p class="outcome outcome-failed" id="reexecution-unproven">NOT PROVEN: the '
+            "outcomes kept beside the ledger for the run recorded as "
+            f"{e(where)} do not match the digest that entry records (changed, removed or "
+            "added since). Every count and row below comes from them and is not proven; "
+            "the run's own summary is in the entry (ledger show).</p>")
+
+
 def reverify_section(rv: dict[str, Any] | None) -> str:
     """The re-execution section (``reverify_data``): disagreements are their own class,
     not integrity findings -- the entry is what its producer wrote, and the installed
     engine, re-run on the stored inputs, decided otherwise."""
     if rv is None:
         return ""
-    head = '<section id="reexecution"><h2>Re-execution of the claims (ledger reverify)</h2>'
+    head = ('<section id="reexecution"><h2>Re-execution of the claims (ledger reverify)</h2>'
+            + _recorded_note(rv.get("recorded")))
     s = rv["summary"]
     if not s["entries"]:
         return (head + "<p>The re-verification report given has no entry in this report's "

@@ -15,13 +15,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.clock import format_us
 from ledger.core import reexec as rx
+from ledger.core.canonical import MAX_SAFE_INTEGER, canonical_json
+from ledger.core.entry import hash_hex
 from ledger.core.readcheck import PAYLOAD_DIGEST_MISMATCH, check_entry
-from ledger.errors import UsageError
+from ledger.core.reverify_run import REPORT_FORMAT, run_document
+from ledger.errors import CanonicalizationError, UsageError
+from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
 from ledger.ops.redaction_map import load_redaction_map
 from ledger.ops.reexec_worker import load_reexecutors
@@ -31,7 +36,6 @@ from ledger.store import entries as repo
 from ledger.store.db import connect, transaction
 
 PAGE = 500
-REPORT_FORMAT = "ledger-reverify-report/1"
 PAYLOADS = ("result", "preimage", "query", "meta")
 
 
@@ -49,6 +53,8 @@ class ReverifyOptions:
     hash_seed: int = 0
     reexecutors: dict[str, Any] | None = None  # name -> re-executor (None: entry points)
     resume: bool = False  # continue the latest interrupted run (same options)
+    record: bool = False  # append a reverify_run entry when the run completes
+    producer: str | None = None  # the identity recorded with it
 
 
 @dataclass
@@ -318,6 +324,8 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
         raise UsageError("--workers must be at least 1", field="workers")
     if opts.time_limit_s <= 0:
         raise UsageError("--time-limit must be positive", field="time_limit")
+    if opts.record:
+        _check_recordable(opts)
     plugins = {name: _Memo(p) for name, p in (
         opts.reexecutors if opts.reexecutors is not None else load_reexecutors()).items()}
     by_engine: dict[str, Any] = {}
@@ -350,8 +358,18 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
         redactions = load_redaction_map(conn)
     select_s = workers_start_s = 0.0
     t_run = time.perf_counter()
+
+    def select(at: int) -> tuple[list[Selected], int]:
+        return _select_page(ctx, opts, at, end, by_engine, redactions) if at < end \
+            else ([], end)
+
+    # The next page is read, checked and planned in a thread while the workers run this
+    # one (only its outcomes wait for this page's commit): the job waits for it only when
+    # it is not ready yet, and select_s is that wait.
     with Sandbox(workers=opts.workers, time_limit_s=opts.time_limit_s,
-                 memory_mb=opts.memory_mb, hash_seed=opts.hash_seed) as sandbox:
+                 memory_mb=opts.memory_mb, hash_seed=opts.hash_seed) as sandbox, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="reverify-plan") as ahead:
+        upcoming = ahead.submit(select, pos)
         started_sandbox = False
         page: list[dict[str, Any]] = []
 
@@ -363,9 +381,10 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
 
         while True:
             t0 = time.perf_counter()
-            selected, nxt = _select_page(ctx, opts, pos, end, by_engine, redactions) \
-                if pos < end else ([], end)
+            selected, nxt = upcoming.result()
             select_s += time.perf_counter() - t0
+            if nxt < end:
+                upcoming = ahead.submit(select, nxt)
             page.clear()
             if any(s.plan is not None for s in selected):
                 if not started_sandbox:
@@ -416,4 +435,37 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
         "started_at": format_us(started), "finished_at": format_us(ctx.clock.now_us()),
     }
     report["outcome"] = rx.run_outcome(counts.by_outcome)
+    if opts.record:
+        report["recorded_seq"] = record_run(ctx, report, opts.producer)
     return report
+
+
+def _check_recordable(opts: ReverifyOptions) -> None:
+    """Refuse, before anything runs, options the recorded document cannot hold (its
+    canonical JSON has integers within ±(2**53-1) and valid Unicode only)."""
+    for name, value in (("since", opts.since_us), ("until", opts.until_us)):
+        if value is not None and abs(value) > MAX_SAFE_INTEGER:
+            raise UsageError(f"--{name}: a recorded run's times must be within ±(2**53-1) "
+                             "µs of the epoch (years 1685 to 2255)", field=name)
+    for name, texts in (("engine", opts.engines), ("producer", (opts.producer or "",))):
+        try:
+            canonical_json(list(texts))
+        except (CanonicalizationError, UnicodeEncodeError):
+            raise UsageError(f"--{name}: not valid Unicode text (a recorded run's document "
+                             "is UTF-8)", field=name) from None
+
+
+def record_run(ctx: LedgerContext, report: dict[str, Any], producer: str | None) -> int:
+    """Append a ``reverify_run`` entry for a complete ``report`` (its ``ledger-reverify-run/1``
+    document: the report without its outcomes, plus their digest; docs/format.md section
+    10.4) and return its seq.  ``report`` must not carry ``recorded_seq`` yet."""
+    end = report["range"]["end"]
+    head_hash = None
+    if end:
+        with connect(ctx.engine) as conn:
+            h = repo.entry_hash_at(conn, end - 1)
+            head_hash = hash_hex(h) if h is not None else None
+    ev = prepare_event("reverify_run", {"outcome": report["outcome"], "producer": producer},
+                       "report", run_document(report, head_hash))
+    res = commit_batch(ctx.engine, ctx.meta.ledger_id, ctx.clock, [ev])
+    return int(res[0].seq)  # type: ignore[arg-type]

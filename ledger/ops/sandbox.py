@@ -2,10 +2,15 @@
 
 A :class:`Sandbox` keeps ``workers`` processes of ``ledger.ops.reexec_worker`` (fresh
 interpreters, started with ``PYTHONHASHSEED`` fixed, the address space limited to
-``memory_mb``) and hands each one plan at a time.  A worker that has not answered
-``time_limit_s`` after it got its plan is killed (``SIGKILL``) and replaced: the entry's
-answer is an engine error with reason ``time_limit``; a worker that dies is replaced and
-its entry answered ``worker_died`` (or ``memory_limit`` when it had reported that).
+``memory_mb``) and keeps up to ``depth`` plans in each one's pipe: the one it runs and
+the next (a small one), so a worker takes its next plan as soon as it has answered, without
+a round trip through the job.  A plan's time starts when it was sent to an idle worker, or
+when the answer before it arrived (the worker reads the next plan when it has written that
+answer).  A worker that has not answered ``time_limit_s`` after its plan started is killed
+(``SIGKILL``) and replaced: the entry's answer is an engine error with reason
+``time_limit``; a worker that dies is replaced and its entry answered ``worker_died`` (or
+``memory_limit`` when it had reported that).  The plans queued behind the one that ended
+so are sent again to a worker, not charged.
 """
 
 from __future__ import annotations
@@ -26,15 +31,27 @@ from ledger.core.reexec import TIME_LIMIT, WORKER_DIED
 from ledger.errors import LedgerError
 
 START_TIMEOUT_S = 120.0
+# Plans in flight per worker: the one it runs and the next, already in its pipe, so the
+# worker goes from one answer to the next plan without waiting for the job's turn.
+QUEUE_DEPTH = 2
+# A plan is queued behind another only if it is this small: the pipe (64 KiB on Linux)
+# then always has room for it, and writing it never blocks the job.
+QUEUED_MAX_BYTES = 32 * 1024
+
+
+@dataclass
+class _Job:
+    key: Any
+    msg: dict[str, Any]
 
 
 @dataclass
 class _Worker:
     proc: subprocess.Popen[bytes]
     buf: bytes = b""
-    job: tuple[Any, dict[str, Any]] | None = None
-    deadline: float = 0.0
-    started: float = 0.0
+    jobs: deque[_Job] = field(default_factory=deque)  # sent, in order; the first one runs
+    deadline: float = 0.0  # of the running job
+    started: float = 0.0   # when the running job was sent, or the answer before it came
 
 
 @dataclass
@@ -43,6 +60,7 @@ class Sandbox:
     time_limit_s: float = 10.0
     memory_mb: int = 2048
     hash_seed: int = 0
+    depth: int = QUEUE_DEPTH
     _pool: list[_Worker] = field(default_factory=list)
     restarts: int = 0
 
@@ -111,13 +129,13 @@ class Sandbox:
             self._kill(w)
         self._pool = []
 
-    def _send(self, w: _Worker, key: Any, msg: dict[str, Any]) -> bool:
+    def _send(self, w: _Worker, job: _Job, data: bytes, now: float) -> bool:
         assert w.proc.stdin is not None
-        w.job = (key, msg)
-        w.started = time.monotonic()
-        w.deadline = w.started + self.time_limit_s
+        if not w.jobs:
+            w.started, w.deadline = now, now + self.time_limit_s
+        w.jobs.append(job)
         try:
-            w.proc.stdin.write(json.dumps(msg).encode() + b"\n")
+            w.proc.stdin.write(data)
             w.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return False
@@ -131,62 +149,92 @@ class Sandbox:
     def run(self, jobs: Iterable[tuple[Any, dict[str, Any]]],
             ) -> Iterator[tuple[Any, dict[str, Any], float]]:
         """Execute every ``(key, message)`` of ``jobs``; yield ``(key, answer, seconds)``
-        as the answers come (not in order).  ``message``: ``{"reexecutor", "plan"}``."""
+        as the answers come (not in order; ``seconds`` from the plan's start, above).
+        ``message``: ``{"reexecutor", "plan"}``."""
         pending = iter(jobs)
+        again: deque[_Job] = deque()  # queued behind a plan that ended its worker
         self.start()
-        idle = deque(self._pool)
-        busy: dict[int, _Worker] = {}
+        sel = selectors.DefaultSelector()
+        by_fd: dict[int, _Worker] = {}
+
+        def watch(w: _Worker) -> None:
+            fd = w.proc.stdout.fileno()  # type: ignore[union-attr]
+            by_fd[fd] = w
+            sel.register(fd, selectors.EVENT_READ)
+
+        def replaced(w: _Worker, reason: str) -> dict[str, Any]:
+            """Replace ``w``; its running plan gets the answer, the plans queued behind
+            it are sent again (they never started: nothing is charged to them)."""
+            fd = w.proc.stdout.fileno()  # type: ignore[union-attr]
+            sel.unregister(fd)
+            del by_fd[fd]
+            if w.jobs:
+                w.jobs.popleft()
+            again.extendleft(reversed(w.jobs))
+            w.jobs.clear()
+            answer = self._replace(w, reason)
+            watch(self._pool[-1])
+            return answer
+
+        for w in self._pool:
+            watch(w)
         rid = 0
         exhausted = False
-        while True:
-            while idle and not exhausted:
-                nxt = next(pending, None)
-                if nxt is None:
-                    exhausted = True
-                    break
-                w = idle.popleft()
-                rid += 1
-                key, msg = nxt
-                if not self._send(w, key, {**msg, "id": rid}):
-                    yield key, self._replace(w, WORKER_DIED), 0.0
-                    idle.append(self._pool[-1])
+        try:
+            while True:
+                dead: list[_Worker] = []
+                for slot in range(max(1, self.depth)):
+                    for w in list(self._pool):
+                        if len(w.jobs) > slot or w in dead:
+                            continue
+                        if again:
+                            job = again.popleft()
+                        elif exhausted:
+                            break
+                        else:
+                            nxt = next(pending, None)
+                            if nxt is None:
+                                exhausted = True
+                                break
+                            job = _Job(*nxt)
+                        rid += 1
+                        data = json.dumps({**job.msg, "id": rid}).encode() + b"\n"
+                        if slot and len(data) > QUEUED_MAX_BYTES:
+                            again.appendleft(job)  # too big to wait in a pipe: later
+                            continue
+                        if not self._send(w, job, data, time.monotonic()):
+                            dead.append(w)
+                for w in dead:  # its running plan (the one just sent, if none ran) ends
+                    key = w.jobs[0].key
+                    yield key, replaced(w, WORKER_DIED), time.monotonic() - w.started
+                if dead:
                     continue
-                busy[w.proc.stdout.fileno()] = w  # type: ignore[union-attr]
-            if not busy:
-                return
-            sel = selectors.DefaultSelector()
-            for fd in busy:
-                sel.register(fd, selectors.EVENT_READ)
-            now = time.monotonic()
-            wait = max(0.0, min(w.deadline for w in busy.values()) - now)
-            ready = sel.select(wait)
-            sel.close()
-            for sk, _ in ready:
-                w = busy[sk.fd]
-                chunk = os.read(sk.fd, 1 << 20)
-                if chunk:
+                running = [w for w in self._pool if w.jobs]
+                if not running:
+                    return
+                wait = max(0.0, min(w.deadline for w in running) - time.monotonic())
+                for sk, _ in sel.select(wait):
+                    w = by_fd[sk.fd]
+                    chunk = os.read(sk.fd, 1 << 20)
                     w.buf += chunk
-                if b"\n" in w.buf:
-                    line, _, w.buf = w.buf.partition(b"\n")
-                    assert w.job is not None
-                    key, _msg = w.job
-                    took = time.monotonic() - w.started
-                    w.job = None
-                    del busy[sk.fd]
-                    idle.append(w)
-                    yield key, json.loads(line), took
-                elif not chunk:  # the worker died
-                    del busy[sk.fd]
-                    key = w.job[0] if w.job else None
-                    yield key, self._replace(w, WORKER_DIED), time.monotonic() - w.started
-                    idle.append(self._pool[-1])
-            now = time.monotonic()
-            for fd, w in list(busy.items()):
-                if now >= w.deadline:
-                    del busy[fd]
-                    key = w.job[0] if w.job else None
-                    yield key, self._replace(w, TIME_LIMIT), now - w.started
-                    idle.append(self._pool[-1])
+                    while b"\n" in w.buf and w.jobs:
+                        line, _, w.buf = w.buf.partition(b"\n")
+                        now = time.monotonic()
+                        job = w.jobs.popleft()
+                        took = now - w.started
+                        w.started, w.deadline = now, now + self.time_limit_s
+                        yield job.key, json.loads(line), took
+                    if not chunk and w.jobs:  # the worker died
+                        yield w.jobs[0].key, replaced(w, WORKER_DIED), \
+                            time.monotonic() - w.started
+                    elif not chunk:  # it died idle: replaced, nothing to answer
+                        replaced(w, WORKER_DIED)
+                now = time.monotonic()
+                for w in list(self._pool):
+                    if w.jobs and now >= w.deadline:
+                        yield w.jobs[0].key, replaced(w, TIME_LIMIT), now - w.started
+        finally:
+            sel.close()
 
     def _replace(self, w: _Worker, reason: str) -> dict[str, Any]:
         """Kill ``w``, start its replacement at the end of the pool, and say why."""

@@ -50,6 +50,7 @@ ENDPOINTS: list[tuple[str, str, str | None]] = [
     ("GET", "/v1/checkpoints?limit=2", "checkpoint"),
     ("GET", "/v1/proofs/consistency?from=1&to=1", "checkpoint"),
     ("GET", "/v1/audits?limit=2", "audits"),
+    ("GET", "/v1/reverify-runs?limit=2", "reverify_runs"),
     ("GET", "/v1/export?limit=2", "export"),
     ("GET", "/openapi.json", "schema"),
     ("GET", "/v1/health", None),
@@ -106,6 +107,8 @@ def test_policy_table_is_what_the_issue_says() -> None:
         assert POLICY[action] == {"auditor", "developer", "agent"}
     assert POLICY["schema"] == set(ROLES)
     assert POLICY["audits"] == {"auditor"}  # findings carry layer-3 values (hashes, seqs)
+    # projected per layer (ledger.ops.reverify_history.project)
+    assert POLICY["reverify_runs"] == {"auditor", "developer", "agent"}
 
 
 def test_every_route_is_guarded() -> None:

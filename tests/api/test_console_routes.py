@@ -25,7 +25,7 @@ CONSOLE = Path(__file__).resolve().parents[2] / "ledger" / "console"
 CONSOLE_PATHS = {"/v1/entries", "/v1/entries/${seq}", "/v1/checkpoints", "/v1/audits",
                  "/v1/audits/${pick}", "/.well-known/jwks.json", "/v1/entries/values",
                  "/v1/entries/by-hash/${hashText}", "/v1/export", "/v1/export/bundle",
-                 "/v1/aggregates"}
+                 "/v1/aggregates", "/v1/reverify-runs"}
 
 
 def seeded_server(kind: str, request: pytest.FixtureRequest, tmp: Path) -> Server:

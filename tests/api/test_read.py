@@ -117,6 +117,7 @@ def agent_requests(seq: int, tag: str) -> list[tuple[str, dict[str, Any]]]:
         ("/v1/audits/1", {"format": "csv"}),
         ("/v1/aggregates", {"bucket": "auto"}),
         ("/v1/aggregates", {"engine": "math"}),
+        ("/v1/reverify-runs", {"limit": 20}),
     ]
 
 
@@ -138,6 +139,13 @@ def test_agent_never_receives_a_developer_field(planted: tuple[Server, int, str]
                 for b in doc["buckets"]:
                     assert set(b) == {"start", "results", "unverified", "flagged"}, b
                     assert all(len(x) == 2 for x in b["results"]), b
+                continue
+            if path == "/v1/reverify-runs":  # the verdict, the counts, the seqs that disagree
+                for run in r.json()["runs"]:
+                    assert set(run) <= {"seq", "recorded_at", "integrity", "outcome",
+                                        "summary", "range", "outcomes_proven",
+                                        "disagreements"}, run
+                    assert all(set(d) == {"seq"} for d in run["disagreements"]), run
                 continue
             if path == "/v1/entries/values":  # a pick-list: of a field the agent may see
                 assert params["field"] in ("status", "kind"), params

@@ -47,7 +47,8 @@ def test_domain_tags_are_fixed():
     assert GENESIS_TAG.hex() == "6c65646765722e67656e657369732e763100"
     assert len({ENVELOPE_TAG, ENTRY_TAG, GENESIS_TAG}) == 3
     assert HASH_SIZE == 32
-    assert KINDS == ("result", "key_event", "audit_run", "redaction", "hold", "import")
+    assert KINDS == ("result", "key_event", "audit_run", "redaction", "hold", "import",
+                     "reverify_run")
 
 
 # -- genesis ------------------------------------------------------------------

@@ -54,10 +54,20 @@ KEY_EVENT_ENVELOPE_KEYS = {"v", "ledger", "kind", "action", "issuer", "kid", "th
                            "producer", "payloads"}
 AUDIT_RUN_ENVELOPE_KEYS = {"v", "ledger", "kind", "outcome", "producer", "payloads"}
 IMPORT_ENVELOPE_KEYS = {"v", "ledger", "kind", "source", "outcome", "producer", "payloads"}
+REVERIFY_RUN_ENVELOPE_KEYS = {"v", "ledger", "kind", "outcome", "producer", "payloads"}
 ENVELOPE_KEYS = {"result": RESULT_ENVELOPE_KEYS, "key_event": KEY_EVENT_ENVELOPE_KEYS,
-                 "audit_run": AUDIT_RUN_ENVELOPE_KEYS, "import": IMPORT_ENVELOPE_KEYS}
+                 "audit_run": AUDIT_RUN_ENVELOPE_KEYS, "import": IMPORT_ENVELOPE_KEYS,
+                 "reverify_run": REVERIFY_RUN_ENVELOPE_KEYS}
 PAYLOAD_NAMES = {"result": RESULT_PAYLOAD_NAMES, "key_event": {"event"},
-                 "audit_run": {"report"}, "import": {"report"}}
+                 "audit_run": {"report"}, "import": {"report"}, "reverify_run": {"report"}}
+# docs/format.md section 10.4: the ledger-reverify-run/1 document
+REVERIFY_RUN_DOC_KEYS = {"format", "run_id", "resumed", "range", "filters", "limits", "summary",
+                         "by_engine", "reexecutors", "workers", "worker_restarts", "outcome",
+                         "head_hash", "outcomes_digest", "started_at", "finished_at"}
+REVERIFY_COPIED = ("run_id", "resumed", "range", "filters", "summary", "by_engine",
+                   "reexecutors", "workers", "worker_restarts", "outcome", "started_at",
+                   "finished_at")
+REVERIFY_OUTCOMES = ("agrees", "disagrees", "not_reexecutable", "engine_error")
 IMPORT_DOC_TYPES = {"type": str, "source": str, "label": (str, type(None)), "namespace": str,
                     "outcome": str, "hmac": str, "rows": int, "imported": int,
                     "replayed": int, "legacy": int, "quarantined": int,
@@ -209,6 +219,22 @@ def report_digest_of(report: dict[str, Any]) -> str:
     return digest(json.dumps(report, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
+def outcomes_digest_of(outcomes: list[dict[str, Any]]) -> str:
+    """docs/format.md section 10.4: the digest of a re-verification run's outcomes."""
+    return digest(json.dumps(outcomes, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+
+
+def reverify_run_doc(report: dict[str, Any], head_hash: str | None) -> dict[str, Any]:
+    """docs/format.md section 10.4: the ledger-reverify-run/1 document of a full report."""
+    doc = {k: report[k] for k in REVERIFY_COPIED}
+    lim = report["limits"]
+    doc.update(format="ledger-reverify-run/1", head_hash=head_hash,
+               limits={"time_limit_ms": round(lim["time_limit_s"] * 1000),
+                       "memory_mb": lim["memory_mb"], "hash_seed": lim["hash_seed"]},
+               outcomes_digest=outcomes_digest_of(report["outcomes"]))
+    return doc
+
+
 def expected_from_event_inputs(e: dict[str, Any], ledger_id: str,
                                earlier: list[dict[str, Any]]) -> tuple[bytes, dict[str, Any]]:
     """The payload bytes and envelope document of a key_event/audit_run entry, derived from
@@ -224,6 +250,13 @@ def expected_from_event_inputs(e: dict[str, Any], ledger_id: str,
             "replayed": run["replayed"], "legacy": run["legacy"],
             "quarantined": len(run["quarantined"]), "organizations": run["organizations"]}
         fields = {"source": doc["source"], "outcome": doc["outcome"], "producer": producer}
+        name = "report"
+    elif e["kind"] == "reverify_run":
+        report = inputs["report"]
+        end = report["range"]["end"]
+        doc = reverify_run_doc(report, "sha256:" + earlier[end - 1]["entry_hash"] if end
+                               else None)
+        fields = {"outcome": report["outcome"], "producer": producer}
         name = "report"
     elif e["kind"] == "audit_run":
         report = inputs["report"]
@@ -298,6 +331,26 @@ def _check_audit_run(doc: dict[str, Any], data: bytes, hashes: list[bytes]) -> N
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", run["finished_at"])
 
 
+def _check_reverify_run(doc: dict[str, Any], data: bytes, hashes: list[bytes]) -> None:
+    run = json.loads(data, object_pairs_hook=_no_duplicates)
+    assert canonical(run) == data, "a reverify-run document is canonical JSON"
+    assert set(run) == REVERIFY_RUN_DOC_KEYS and run["format"] == "ledger-reverify-run/1"
+    assert run["outcome"] == doc["outcome"] and doc["outcome"] in REVERIFY_OUTCOMES[:3]
+    start, end = run["range"]["start"], run["range"]["end"]
+    assert 0 <= start <= end <= len(hashes)
+    assert run["head_hash"] == ("sha256:" + hashes[end - 1].hex() if end else None)
+    assert set(run["summary"]) == {"entries", *REVERIFY_OUTCOMES}
+    assert run["summary"]["entries"] == sum(run["summary"][k] for k in REVERIFY_OUTCOMES)
+    for counts in run["by_engine"].values():
+        assert set(counts) == set(REVERIFY_OUTCOMES)
+    assert set(run["limits"]) == {"time_limit_ms", "memory_mb", "hash_seed"}
+    assert set(run["filters"]) == {"seqs", "engines", "since_us", "until_us"}
+    assert type(run["resumed"]) is bool and type(run["run_id"]) is int
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", run["outcomes_digest"])
+    for key in ("started_at", "finished_at"):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", run[key])
+
+
 def _check_import(doc: dict[str, Any], data: bytes) -> None:
     run = json.loads(data, object_pairs_hook=_no_duplicates)
     assert canonical(run) == data, "an import document is canonical JSON"
@@ -356,6 +409,8 @@ def verify_ledger(vectors: dict[str, Any]) -> None:
             _check_key_event(doc, stored["event"])  # type: ignore[arg-type]
         elif kind == "import":
             _check_import(doc, stored["report"])  # type: ignore[arg-type]
+        elif kind == "reverify_run":
+            _check_reverify_run(doc, stored["report"], hashes)  # type: ignore[arg-type]
         else:
             _check_audit_run(doc, stored["report"], hashes)  # type: ignore[arg-type]
         # the chain
@@ -381,7 +436,7 @@ def test_vector_file_shape(vectors):
     assert vectors["domain_tags_hex"] == {"envelope": ENVELOPE_TAG.hex(),
                                           "entry": ENTRY_TAG.hex(), "genesis": GENESIS_TAG.hex()}
     kinds = [e["kind"] for e in vectors["entries"]]
-    assert kinds[:6] == ["result"] * 6 and {"key_event", "audit_run"} <= set(kinds)
+    assert kinds[:6] == ["result"] * 6 and {"key_event", "audit_run", "import", "reverify_run"} <= set(kinds)
     actions = {json.loads(e["envelope"])["action"] for e in vectors["entries"]
                if e["kind"] == "key_event"}
     assert {"trust", "revoke"} <= actions
@@ -415,13 +470,13 @@ def test_independent_derivation_from_submission(vectors, index):
     assert canonical(envelope_doc) == bytes.fromhex(e["envelope_hex"])
 
 
-@pytest.mark.parametrize("index", range(6, 10))
+@pytest.mark.parametrize("index", range(6, 11))
 def test_independent_derivation_of_events(vectors, index):
-    """key_event, audit_run and import payload bytes and envelopes re-derived from their
-    inputs."""
+    """key_event, audit_run, import and reverify_run payload bytes and envelopes re-derived
+    from their inputs."""
     entries = vectors["entries"]
     e = entries[index]
-    assert e["kind"] in ("key_event", "audit_run", "import")
+    assert e["kind"] in ("key_event", "audit_run", "import", "reverify_run")
     data, envelope_doc = expected_from_event_inputs(e, vectors["ledger_id"], entries[:index])
     (payload,) = e["payloads"].values()
     assert data.hex() == payload["hex"]
@@ -490,6 +545,30 @@ def _audit_run_head_moved(v: dict[str, Any]) -> None:
     _rechain(v, 7)
 
 
+def _reverify_run_outcome_flipped(v: dict[str, Any]) -> None:
+    """The reverify_run's document and digest say 'agrees' (envelope digest and chain
+    recomputed, the envelope's outcome left): only the document check sees it."""
+    e = next(x for x in v["entries"] if x["kind"] == "reverify_run")
+    p = e["payloads"]["report"]
+    doc = json.loads(p["text"])
+    doc["outcome"] = "agrees"
+    data = canonical(doc)
+    p.update(text=data.decode(), hex=data.hex(), length=len(data), digest=digest(data))
+    env = json.loads(e["envelope"])
+    env["payloads"]["report"] = digest(data)
+    e["envelope"] = canonical(env).decode("utf-8")
+    _rechain(v, e["seq"])
+
+
+def _reverify_run_head_moved(v: dict[str, Any]) -> None:
+    """Entry 9 rewritten and the chain recomputed: the reverify_run no longer names its hash."""
+    e = v["entries"][9]
+    doc = json.loads(e["envelope"])
+    doc["producer"] = "mallory"
+    e["envelope"] = canonical(doc).decode("utf-8")
+    _rechain(v, 9)
+
+
 def _event_payload_byte(v: dict[str, Any]) -> None:
     p = next(x for x in v["entries"] if x["kind"] == "key_event")["payloads"]["event"]
     data = bytearray.fromhex(p["hex"])
@@ -499,7 +578,8 @@ def _event_payload_byte(v: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("tamper", [_set_payload_byte, _swap_entries, _reencode_envelope,
                                     _change_time, _event_envelope_disagrees,
-                                    _audit_run_head_moved, _event_payload_byte])
+                                    _audit_run_head_moved, _event_payload_byte,
+                                    _reverify_run_outcome_flipped, _reverify_run_head_moved])
 def test_independent_verifier_detects_tampering(vectors, tamper):
     with pytest.raises(AssertionError):
         verify_ledger(_tamper(vectors, tamper))
@@ -519,6 +599,11 @@ def _ledger_event(e: dict[str, Any], store: Any) -> Any:
         from ledger.ops.qwed_import import ImportReport, import_event
 
         return import_event(ImportReport(source="not recorded", **inputs["report"]))
+    if e["kind"] == "reverify_run":
+        # the content recipe: test_recorded_reverify_run_follows_the_format
+        doc = json.loads(e["payloads"]["report"]["text"])
+        return prepare_event("reverify_run", {"outcome": doc["outcome"],
+                                              "producer": e["producer"]}, "report", doc)
     if e["kind"] == "audit_run":
         # the document's *content* recipe is checked against record_run on a real ledger
         # (test_recorded_audit_run_follows_the_format); here: its canonical encoding
@@ -627,6 +712,41 @@ def test_recorded_audit_run_follows_the_format(sqlite_url):
                    "abstentions": len(report["abstentions"]), "redacted": 0,
                    "outcome": report["outcome"], "head_hash": run["head_hash"],
                    "report_digest": run["report_digest"], "finished_at": report["finished_at"]}
+
+
+def test_recorded_reverify_run_follows_the_format(db_url):
+    """`ledger reverify --record` writes exactly the documented ledger-reverify-run/1
+    document, on SQLite and PostgreSQL; the JSON report checks against it."""
+    from ledger import Ledger
+    from ledger.clock import FixedClock
+    from ledger.core.reverify_run import report_differences
+    from ledger.ops.reverify import ReverifyOptions
+
+    blocked = {"result": {"status": "BLOCKED", "agent_message": "blocked"}, "engine": "acme"}
+    with Ledger.init(db_url, clock=FixedClock(1_767_225_600_000_000, 1000)) as ledger:
+        ledger.append(blocked)
+        ledger.append(blocked)
+        report = ledger.reverify(ReverifyOptions(record=True, producer="reverify-cron",
+                                                 time_limit_s=2.5, engines=("acme",)))
+        seq = report.pop("recorded_seq")
+        got = ledger.get(seq)
+        hashes = [bytes.fromhex(ledger.get(i)["entry_hash"][7:]) for i in range(seq)]
+    assert seq == 2 and got["kind"] == "reverify_run" and got["integrity"]["verified"]
+    data = got["payloads"]["report"]["text"].encode("utf-8")
+    env = json.loads(got["envelope"])
+    assert set(env) == REVERIFY_RUN_ENVELOPE_KEYS and env["producer"] == "reverify-cron"
+    assert env["outcome"] == report["outcome"] == "not_reexecutable"
+    _check_reverify_run(env, data, hashes)
+    run = json.loads(data)
+    assert run == reverify_run_doc(report, "sha256:" + hashes[1].hex())
+    assert run["limits"]["time_limit_ms"] == 2500 and run["filters"]["engines"] == ["acme"]
+    assert run["outcomes_digest"] == outcomes_digest_of(report["outcomes"])
+    assert report_differences(run, report) == []
+    # the report read back from a file checks too; an edited outcome does not
+    reread = json.loads(json.dumps(report, indent=2))
+    assert report_differences(run, reread) == []
+    reread["outcomes"][0]["outcome"] = "agrees"
+    assert report_differences(run, reread) == ["outcomes"]
 
 
 def _load_vectors(url: str, vectors: dict[str, Any], origin: str) -> None:
