@@ -5,7 +5,8 @@ Runs re-executors' ``execute`` on plans it reads from stdin, one JSON object a l
 (``{"id", "result", "preimage", "engine_seconds"}`` or
 ``{"id", "error", "reason", "message"}``).  Its address space is limited
 (``RLIMIT_AS``) before it reads anything, so an input that allocates without bound
-ends in ``MemoryError`` (reason ``memory_limit``) or in the worker's death; the job
+ends in ``MemoryError`` (reason ``memory_limit``; so does any other error raised once the
+address space came within 10 % of the limit) or in the worker's death; the job
 kills a worker that runs past the per-entry time limit and starts another
 (docs/reverify.md).  Nothing of the ledger's database is open here.
 """
@@ -36,6 +37,9 @@ def load_reexecutors() -> dict[str, Reexecutor]:
     return out
 
 
+_LIMIT = {"bytes": 0}  # the address-space limit set by _limit_memory (0: none)
+
+
 def _limit_memory(mb: int) -> None:
     if mb <= 0:
         return
@@ -43,6 +47,28 @@ def _limit_memory(mb: int) -> None:
 
     limit = mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    _LIMIT["bytes"] = limit
+
+
+def _peak_address_space() -> int:
+    """The worker's peak address space in bytes (Linux ``VmPeak``); 0 when unknown."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmPeak:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _hit_memory_limit() -> bool:
+    """Whether the worker's address space came within 10 % of its limit.  A C extension
+    whose allocation fails under the limit often reports it as another error (CPython's
+    ``SystemError: error return without exception set``), not ``MemoryError``; an error
+    raised that close to the limit is counted as the limit's."""
+    limit = _LIMIT["bytes"]
+    return limit > 0 and _peak_address_space() >= limit * 0.9
 
 
 def _answer(msg: dict[str, Any], plugins: dict[str, Reexecutor]) -> dict[str, Any]:
@@ -66,7 +92,8 @@ def _answer(msg: dict[str, Any], plugins: dict[str, Reexecutor]) -> dict[str, An
     except RecursionError as exc:
         return {"id": rid, "error": "RecursionError", "reason": RAISED, "message": str(exc)}
     except Exception as exc:  # noqa: BLE001 -- any engine failure is the entry's outcome
-        return {"id": rid, "error": type(exc).__name__, "reason": RAISED,
+        reason = MEMORY_LIMIT if _hit_memory_limit() else RAISED
+        return {"id": rid, "error": type(exc).__name__, "reason": reason,
                 "message": str(exc)[:500]}
 
 
