@@ -104,8 +104,8 @@ def distinct_values(conn: Connection, column: str, limit: int, kind: str | None 
 
 
 def seq_of_entry_hash(conn: Connection, entry_hash: bytes) -> int | None:
-    """The smallest seq whose stored ``entry_hash`` is ``entry_hash`` (no index on the
-    column: a scan of the table, docs/query.md)."""
+    """The smallest seq whose stored ``entry_hash`` is ``entry_hash`` (one probe of
+    ``ix_entries_entry_hash``, revision 0012)."""
     return conn.execute(select(func.min(entries.c.seq)).where(
         entries.c.entry_hash == entry_hash)).scalar()
 
