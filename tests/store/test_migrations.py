@@ -70,7 +70,7 @@ def test_downgrade_below_0002_and_upgrade_again(db_url):
 
 
 def _plan(conn, db_url: str) -> str:
-    probe = "SELECT min(seq) FROM entries WHERE entry_hash = :h"
+    probe = "SELECT seq FROM entries WHERE entry_hash = :h"  # store.query.seq_of_entry_hash
     if db_url.startswith("sqlite"):
         rows = conn.execute(text("EXPLAIN QUERY PLAN " + probe), {"h": b"\x01" * 32}).all()
         return " ".join(str(r[-1]) for r in rows)
