@@ -14,6 +14,7 @@ from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring, load_public_keys
 from ledger.crypto.tokens import new_es256_key
 from ledger.demo_anchors import anchored_demo
+from ledger.demo_tour import write_tour_inputs
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, summary_line
 from ledger.ops.erasure_report import write_report
@@ -73,6 +74,8 @@ def run_demo(directory: Path) -> Iterator[str]:
         yield from anchored_demo(ledger, ring, directory)
         yield from _data_subject_request(ledger, ring, directory)
         yield from _html_report_and_console(ledger, ring, directory, url)
+        yield from write_tour_inputs(directory / "tour", ledger.clock.now_us() // 1_000_000)
+        yield "walk the README's tour from there: cd into it and run the tour's lines"
     finally:
         ledger.close()
 

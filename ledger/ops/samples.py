@@ -123,8 +123,10 @@ def rejected_examples() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def attested(i: int, key: Any, issuer: str, kid: str, iat: int) -> dict[str, Any]:
-    """A VERIFIED math result with an upstream-shaped ES256 attestation signed by ``key``."""
+def attested(i: int, key: Any, issuer: str, kid: str, iat: int, ttl_s: int = 86_400,
+             ) -> dict[str, Any]:
+    """A VERIFIED math result with an upstream-shaped ES256 attestation signed by ``key``,
+    valid for ``ttl_s`` seconds from ``iat``."""
 
     from ledger.crypto.tokens import sign_es256
 
@@ -134,7 +136,7 @@ def attested(i: int, key: Any, issuer: str, kid: str, iat: int) -> dict[str, Any
         "Claim verified — computed value matches the claim",
         {"constraint_id": "math_verifier.exact_match", "is_valid": True}, evidence)
     query_hash = digest_text(query.encode())
-    claims = {"iss": issuer, "sub": query_hash, "iat": iat, "exp": iat + 86_400,
+    claims = {"iss": issuer, "sub": query_hash, "iat": iat, "exp": iat + ttl_s,
               "jti": f"att_{i:012x}",
               "qwed": {"version": "1.0", "result": {"status": "VERIFIED", "verified": True,
                                                      "engine": "math", "confidence": 1.0},

@@ -105,10 +105,15 @@ def distinct_values(conn: Connection, column: str, limit: int, kind: str | None 
 
 
 def seq_of_entry_hash(conn: Connection, entry_hash: bytes) -> int | None:
-    """The smallest seq whose stored ``entry_hash`` is ``entry_hash`` (no index on the
-    column: a scan of the table, docs/query.md)."""
-    return conn.execute(select(func.min(entries.c.seq)).where(
-        entries.c.entry_hash == entry_hash)).scalar()
+    """The smallest seq whose stored ``entry_hash`` is ``entry_hash`` (one probe of
+    ``ix_entries_entry_hash``, revision 0012).
+
+    The rows are fetched and their smallest seq taken here: ``min(seq)`` in SQL lets
+    PostgreSQL's planner walk the primary key in seq order instead, filtering every row
+    before the match, whenever its statistics are stale (a freshly loaded table)."""
+    seqs = conn.execute(select(entries.c.seq).where(
+        entries.c.entry_hash == entry_hash)).scalars().all()
+    return min(seqs) if seqs else None
 
 
 def select_page(conn: Connection, equal: Equal, lo: int, hi: int | None, after: int,

@@ -81,6 +81,7 @@ entries = Table(
     Index("ix_entries_proof_ref_seq", "proof_ref", "seq"),
     Index("ix_entries_constraint_id_seq", "constraint_id", "seq"),
     Index("ix_entries_att_kid_seq", "att_kid", "seq"),
+    Index("ix_entries_entry_hash", "entry_hash"),  # the jump to an entry hash (0012)
 )
 # Idempotency keys are scoped per producer (migration 0005): unique per (producer, key),
 # and among the entries without a producer (NULLs are distinct in a unique index).

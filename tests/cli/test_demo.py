@@ -33,6 +33,11 @@ def test_demo_narrates_every_capability(tmp_path):
     assert "Demo ledger: audit report" in page and "covers the whole scope" in page
     assert "<script" not in page and "src=" not in page
     assert "token issue --role auditor" in out and "/console/#token=$TOKEN" in out
+    tour = tmp_path / "d" / "tour"  # the README tour's inputs (tests/system/test_readme_tour.py)
+    assert f"the README tour's inputs -> {tour}" in out
+    for name in ("results.jsonl", "issuer-jwks.json", "retention.json", "qwed.db",
+                 "audit-secret", "spool"):
+        assert (tour / name).exists(), name
     # a second run starts fresh
     again = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "d")])
     assert again.exit_code == 0, again.output

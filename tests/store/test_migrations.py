@@ -67,3 +67,39 @@ def test_downgrade_below_0002_and_upgrade_again(db_url):
             assert conn.execute(text("SELECT size FROM tree_state")).scalar_one() == 0
     finally:
         engine.dispose()
+
+
+def _plan(conn, db_url: str) -> str:
+    probe = "SELECT seq FROM entries WHERE entry_hash = :h"  # store.query.seq_of_entry_hash
+    if db_url.startswith("sqlite"):
+        rows = conn.execute(text("EXPLAIN QUERY PLAN " + probe), {"h": b"\x01" * 32}).all()
+        return " ".join(str(r[-1]) for r in rows)
+    conn.execute(text("SET LOCAL enable_seqscan = off"))  # a few rows: force the choice
+    return " ".join(r[0] for r in conn.execute(text("EXPLAIN " + probe), {"h": b"\x01" * 32}))
+
+
+def test_0012_indexes_entry_hash_and_downgrades(db_url):
+    """Revision 0012: the jump to an entry hash reads ix_entries_entry_hash; its downgrade
+    drops the index (the lookup still answers, by a scan) and an upgrade makes it again."""
+    with Ledger.init(db_url) as ledger:
+        res = ledger.append({"result": {"status": "UNVERIFIABLE", "agent_message": "n/a",
+                                        "developer_fields": {}, "proof_ref": None},
+                             "engine": "fact"})
+        entry_hash = res.entry_hash
+        with ledger.engine.begin() as conn:
+            assert "ix_entries_entry_hash" in _plan(conn, db_url)
+    engine = make_engine(db_url)
+    try:
+        with write_connection(engine) as conn:
+            command.downgrade(alembic_config(conn), "0011")
+            conn.commit()
+        assert current_revision(engine) == "0011"
+        with engine.begin() as conn:
+            assert "ix_entries_entry_hash" not in _plan(conn, db_url)
+        with Ledger.init(db_url) as ledger:
+            assert current_revision(engine) == "0012"
+            assert ledger.seq_of_entry_hash(entry_hash) == res.seq
+            with ledger.engine.begin() as conn:
+                assert "ix_entries_entry_hash" in _plan(conn, db_url)
+    finally:
+        engine.dispose()
