@@ -29,7 +29,6 @@ from ledger.ops import (
 )
 from ledger.ops import export as export_ops
 from ledger.ops import monitor as monitor_ops
-from ledger.ops import quarantine as quarantine_ops
 from ledger.ops import query as query_ops
 from ledger.ops import replica as replica_ops
 from ledger.ops import report as report_ops
@@ -105,12 +104,12 @@ class Ledger:
         return append_ops.append_many(self.ctx, submissions, producer=producer)
 
     def quarantine_status(self) -> dict[str, Any]:
-        """Quarantine rows, bounds and counters (``ledger.ops.quarantine.status``)."""
-        return quarantine_ops.status(self.ctx)
+        """Quarantine rows, bounds and counters (``ledger.ops.append.quarantine_status``)."""
+        return append_ops.quarantine_status(self.ctx)
 
     def prune_quarantine(self, before_us: int, producer: str | None = None) -> int:
         """Delete quarantine rows received before ``before_us``; returns how many."""
-        return quarantine_ops.prune(self.ctx, before_us, producer)
+        return append_ops.prune_quarantine(self.ctx, before_us, producer)
 
     def trust_store(self, refresh: bool = True) -> TrustStore:
         """The attestation trust store folded from key_event entries (cached)."""

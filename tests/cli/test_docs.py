@@ -139,7 +139,7 @@ def attestation_codes() -> set[str]:
 
 def submission_codes() -> set[str]:
     codes: set[str] = set()
-    for relpath in ("core/submission.py", "ops/append.py", "crypto/attestation.py",
+    for relpath in ("core/submission.py", "ops/append/__init__.py", "crypto/attestation.py",
                     "facade.py"):
         tree = _tree(relpath)
         codes |= {c for call in _calls(tree, "_fail") if (c := _first_arg(call))}

@@ -54,13 +54,15 @@ from ledger.errors import (
     SubmissionError,
     UsageError,
 )
-from ledger.ops.context import LedgerContext
-from ledger.ops.quarantine import (  # noqa: F401 - re-exported
+from ledger.ops.append.quarantine import (  # noqa: F401 - the family's face
     QUARANTINE_MAX_RAW,
     quarantine,
     quarantine_rows,
     storable_text,
 )
+from ledger.ops.append.quarantine import prune as prune_quarantine  # noqa: F401
+from ledger.ops.append.quarantine import status as quarantine_status  # noqa: F401
+from ledger.ops.context import LedgerContext
 from ledger.ops.trust_store import last_key_event_seq
 from ledger.store import codec, db, postgres
 from ledger.store.append import AppendTxn, append_transaction
