@@ -139,8 +139,8 @@ def attestation_codes() -> set[str]:
 
 def submission_codes() -> set[str]:
     codes: set[str] = set()
-    for relpath in ("core/submission.py", "ops/append/__init__.py", "crypto/attestation.py",
-                    "facade.py"):
+    for relpath in ("core/submission.py", "ops/append/judge.py", "ops/append/prepare.py",
+                    "ops/append/writer.py", "crypto/attestation.py", "facade.py"):
         tree = _tree(relpath)
         codes |= {c for call in _calls(tree, "_fail") if (c := _first_arg(call))}
         for cls in ("SubmissionError", "SubmissionTooLarge", "IdempotencyConflict"):
