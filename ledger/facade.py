@@ -19,7 +19,6 @@ from ledger.ops import (
     erasure_report,
     history,
     lifecycle,
-    prove,
     qwed_import,
     read,
     redaction,
@@ -206,11 +205,11 @@ class Ledger:
     def prove(self, seq: int, checkpoint: str | None = None,
               keyring: Keyring | None = None) -> dict[str, Any]:
         """The inclusion-proof bundle of the entry at ``seq``."""
-        return prove.inclusion_bundle(self.ctx, seq, checkpoint, keyring)
+        return checkpoint_ops.inclusion_bundle(self.ctx, seq, checkpoint, keyring)
 
     def prove_consistency(self, old: str, new: str) -> dict[str, Any]:
         """The consistency-proof bundle between two signed checkpoints of this ledger."""
-        return prove.consistency_bundle(self.ctx, old, new)
+        return checkpoint_ops.consistency_bundle(self.ctx, old, new)
 
     def audit(self, opts: audit_ops.AuditOptions | None = None, **kw: Any) -> dict[str, Any]:
         """Run an audit and return its report (``progress=`` callback in ``kw``)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from ledger.api import metrics
 from ledger.errors import LedgerError
-from ledger.ops.anchor import AnchorConfig, load_anchor_config, make_anchored_checkpoint
+from ledger.ops.checkpoint import AnchorConfig, load_anchor_config, make_anchored_checkpoint
 from ledger.ops.schedule import Schedule, parse_every
 
 log = logging.getLogger("ledger.anchoring")

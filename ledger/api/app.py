@@ -37,8 +37,8 @@ from ledger.core.submission import MAX_SUBMISSION_BYTES
 from ledger.crypto.keys import Keyring
 from ledger.errors import LedgerError, NotFound, ReplicaBehind, StoreUnavailable
 from ledger.facade import Ledger
-from ledger.ops.anchor import load_anchor_config
 from ledger.ops.append import AppendResult
+from ledger.ops.checkpoint import load_anchor_config
 from ledger.ops.tokens import ACCESS_TOKEN_TYP, ledger_signer
 
 DESCRIPTION = """Append-only, hash-chained, Merkle-committed audit ledger for verification

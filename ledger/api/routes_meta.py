@@ -14,7 +14,7 @@ from ledger.api.auth import Principal, require
 from ledger.api.errors import error_body
 from ledger.api.schemas import READ_ERRORS
 from ledger.errors import LedgerError, NotFound, StoreUnavailable
-from ledger.ops.anchor import latest_cosigned_note
+from ledger.ops.checkpoint import latest_cosigned_note
 
 router = APIRouter(tags=["meta"])
 

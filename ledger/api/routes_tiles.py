@@ -20,7 +20,7 @@ from ledger.api.routes_read import layer_of
 from ledger.api.schemas import READ_ERRORS
 from ledger.core.tiles import parse_tile_path
 from ledger.errors import Forbidden, NotFound
-from ledger.ops.anchor import latest_cosigned_note
+from ledger.ops.checkpoint import latest_cosigned_note
 
 router = APIRouter(tags=["tiles"])
 

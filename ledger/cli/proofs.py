@@ -57,7 +57,7 @@ def checkpoint(obj: dict, keys_dir: str, out: str | None, fmt: str, anchors: Any
     from ledger.core.note import parse_checkpoint_body, parse_note
     from ledger.crypto.keys import Keyring
     from ledger.facade import Ledger
-    from ledger.ops.anchor import make_anchored_checkpoint
+    from ledger.ops.checkpoint import make_anchored_checkpoint
 
     with Ledger.open(obj["db_url"]) as ledger:
         anchored = make_anchored_checkpoint(ledger.ctx, Keyring.load(keys_dir), anchors)
@@ -77,7 +77,7 @@ def checkpoint(obj: dict, keys_dir: str, out: str | None, fmt: str, anchors: Any
 
 def _note_arg(ledger: Any, arg: str, what: str) -> str:
     """A checkpoint argument: a note file, or the tree size of a stored checkpoint."""
-    from ledger.ops.prove import refuse_empty_old
+    from ledger.ops.checkpoint import refuse_empty_old
 
     if os.path.isfile(arg) or arg == "-":
         return _read(arg)

@@ -446,7 +446,7 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
 
         apply_checkpoints(ctx, report, opts.checkpoints, opts.keys)
         if opts.anchor_policy is not None:
-            from ledger.ops.anchor_check import apply_anchor_policy
+            from ledger.ops.checkpoint import apply_anchor_policy
 
             apply_anchor_policy(ctx, report, opts.checkpoints, opts.anchor_policy)
     report["outcome"] = outcome(report)

@@ -181,7 +181,7 @@ def finding_codes() -> set[str]:
                 codes.add(head)  # e.g. "policy:" of f"policy:{rule.id}"
     codes |= {r.code for r in contract.RULES if r.code is not None}  # the result contract
     # checkpoint findings (ledger audit --checkpoint)
-    codes |= {c for call in _calls(_tree("ops/checkpoint_check.py"), "_finding")
+    codes |= {c for call in _calls(_tree("ops/checkpoint/check.py"), "_finding")
               if (c := _first_arg(call))}
     # attestation failures become findings too
     return codes | attestation_codes()
