@@ -16,8 +16,7 @@ from ledger.crypto.tokens import new_es256_key
 from ledger.demo_anchors import anchored_demo
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, summary_line
-from ledger.ops.erasure_report import write_report
-from ledger.ops.redaction import Ask
+from ledger.ops.custody import Ask, write_report
 from ledger.ops.report import write_html
 from ledger.ops.samples import attested, realistic, rejected_examples
 from ledger.ops.verify_export import summary_line as export_line

@@ -16,13 +16,11 @@ from ledger.ops import audit as audit_ops
 from ledger.ops import backup as backup_ops
 from ledger.ops import checkpoint as checkpoint_ops
 from ledger.ops import (
-    erasure_report,
+    custody,
     history,
     lifecycle,
     qwed_import,
     read,
-    redaction,
-    retention,
     tiles,
     trust,
 )
@@ -266,31 +264,31 @@ class Ledger:
         return tiles.write_tiles(self.ctx, out_dir)
 
     # -- redaction, legal holds and retention (docs/redaction.md) -----------------------
-    def redact(self, ask: redaction.Ask, **kw: Any) -> redaction.RedactionOutcome:
+    def redact(self, ask: custody.Ask, **kw: Any) -> custody.RedactionOutcome:
         """Erase payloads through redaction entries (``subject=``, ``seqs=``, ``payloads=``,
         ``keep_attestation=``, ``override_minimum=``, ``retention=``, ``dry_run=``)."""
-        return redaction.redact(self.ctx, ask, **kw)
+        return custody.redact(self.ctx, ask, **kw)
 
-    def erasure_report(self, outcome: redaction.RedactionOutcome, ask: redaction.Ask,
+    def erasure_report(self, outcome: custody.RedactionOutcome, ask: custody.Ask,
                        keyring: Keyring, **kw: Any) -> dict[str, Any]:
         """The signed erasure report of ``outcome`` (checkpoint signed after it)."""
-        return erasure_report.erasure_report(self.ctx, outcome, ask, keyring, **kw)
+        return custody.erasure_report(self.ctx, outcome, ask, keyring, **kw)
 
-    def hold_add(self, ask: redaction.Ask, **kw: Any) -> int:
+    def hold_add(self, ask: custody.Ask, **kw: Any) -> int:
         """Put entries (``subject=``, ``seqs=``) under a legal hold; the hold entry's seq."""
-        return redaction.hold_add(self.ctx, ask, **kw)
+        return custody.hold_add(self.ctx, ask, **kw)
 
-    def hold_release(self, ask: redaction.Ask, hold_seq: int) -> int:
+    def hold_release(self, ask: custody.Ask, hold_seq: int) -> int:
         """Release the hold ``hold_seq``; the release entry's seq."""
-        return redaction.hold_release(self.ctx, ask, hold_seq)
+        return custody.hold_release(self.ctx, ask, hold_seq)
 
     def holds(self) -> dict[int, list[int]]:
         """hold seq -> held entries, for every hold in force."""
-        return redaction.holds_in_force(self.ctx)
+        return custody.holds_in_force(self.ctx)
 
-    def apply_retention(self, policy: Any, **kw: Any) -> retention.RetentionRun:
+    def apply_retention(self, policy: Any, **kw: Any) -> custody.RetentionRun:
         """Erase what ``policy`` says has expired (``dry_run=``, ``progress=``)."""
-        return retention.apply_retention(self.ctx, policy, **kw)
+        return custody.apply_retention(self.ctx, policy, **kw)
 
     # -- operations: monitoring and backups (docs/operations.md) ----------------------
     def monitor_status(self, findings: bool = True) -> monitor_ops.Status:

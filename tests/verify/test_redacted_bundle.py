@@ -96,7 +96,7 @@ def _signed_bundle(url: str, tmp: Path, *, forged: str) -> tuple[Path, Path, int
     from ledger.core.redaction import build_request
     from ledger.crypto.redaction_sign import sign_request
     from ledger.crypto.tokens import ledger_signer
-    from ledger.ops.redaction import Ask, prepare_redaction
+    from ledger.ops.custody import Ask, prepare_redaction
 
     rng = random.Random(7)
     ring = Keyring.load(tmp / "keys")

@@ -32,7 +32,7 @@ from ledger.crypto.tokens import verify_ledger_jwt
 from ledger.errors import IntegrityError
 from ledger.ops.checkpoint import make_checkpoint
 from ledger.ops.context import LedgerContext
-from ledger.ops.redaction import Ask, RedactionOutcome
+from ledger.ops.custody.redaction import Ask, RedactionOutcome
 from ledger.ops.tokens import ledger_signer
 
 REPORT_FORMAT = "ledger-erasure-report/1"
