@@ -39,7 +39,7 @@ from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
 from ledger.ops.custody_audit import add_custody_findings
 from ledger.ops.redaction_map import documents, load_redaction_map
-from ledger.ops.trust import load_trust_store
+from ledger.ops.trust_store import load_trust_store
 from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
 from ledger.store import standby
