@@ -172,7 +172,7 @@ def test_every_submission_code_is_documented(code):
 
 def finding_codes() -> set[str]:
     codes: set[str] = set()
-    for relpath in ("core/audit.py", "core/erasure.py", "ops/audit.py"):
+    for relpath in ("core/audit.py", "core/erasure.py", "ops/audit/__init__.py"):
         for call in _calls(_tree(relpath), "Finding"):
             arg = call.args[0] if call.args else None
             if code := _str(arg):
@@ -188,12 +188,12 @@ def finding_codes() -> set[str]:
 
 
 def abstention_reasons() -> set[str]:
-    reasons = {c for relpath in ("core/audit.py", "ops/audit_checkpoint.py")
+    reasons = {c for relpath in ("core/audit.py", "ops/audit/checkpoints.py")
                for call in _calls(_tree(relpath), "Abstention") if (c := _first_arg(call, 2))}
     for call in _calls(_tree("crypto/trust.py"), "AttestationCheck"):
         if _first_arg(call) == "abstained" and (c := _first_arg(call, 1)):
             reasons.add(c)
-    for node in ast.walk(_tree("ops/audit_checkpoint.py")):
+    for node in ast.walk(_tree("ops/audit/checkpoints.py")):
         if isinstance(node, ast.Dict):
             for k, v in zip(node.keys, node.values, strict=True):
                 if _str(k) == "reason" and (c := _str(v)):

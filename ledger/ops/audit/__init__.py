@@ -36,8 +36,8 @@ from ledger.crypto.keys import PublicKeyRef, load_public_keys
 from ledger.crypto.trust import TrustStore, row_judge
 from ledger.errors import LedgerError, UsageError
 from ledger.ops.append import commit_batch, prepare_event
+from ledger.ops.audit.custody import add_custody_findings
 from ledger.ops.context import LedgerContext
-from ledger.ops.custody_audit import add_custody_findings
 from ledger.ops.redaction_map import documents, load_redaction_map
 from ledger.ops.trust_store import load_trust_store
 from ledger.store import audit_runs as runs
@@ -442,7 +442,7 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
     if read_only:
         report["read_only_replica"] = True
     if opts.checkpoints:
-        from ledger.ops.audit_checkpoint import apply_checkpoints
+        from ledger.ops.audit.checkpoints import apply_checkpoints
 
         apply_checkpoints(ctx, report, opts.checkpoints, opts.keys)
         if opts.anchor_policy is not None:
