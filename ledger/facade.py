@@ -185,6 +185,25 @@ class Ledger:
     def checkpoint_at(self, size: int) -> checkpoint_ops.CheckpointRow | None:
         return checkpoint_ops.checkpoint_at(self.ctx, size)
 
+    # -- anchoring: witness cosignatures and timestamps (docs/anchoring.md) --------------
+    def anchored_checkpoint(self, keyring: Keyring, config: checkpoint_ops.AnchorConfig,
+                            ) -> checkpoint_ops.AnchorReport:
+        """``checkpoint``, then cosigned by the witnesses and time-stamped by the TSA of
+        ``config``; what each witness or the TSA did is in the report."""
+        return checkpoint_ops.make_anchored_checkpoint(self.ctx, keyring, config)
+
+    def latest_cosigned_note(self) -> str | None:
+        """The latest checkpoint's note with the witness cosignatures stored for it."""
+        return checkpoint_ops.latest_cosigned_note(self.ctx)
+
+    def timestamps(self, size: int) -> list[dict[str, str | None]]:
+        """The RFC 3161 timestamps stored for the checkpoint of ``size``."""
+        return checkpoint_ops.timestamps_of(self.ctx, size)
+
+    def write_timestamp_sidecar(self, out: str, size: int) -> None:
+        """``<out>.tsr``: the first stored token of the checkpoint of ``size``, if any."""
+        checkpoint_ops.write_timestamp_sidecar(self.ctx, out, size)
+
     def checkpoints(self, after: int = -1, limit: int = 100,
                     consistency: bool = False) -> dict[str, Any]:
         """Stored checkpoints with ``size > after`` (cosigners, timestamps), smallest first;

@@ -17,7 +17,7 @@ from typing import Any
 
 from ledger.api import metrics
 from ledger.errors import LedgerError
-from ledger.ops.checkpoint import AnchorConfig, load_anchor_config, make_anchored_checkpoint
+from ledger.ops.checkpoint import AnchorConfig, load_anchor_config
 from ledger.ops.schedule import Schedule, parse_every
 
 log = logging.getLogger("ledger.anchoring")
@@ -66,7 +66,7 @@ class CheckpointScheduler:
             try:
                 if not self._due(last_size, last_t):
                     continue
-                report = make_anchored_checkpoint(self.ledger.ctx, self.keyring, self.anchors)
+                report = self.ledger.anchored_checkpoint(self.keyring, self.anchors)
                 last_size, last_t = report.size, time.monotonic()
                 self.made += 1
                 for name, why in report.failed.items():

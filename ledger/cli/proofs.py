@@ -57,14 +57,13 @@ def checkpoint(obj: dict, keys_dir: str, out: str | None, fmt: str, anchors: Any
     from ledger.core.note import parse_checkpoint_body, parse_note
     from ledger.crypto.keys import Keyring
     from ledger.facade import Ledger
-    from ledger.ops.checkpoint import make_anchored_checkpoint
 
     with Ledger.open(obj["db_url"]) as ledger:
-        anchored = make_anchored_checkpoint(ledger.ctx, Keyring.load(keys_dir), anchors)
+        anchored = ledger.anchored_checkpoint(Keyring.load(keys_dir), anchors)
         note = anchored.note
         if out not in (None, "-"):
             _write(out, note)
-            write_sidecar(out, ledger.ctx, anchored.size)
+            write_sidecar(out, ledger, anchored.size)
     report_anchoring(anchored)
     cp = parse_checkpoint_body(parse_note(note).text)
     if fmt == "json":

@@ -114,9 +114,7 @@ def report_anchoring(report: Any) -> None:
 
 def write_sidecar(out: str, ledger: Any, size: int) -> None:
     """``<out>.tsr``: the first stored token of that size, if any."""
-    from ledger.ops.checkpoint import write_timestamp_sidecar
-
-    write_timestamp_sidecar(ledger, out, size)
+    ledger.write_timestamp_sidecar(out, size)
 
 
 # --- the witness service -------------------------------------------------------------------
