@@ -16,9 +16,9 @@ import time
 from typing import Any
 
 from ledger.api import metrics
+from ledger.core.schedule import Schedule, parse_every
 from ledger.errors import LedgerError
 from ledger.ops.checkpoint import AnchorConfig, load_anchor_config
-from ledger.ops.schedule import Schedule, parse_every
 
 log = logging.getLogger("ledger.anchoring")
 POLL_S = 0.2

@@ -118,12 +118,12 @@ def serve(obj: dict, host: str, port: int, workers: int, keys_dir: str, read_db:
         "access_log": access_log, "head_timeout": head_timeout,
         "body_timeout": body_timeout, "max_connections": max_connections,
         **ops_settings(ops)}
-    from ledger.ops.schedule import on_demand_interval
+    from ledger.core.schedule import on_demand_interval
 
     on_demand_interval(checkpoint_on_demand_interval)  # a usage error here, not in the worker
     check_connection_bounds(head_timeout, body_timeout, max_connections)
     if checkpoint_every:
-        from ledger.ops.schedule import parse_every
+        from ledger.core.schedule import parse_every
 
         parse_every(checkpoint_every)  # a usage error here, not in the worker
     origin = _preflight(settings)
@@ -153,7 +153,7 @@ def check_connection_bounds(head_timeout: str, body_timeout: str,
                             max_connections: int | None) -> None:
     """Usage errors (exit 2) here, not in the workers: a bad duration, or more connections
     than the descriptor limit leaves room for."""
-    from ledger.ops.schedule import parse_duration
+    from ledger.core.schedule import parse_duration
 
     parse_duration(head_timeout, "head_timeout")
     parse_duration(body_timeout, "body_timeout")
