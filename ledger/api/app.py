@@ -35,11 +35,12 @@ from ledger.api.settings import Settings
 from ledger.api.watch import Watch, WatchConfig
 from ledger.core.submission import MAX_SUBMISSION_BYTES
 from ledger.crypto.keys import Keyring
+from ledger.crypto.tokens import ledger_signer
 from ledger.errors import LedgerError, NotFound, ReplicaBehind, StoreUnavailable
 from ledger.facade import Ledger
 from ledger.ops.append import AppendResult
 from ledger.ops.checkpoint import load_anchor_config
-from ledger.ops.tokens import ACCESS_TOKEN_TYP, ledger_signer
+from ledger.ops.tokens import ACCESS_TOKEN_TYP
 
 DESCRIPTION = """Append-only, hash-chained, Merkle-committed audit ledger for verification
 results.  Every endpoint but `/v1/health`, `/v1/health/live`, `/v1/health/ready` and

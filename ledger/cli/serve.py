@@ -169,9 +169,10 @@ def _preflight(settings: dict[str, Any]) -> str:
     """Fail here, with the CLI's exit codes, on what would keep the service from starting:
     no ledger or an unreachable --read-db (4), a --read-db of another ledger, no active
     signing key or an unreadable JWKS (2).  Returns the origin."""
+    from ledger.crypto.jwks import JwksSource
     from ledger.crypto.keys import Keyring
+    from ledger.crypto.tokens import ledger_signer
     from ledger.facade import Ledger
-    from ledger.ops.tokens import JwksSource, ledger_signer
 
     with Ledger.open(settings["db_url"]) as ledger:
         origin = ledger.meta.origin
