@@ -8,7 +8,8 @@ their own transaction after the batch; they never enter the chain.
 This package is the append family; this module is its face (what callers import).  Its
 private modules, each importing only those before it: ``judge`` (the attestation judge)
 <- ``prepare`` (receive, validate, seal) <- ``pool`` (validation on worker processes) and
-``writer`` (link and insert under the lock); ``quarantine`` (rejects kept for auditors).
+``writer`` (link and insert under the lock); ``rejects`` (the quarantine: rejected
+submissions kept for auditors).
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ from ledger.ops.append.prepare import (
     raw_bytes,
     validate_items,
 )
-from ledger.ops.append.quarantine import QUARANTINE_MAX_RAW, quarantine
-from ledger.ops.append.quarantine import prune as prune_quarantine
-from ledger.ops.append.quarantine import status as quarantine_status
+from ledger.ops.append.rejects import QUARANTINE_MAX_RAW, quarantine
+from ledger.ops.append.rejects import prune as prune_quarantine
+from ledger.ops.append.rejects import status as quarantine_status
 from ledger.ops.append.writer import (
     BatchWriter,
     Recheck,
