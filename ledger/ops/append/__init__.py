@@ -24,7 +24,7 @@ from ledger.ops.append.judge import (
     judge_attestation,
     trust_judge,
 )
-from ledger.ops.append.pool import POOL_MIN_ITEMS, pool_workers, shutdown_pool, validate_batch
+from ledger.ops.append.pool import shutdown_pool, validate_batch
 from ledger.ops.append.prepare import (
     AppendResult,
     Prepared,
@@ -40,8 +40,6 @@ from ledger.ops.append.rejects import prune as prune_quarantine
 from ledger.ops.append.rejects import status as quarantine_status
 from ledger.ops.append.writer import (
     BatchWriter,
-    Recheck,
-    RedactionCommit,
     commit_batch,
     commit_one_pg,
     commit_redaction,
@@ -49,10 +47,9 @@ from ledger.ops.append.writer import (
 )
 from ledger.ops.context import LedgerContext
 
-__all__ = ["POOL_MIN_ITEMS", "QUARANTINE_MAX_RAW", "AppendResult", "AttestationJudge",
-           "BatchWriter", "Judgement", "Prepared", "Received", "Recheck", "RedactionCommit",
-           "append_many", "check_producer", "commit_batch", "commit_one_pg", "commit_redaction",
-           "default_judge", "judge_attestation", "pool_workers", "prepare_event",
+__all__ = ["QUARANTINE_MAX_RAW", "AppendResult", "AttestationJudge", "BatchWriter", "Judgement",
+           "Prepared", "Received", "append_many", "check_producer", "commit_batch", "commit_one_pg",
+           "commit_redaction", "default_judge", "judge_attestation", "prepare_event",
            "prepare_result", "prune_quarantine", "quarantine_status", "shutdown_pool",
            "validate_batch", "validate_items"]
 

@@ -27,10 +27,7 @@ from ledger.errors import UsageError
 from ledger.ops.audit.custody import add_custody_findings
 from ledger.ops.audit.parallel import auto_workers, join_gaps, split
 from ledger.ops.audit.runs import (
-    AUDIT_RUN_V1,
-    AUDIT_RUN_V2,
     AuditOptions,
-    is_baseline,
     new_run,
     record_run,
     resume,
@@ -45,9 +42,8 @@ from ledger.store import entries as repo
 from ledger.store import standby
 from ledger.store.db import connect
 
-__all__ = ["AUDIT_RUN_V1", "AUDIT_RUN_V2", "EXIT_CODES", "REPORT_FORMAT", "AuditOptions",
-           "auto_workers", "is_baseline", "join_gaps", "load_policy", "record_run", "run_audit",
-           "split", "summary_line"]
+__all__ = ["EXIT_CODES", "REPORT_FORMAT", "AuditOptions", "auto_workers", "join_gaps",
+           "load_policy", "record_run", "run_audit", "split", "summary_line"]
 
 REPORT_FORMAT = "ledger-audit-report/1"
 

@@ -14,7 +14,6 @@ from ledger.ops.checkpoint.anchor import (
     AnchorConfig,
     AnchorReport,
     WitnessEndpoint,
-    anchor_checkpoint,
     anchor_config_from,
     anchor_files,
     cosigned_note,
@@ -22,7 +21,6 @@ from ledger.ops.checkpoint.anchor import (
     load_anchor_config,
     make_anchored_checkpoint,
     timestamps_of,
-    with_anchors,
     write_timestamp_sidecar,
 )
 from ledger.ops.checkpoint.anchor_check import (
@@ -43,14 +41,13 @@ from ledger.ops.checkpoint.make import (
     tree_root,
 )
 from ledger.ops.checkpoint.prove import consistency_bundle, inclusion_bundle, refuse_empty_old
-from ledger.ops.checkpoint.tree import StoredTree, TreeIntegrityError, extend_tree, sync_tree
+from ledger.ops.checkpoint.tree import StoredTree, TreeIntegrityError, sync_tree
 
 __all__ = ["AnchorConfig", "AnchorReport", "CheckpointError", "CheckpointRow", "StoredTree",
-           "TreeIntegrityError", "WitnessEndpoint", "anchor_checkpoint", "anchor_config_from",
-           "anchor_files", "anchor_policy_from", "apply_anchor_policy",
-           "check_against_checkpoint", "checkpoint_anchors", "checkpoint_at",
-           "checkpoint_findings", "consistency_bundle", "consistency_proof", "cosigned_note",
-           "extend_tree", "inclusion_bundle", "inclusion_proof", "latest_checkpoint",
-           "latest_cosigned_note", "load_anchor_config", "make_anchored_checkpoint",
-           "make_checkpoint", "make_checkpoint_bounded", "refuse_empty_old", "sync_tree",
-           "timestamps_of", "tree_root", "with_anchors", "write_timestamp_sidecar"]
+           "TreeIntegrityError", "WitnessEndpoint", "anchor_config_from", "anchor_files",
+           "anchor_policy_from", "apply_anchor_policy", "check_against_checkpoint",
+           "checkpoint_anchors", "checkpoint_at", "checkpoint_findings", "consistency_bundle",
+           "consistency_proof", "cosigned_note", "inclusion_bundle", "inclusion_proof",
+           "latest_checkpoint", "latest_cosigned_note", "load_anchor_config",
+           "make_anchored_checkpoint", "make_checkpoint", "make_checkpoint_bounded",
+           "refuse_empty_old", "sync_tree", "timestamps_of", "tree_root", "write_timestamp_sidecar"]
