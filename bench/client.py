@@ -33,8 +33,9 @@ from ledger.client import LedgerClient, Spool
 from ledger.clock import SystemClock
 from ledger.core.qwed_log import entry_hash, entry_hmac
 from ledger.crypto.keys import Keyring
+from ledger.crypto.tokens import ledger_signer
 from ledger.ops.qwed_import import import_qwed, read_source
-from ledger.ops.tokens import ledger_signer, mint_access_token
+from ledger.ops.tokens import mint_access_token
 
 SECRET = b"bench-secret"
 

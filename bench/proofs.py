@@ -37,9 +37,14 @@ from bench.common import pg_available, pg_url, print_table, rate, sqlite_url, su
 from ledger import Ledger
 from ledger.core.merkle import CompactRange, MemoryTree, leaf_hash, verify_inclusion
 from ledger.crypto.keys import Keyring
-from ledger.ops.checkpoint import inclusion_proof, make_checkpoint, tree_root
-from ledger.ops.prove import inclusion_bundle
-from ledger.ops.tree import StoredTree, sync_tree
+from ledger.ops.checkpoint import (
+    StoredTree,
+    inclusion_bundle,
+    inclusion_proof,
+    make_checkpoint,
+    sync_tree,
+    tree_root,
+)
 from ledger.store.tree import read_store
 from ledger.verify.proof import verify_bundle
 

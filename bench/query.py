@@ -35,8 +35,8 @@ from ledger.ops.audit import AuditOptions, run_audit
 from ledger.ops.checkpoint import make_checkpoint
 from ledger.ops.export import export_bundle, signer_from_keyring
 from ledger.ops.query import explain, make_filters, query
-from ledger.ops.verify_export import verify_export
 from ledger.store.entries import ENTRY_COLUMNS, iter_entry_pages
+from ledger.verify.export import verify_export
 
 ORIGIN = "bench.ledger/query"
 QUERY_INDEXES = ("ix_entries_engine_status_seq", "ix_entries_subject_seq",

@@ -39,7 +39,8 @@ from ledger import Ledger
 from ledger.clock import SystemClock, format_us
 from ledger.core.entry import hash_hex, payload_map
 from ledger.crypto.keys import Keyring
-from ledger.ops.tokens import ledger_signer, mint_access_token
+from ledger.crypto.tokens import ledger_signer
+from ledger.ops.tokens import mint_access_token
 
 PAGE = 100
 TARGET = 0.7

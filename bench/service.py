@@ -40,7 +40,8 @@ from bench.common import available, pg_url, print_table, sqlite_url, submissions
 from ledger import Ledger
 from ledger.clock import SystemClock
 from ledger.crypto.keys import Keyring
-from ledger.ops.tokens import ledger_signer, mint_access_token
+from ledger.crypto.tokens import ledger_signer
+from ledger.ops.tokens import mint_access_token
 from ledger.store.schema import entries
 
 CLIENTS = 32

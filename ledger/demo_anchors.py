@@ -16,13 +16,13 @@ from pathlib import Path
 from ledger.crypto.keys import Keyring
 from ledger.crypto.timestamp import load_tsa_trust
 from ledger.facade import Ledger
-from ledger.ops.anchor import (
+from ledger.ops.audit import AuditOptions, summary_line
+from ledger.ops.checkpoint import (
     AnchorConfig,
     WitnessEndpoint,
     make_anchored_checkpoint,
     timestamps_of,
 )
-from ledger.ops.audit import AuditOptions, summary_line
 from ledger.ops.samples import realistic
 from ledger.verify.anchor import AnchorPolicy
 from ledger.witness.local import LocalWitness

@@ -16,21 +16,17 @@ from ledger.ops import audit as audit_ops
 from ledger.ops import backup as backup_ops
 from ledger.ops import checkpoint as checkpoint_ops
 from ledger.ops import (
-    erasure_report,
+    custody,
     history,
     lifecycle,
-    prove,
     qwed_import,
     read,
-    redaction,
-    retention,
     reverify_history,
     tiles,
     trust,
 )
 from ledger.ops import export as export_ops
 from ledger.ops import monitor as monitor_ops
-from ledger.ops import quarantine as quarantine_ops
 from ledger.ops import query as query_ops
 from ledger.ops import replica as replica_ops
 from ledger.ops import report as report_ops
@@ -106,12 +102,12 @@ class Ledger:
         return append_ops.append_many(self.ctx, submissions, producer=producer)
 
     def quarantine_status(self) -> dict[str, Any]:
-        """Quarantine rows, bounds and counters (``ledger.ops.quarantine.status``)."""
-        return quarantine_ops.status(self.ctx)
+        """Quarantine rows, bounds and counters (``ledger.ops.append.quarantine_status``)."""
+        return append_ops.quarantine_status(self.ctx)
 
     def prune_quarantine(self, before_us: int, producer: str | None = None) -> int:
         """Delete quarantine rows received before ``before_us``; returns how many."""
-        return quarantine_ops.prune(self.ctx, before_us, producer)
+        return append_ops.prune_quarantine(self.ctx, before_us, producer)
 
     def trust_store(self, refresh: bool = True) -> TrustStore:
         """The attestation trust store folded from key_event entries (cached)."""
@@ -190,6 +186,25 @@ class Ledger:
     def checkpoint_at(self, size: int) -> checkpoint_ops.CheckpointRow | None:
         return checkpoint_ops.checkpoint_at(self.ctx, size)
 
+    # -- anchoring: witness cosignatures and timestamps (docs/anchoring.md) --------------
+    def anchored_checkpoint(self, keyring: Keyring, config: checkpoint_ops.AnchorConfig,
+                            ) -> checkpoint_ops.AnchorReport:
+        """``checkpoint``, then cosigned by the witnesses and time-stamped by the TSA of
+        ``config``; what each witness or the TSA did is in the report."""
+        return checkpoint_ops.make_anchored_checkpoint(self.ctx, keyring, config)
+
+    def latest_cosigned_note(self) -> str | None:
+        """The latest checkpoint's note with the witness cosignatures stored for it."""
+        return checkpoint_ops.latest_cosigned_note(self.ctx)
+
+    def timestamps(self, size: int) -> list[dict[str, str | None]]:
+        """The RFC 3161 timestamps stored for the checkpoint of ``size``."""
+        return checkpoint_ops.timestamps_of(self.ctx, size)
+
+    def write_timestamp_sidecar(self, out: str, size: int) -> None:
+        """``<out>.tsr``: the first stored token of the checkpoint of ``size``, if any."""
+        checkpoint_ops.write_timestamp_sidecar(self.ctx, out, size)
+
     def checkpoints(self, after: int = -1, limit: int = 100,
                     consistency: bool = False) -> dict[str, Any]:
         """Stored checkpoints with ``size > after`` (cosigners, timestamps), smallest first;
@@ -208,11 +223,11 @@ class Ledger:
     def prove(self, seq: int, checkpoint: str | None = None,
               keyring: Keyring | None = None) -> dict[str, Any]:
         """The inclusion-proof bundle of the entry at ``seq``."""
-        return prove.inclusion_bundle(self.ctx, seq, checkpoint, keyring)
+        return checkpoint_ops.inclusion_bundle(self.ctx, seq, checkpoint, keyring)
 
     def prove_consistency(self, old: str, new: str) -> dict[str, Any]:
         """The consistency-proof bundle between two signed checkpoints of this ledger."""
-        return prove.consistency_bundle(self.ctx, old, new)
+        return checkpoint_ops.consistency_bundle(self.ctx, old, new)
 
     def audit(self, opts: audit_ops.AuditOptions | None = None, **kw: Any) -> dict[str, Any]:
         """Run an audit and return its report (``progress=`` callback in ``kw``)."""
@@ -279,31 +294,31 @@ class Ledger:
         return tiles.write_tiles(self.ctx, out_dir)
 
     # -- redaction, legal holds and retention (docs/redaction.md) -----------------------
-    def redact(self, ask: redaction.Ask, **kw: Any) -> redaction.RedactionOutcome:
+    def redact(self, ask: custody.Ask, **kw: Any) -> custody.RedactionOutcome:
         """Erase payloads through redaction entries (``subject=``, ``seqs=``, ``payloads=``,
         ``keep_attestation=``, ``override_minimum=``, ``retention=``, ``dry_run=``)."""
-        return redaction.redact(self.ctx, ask, **kw)
+        return custody.redact(self.ctx, ask, **kw)
 
-    def erasure_report(self, outcome: redaction.RedactionOutcome, ask: redaction.Ask,
+    def erasure_report(self, outcome: custody.RedactionOutcome, ask: custody.Ask,
                        keyring: Keyring, **kw: Any) -> dict[str, Any]:
         """The signed erasure report of ``outcome`` (checkpoint signed after it)."""
-        return erasure_report.erasure_report(self.ctx, outcome, ask, keyring, **kw)
+        return custody.erasure_report(self.ctx, outcome, ask, keyring, **kw)
 
-    def hold_add(self, ask: redaction.Ask, **kw: Any) -> int:
+    def hold_add(self, ask: custody.Ask, **kw: Any) -> int:
         """Put entries (``subject=``, ``seqs=``) under a legal hold; the hold entry's seq."""
-        return redaction.hold_add(self.ctx, ask, **kw)
+        return custody.hold_add(self.ctx, ask, **kw)
 
-    def hold_release(self, ask: redaction.Ask, hold_seq: int) -> int:
+    def hold_release(self, ask: custody.Ask, hold_seq: int) -> int:
         """Release the hold ``hold_seq``; the release entry's seq."""
-        return redaction.hold_release(self.ctx, ask, hold_seq)
+        return custody.hold_release(self.ctx, ask, hold_seq)
 
     def holds(self) -> dict[int, list[int]]:
         """hold seq -> held entries, for every hold in force."""
-        return redaction.holds_in_force(self.ctx)
+        return custody.holds_in_force(self.ctx)
 
-    def apply_retention(self, policy: Any, **kw: Any) -> retention.RetentionRun:
+    def apply_retention(self, policy: Any, **kw: Any) -> custody.RetentionRun:
         """Erase what ``policy`` says has expired (``dry_run=``, ``progress=``)."""
-        return retention.apply_retention(self.ctx, policy, **kw)
+        return custody.apply_retention(self.ctx, policy, **kw)
 
     # -- operations: monitoring and backups (docs/operations.md) ----------------------
     def monitor_status(self, findings: bool = True) -> monitor_ops.Status:

@@ -18,6 +18,14 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
   the reader modules (:data:`READER_MODULES`) may also import ``core``, ``crypto``,
   ``verify`` and ``clock``: they verify with the ledger's own checks, never a copy;
 * ``integrations`` -> never ``store``, ``api`` or ``cli``;
+* ``witness`` (the tlog-witness service) -> ``core``, ``crypto``, ``errors``, ``witness``, its
+  own state table ``store/witness_state.py`` and FastAPI/Starlette; never the ledger's
+  ``ops``, the facade, ``api`` or ``cli``;
+* ``cli`` and ``api`` import no database library, and never reach into ``Ledger.ctx``
+  (an attribute access ``.ctx`` anywhere in them): they call the facade;
+* a family of ``ops`` (a package ``ops/<family>/``, :data:`FAMILIES`) is used through its
+  face, ``ops/<family>/__init__.py``: no module outside the family imports its other
+  (private) modules, and the facade imports only top-level ``ops`` modules and faces;
 * only ``crypto`` imports cryptography, PyJWT or rfc3161-client, and the client's one boundary module
   ``client/receipt.py`` (the client verifies receipts without the server's key code);
 * no import cycle among the modules of ``ledger/``.
@@ -46,6 +54,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "ops": ("ledger.core", "ledger.crypto", "ledger.verify", "ledger.store", "ledger.ops",
             "ledger.errors", "ledger.clock", "ledger.data"),
     "facade": ("ledger.ops", "ledger.errors", "ledger.clock"),
+    "witness": ("ledger.core", "ledger.crypto", "ledger.errors", "ledger.witness",
+                "ledger.store.witness_state", "fastapi", "starlette"),
 }
 # layer -> names allowed exactly (not as a prefix): ops may name SQLAlchemy's connection
 # types in signatures, and nothing else of it (statements are the store's)
@@ -57,8 +67,8 @@ EXACT: dict[str, frozenset[str]] = {
 CORE_EXTRA: dict[str, tuple[str, ...]] = {"core/fastjson.py": ("orjson",)}
 # layer -> what it must never import (for the layers with an open list)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "cli": ("ledger.store", "ledger.api", *CRYPTO_LIBS),
-    "api": ("ledger.store", "ledger.cli", *CRYPTO_LIBS),
+    "cli": ("ledger.store", "ledger.api", *CRYPTO_LIBS, *DB_LIBS),
+    "api": ("ledger.store", "ledger.cli", *CRYPTO_LIBS, *DB_LIBS),
     "demo": ("ledger.store", "ledger.cli", "ledger.api"),
     "client": ("ledger.store", "ledger.ops", "ledger.api", "ledger.cli", "ledger.facade",
                "ledger.core", "ledger.crypto", "ledger.verify", "sqlalchemy", "fastapi",
@@ -74,22 +84,31 @@ READER_MODULES = frozenset({"client/reader.py", "client/reader_aio.py",
 READER_ALLOWED = ("ledger.core", "ledger.crypto", "ledger.verify", "ledger.clock")
 # modules outside crypto/ allowed to call cryptography/PyJWT, with the reason
 CRYPTO_BOUNDARIES = {"client/receipt.py": "the producer client's own receipt check"}
+# the families of ops/: packages whose __init__ is the face, the rest private
+FAMILIES = ("append", "audit", "checkpoint", "custody")
+# layers that reach a ledger through the facade only, never through Ledger.ctx
+NO_CTX = ("cli", "api")
 
 
-def module_name(path: Path) -> str:
-    rel = path.relative_to(PKG.parent).with_suffix("")
-    parts = list(rel.parts)
+def _rel(path: Path, rel: Path | None = None) -> Path:
+    """``path`` relative to the package; a probe written elsewhere (in ``tmp_path``) says
+    where it stands in the package with ``rel``."""
+    return rel if rel is not None else path.relative_to(PKG)
+
+
+def module_name(path: Path, rel: Path | None = None) -> str:
+    parts = ["ledger", *_rel(path, rel).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def imports(path: Path) -> Iterator[tuple[str, bool]]:
+def imports(path: Path, rel: Path | None = None) -> Iterator[tuple[str, bool]]:
     """(absolute module name, under TYPE_CHECKING) for every import in ``path``;
     ``from ledger.store import db`` yields ``ledger.store`` and ``ledger.store.db``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    package = module_name(path).split(".")
-    if path.name != "__init__.py":
+    package = module_name(path, rel).split(".")
+    if _rel(path, rel).name != "__init__.py":
         package = package[:-1]
     guarded: set[int] = set()
     for node in ast.walk(tree):
@@ -116,8 +135,8 @@ def _matches(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
-def layer_of(path: Path) -> str:
-    rel = path.relative_to(PKG)
+def layer_of(path: Path, rel: Path | None = None) -> str:
+    rel = _rel(path, rel)
     if len(rel.parts) > 1:
         return rel.parts[0]
     return "demo" if rel.stem.startswith("demo") else rel.stem  # demo.py, demo_anchors.py
@@ -134,10 +153,11 @@ def _is_submodule_name(name: str) -> bool:
     return (PKG / rel).with_suffix(".py").is_file() or (PKG / rel / "__init__.py").is_file()
 
 
-def _violations(path: Path) -> list[str]:
-    layer = layer_of(path)
+def _violations(path: Path, rel: Path | None = None) -> list[str]:
+    layer = layer_of(path, rel)
+    where = str(_rel(path, rel))
     bad = []
-    for module, _ in imports(path):
+    for module, _ in imports(path, rel):
         top = module.split(".")[0]
         if top in STDLIB or module == "ledger":
             continue
@@ -145,9 +165,9 @@ def _violations(path: Path) -> list[str]:
             continue
         if module in EXACT.get(layer, ()):
             continue
-        if top in CORE_EXTRA.get(str(path.relative_to(PKG)), ()):
+        if top in CORE_EXTRA.get(where, ()):
             continue
-        if str(path.relative_to(PKG)) in READER_MODULES and \
+        if where in READER_MODULES and \
                 any(_matches(module, p) for p in READER_ALLOWED):
             continue
         if layer in ALLOWED:
@@ -156,7 +176,7 @@ def _violations(path: Path) -> list[str]:
         elif any(_matches(module, p) for p in FORBIDDEN.get(layer, ())):
             bad.append(module)
         elif layer == "client" and module.split(".")[0] in CRYPTO_LIBS and \
-                str(path.relative_to(PKG)) not in CRYPTO_BOUNDARIES:
+                where not in CRYPTO_BOUNDARIES:
             bad.append(module)
     return sorted(set(bad))
 
@@ -238,52 +258,155 @@ def test_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_imports_resolves_relative_from_and_guarded_imports():
-    probe = PKG / "ops" / "_layer_probe.py"
-    probe.write_text("from typing import TYPE_CHECKING\nfrom . import read\n"
-                     "from ..store import db\nif TYPE_CHECKING:\n    import ledger.facade\n",
-                     encoding="utf-8")
-    try:
-        got = dict(imports(probe))
-    finally:
-        probe.unlink()
+def _probe(tmp_path: Path, rel: str, text: str) -> tuple[Path, Path]:
+    """A probe module standing at ``ledger/<rel>``, written in ``tmp_path`` (never into
+    the package)."""
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path, Path(rel)
+
+
+def test_imports_resolves_relative_from_and_guarded_imports(tmp_path):
+    probe = _probe(tmp_path, "ops/_layer_probe.py",
+                   "from typing import TYPE_CHECKING\nfrom . import read\n"
+                   "from ..store import db\nif TYPE_CHECKING:\n    import ledger.facade\n")
+    got = dict(imports(*probe))
     assert got["ledger.ops.read"] is False
     assert got["ledger.store.db"] is False
     assert got["ledger.facade"] is True
 
 
-def test_ops_may_name_sqlalchemy_types_but_not_build_statements():
-    probe = PKG / "ops" / "_layer_probe.py"
-    probe.write_text("from sqlalchemy import Engine, select\n", encoding="utf-8")
-    try:
-        assert _violations(probe) == ["sqlalchemy.select"]
-    finally:
-        probe.unlink()
+def test_ops_may_name_sqlalchemy_types_but_not_build_statements(tmp_path):
+    probe = _probe(tmp_path, "ops/_layer_probe.py", "from sqlalchemy import Engine, select\n")
+    assert _violations(*probe) == ["sqlalchemy.select"]
 
 
-def test_rules_catch_a_violation():
+def test_rules_catch_a_violation(tmp_path):
     """The checker itself: a core module importing sqlalchemy is reported."""
-    fake = PKG / "core" / "_layer_probe.py"
-    fake.write_text("import sqlalchemy\nfrom ledger.store import db\n", encoding="utf-8")
-    try:
-        assert _violations(fake) == ["ledger.store", "ledger.store.db", "sqlalchemy"]
-    finally:
-        fake.unlink()
+    probe = _probe(tmp_path, "core/_layer_probe.py",
+                   "import sqlalchemy\nfrom ledger.store import db\n")
+    assert _violations(*probe) == ["ledger.store", "ledger.store.db", "sqlalchemy"]
 
 
-def test_the_reader_exception_is_narrow():
+def test_the_reader_exception_is_narrow(tmp_path):
     """The producer client's modules still may not import core/crypto/verify, and the
     reader modules may not import the server side or call cryptography themselves."""
-    probe = PKG / "client" / "_layer_probe.py"
-    probe.write_text("from ledger.core import readcheck\nfrom ledger.verify import proof\n",
-                     encoding="utf-8")
-    try:
-        assert _violations(probe) == ["ledger.core", "ledger.core.readcheck", "ledger.verify",
-                                      "ledger.verify.proof"]
-    finally:
-        probe.unlink()
+    probe = _probe(tmp_path, "client/_layer_probe.py",
+                   "from ledger.core import readcheck\nfrom ledger.verify import proof\n")
+    assert _violations(*probe) == ["ledger.core", "ledger.core.readcheck", "ledger.verify",
+                                   "ledger.verify.proof"]
     for name in READER_MODULES:
         bad = [m for m, _ in imports(PKG / name)
                if m.split(".")[0] in CRYPTO_LIBS or any(_matches(m, p) for p in (
                    "ledger.store", "ledger.ops", "ledger.api", "ledger.cli", "ledger.facade"))]
         assert bad == [], name
+
+
+# -- the families of ops/ -----------------------------------------------------------------
+def _family_of(module: str) -> str | None:
+    """The family whose *private* module ``module`` is (``ledger.ops.<family>.<name>``
+    naming a module file), else None: a face, or a name the face exports, is not private."""
+    parts = module.split(".")
+    if len(parts) < 4 or parts[:2] != ["ledger", "ops"] or parts[2] not in FAMILIES:
+        return None
+    return parts[2] if _is_submodule_name(".".join(parts[:4])) else None
+
+
+def private_imports(path: Path, rel: Path | None = None) -> list[str]:
+    """The private modules of families that ``path`` imports from outside the family."""
+    rel = _rel(path, rel)
+    own = rel.parts[1] if rel.parts[0] == "ops" and len(rel.parts) > 2 else None
+    return sorted({".".join(m.split(".")[:4]) for m, _ in imports(path, rel)
+                   if (fam := _family_of(m)) is not None and fam != own})
+
+
+def facade_ops_imports(path: Path, rel: Path | None = None) -> list[str]:
+    """The ``ops`` modules ``path`` imports below the top level of ``ops`` (a family's
+    private module, or any module of a package that is not a face)."""
+    return sorted({m for m, _ in imports(path, rel) if m.startswith("ledger.ops.")
+                   and len(m.split(".")) > 3 and _is_submodule_name(m)})
+
+
+def ctx_uses(path: Path) -> list[int]:
+    """Lines of ``path`` that read an attribute named ``ctx`` (``ledger.ctx``,
+    ``service.reader.ctx``): the facade's context, which only ``ops`` may handle."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return sorted({n.lineno for n in ast.walk(tree)
+                   if isinstance(n, ast.Attribute) and n.attr == "ctx"})
+
+
+def test_the_families_of_ops_are_packages_with_a_face():
+    found = sorted(p.parent.name for p in (PKG / "ops").glob("*/__init__.py"))
+    assert found == sorted(FAMILIES)
+
+
+def test_a_face_binds_no_name_of_its_private_modules():
+    """``from ledger.ops.<family> import <name>`` names either the face's export or a
+    private module, never something that could be both."""
+    for family in FAMILIES:
+        face = PKG / "ops" / family / "__init__.py"
+        tree = ast.parse(face.read_text(encoding="utf-8"))
+        bound = {a.asname or a.name for n in ast.walk(tree)
+                 if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        bound |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        private = {p.stem for p in face.parent.glob("*.py")} - {"__init__"}
+        assert bound & private == set(), family
+
+
+def test_nobody_outside_a_family_imports_its_private_modules():
+    bad = {str(p.relative_to(PKG)): got for p in _modules() if (got := private_imports(p))}
+    assert bad == {}
+
+
+def test_the_facade_imports_only_family_faces_and_top_level_ops_modules():
+    assert facade_ops_imports(PKG / "facade.py") == []
+
+
+def test_cli_and_api_never_touch_the_ledger_context():
+    bad = {str(p.relative_to(PKG)): lines for p in _modules()
+           if layer_of(p) in NO_CTX and (lines := ctx_uses(p))}
+    assert bad == {}
+
+
+def test_a_private_module_imported_from_outside_its_family_is_reported(tmp_path):
+    text = ("from ledger.ops.append import AppendResult\n"  # the face: allowed
+            "from ledger.ops.append.writer import commit_batch\n"
+            "from ledger.ops.checkpoint import tree\n")
+    assert private_imports(*_probe(tmp_path, "ops/_layer_probe.py", text)) == [
+        "ledger.ops.append.writer", "ledger.ops.checkpoint.tree"]
+    # inside its own family the same import is the family's business
+    assert private_imports(*_probe(tmp_path, "ops/append/_layer_probe.py", text)) == [
+        "ledger.ops.checkpoint.tree"]
+
+
+def test_a_facade_importing_a_private_module_is_reported(tmp_path):
+    probe = _probe(tmp_path, "facade.py", "from ledger.ops import read\n"
+                   "from ledger.ops import checkpoint as checkpoint_ops\n"
+                   "from ledger.ops.audit import walk\n")
+    assert facade_ops_imports(*probe) == ["ledger.ops.audit.walk"]
+
+
+def test_reaching_into_the_context_is_reported(tmp_path):
+    path, _ = _probe(tmp_path, "api/_layer_probe.py",
+                     "def f(request, ctx):\n"
+                     "    ctx.obj = 1\n"  # a click context named ctx: not Ledger.ctx
+                     "    return request.app.state.service.reader.ctx.engine\n")
+    assert ctx_uses(path) == [3]
+
+
+def test_cli_and_api_may_not_import_a_database_library(tmp_path):
+    for layer in NO_CTX:
+        probe = _probe(tmp_path, f"{layer}/_layer_probe.py",
+                       "from sqlalchemy.exc import OperationalError\nimport psycopg\n")
+        assert _violations(*probe) == ["psycopg", "sqlalchemy.exc",
+                                       "sqlalchemy.exc.OperationalError"], layer
+
+
+def test_the_witness_rule(tmp_path):
+    probe = _probe(tmp_path, "witness/_layer_probe.py",
+                   "from ledger.store.witness_state import WitnessState\n"
+                   "from ledger.store import db\nfrom ledger.ops import read\n"
+                   "from ledger.facade import Ledger\nimport fastapi\n")
+    assert _violations(*probe) == ["ledger.facade", "ledger.ops", "ledger.ops.read",
+                                   "ledger.store", "ledger.store.db"]

@@ -16,9 +16,9 @@ import time
 from typing import Any
 
 from ledger.api import metrics
+from ledger.core.schedule import Schedule, parse_every
 from ledger.errors import LedgerError
-from ledger.ops.anchor import AnchorConfig, load_anchor_config, make_anchored_checkpoint
-from ledger.ops.schedule import Schedule, parse_every
+from ledger.ops.checkpoint import AnchorConfig, load_anchor_config
 
 log = logging.getLogger("ledger.anchoring")
 POLL_S = 0.2
@@ -66,7 +66,7 @@ class CheckpointScheduler:
             try:
                 if not self._due(last_size, last_t):
                     continue
-                report = make_anchored_checkpoint(self.ledger.ctx, self.keyring, self.anchors)
+                report = self.ledger.anchored_checkpoint(self.keyring, self.anchors)
                 last_size, last_t = report.size, time.monotonic()
                 self.made += 1
                 for name, why in report.failed.items():

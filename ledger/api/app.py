@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
-from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
@@ -34,12 +33,15 @@ from ledger.api.schemas import COMMON_ERRORS
 from ledger.api.settings import Settings
 from ledger.api.watch import Watch, WatchConfig
 from ledger.core.submission import MAX_SUBMISSION_BYTES
+from ledger.crypto.jwks import JwksSource
 from ledger.crypto.keys import Keyring
+from ledger.crypto.tokens import ledger_signer
 from ledger.errors import LedgerError, NotFound, ReplicaBehind, StoreUnavailable
 from ledger.facade import Ledger
-from ledger.ops.anchor import load_anchor_config
 from ledger.ops.append import AppendResult
-from ledger.ops.tokens import ACCESS_TOKEN_TYP, JwksSource, ledger_signer
+from ledger.ops.checkpoint import load_anchor_config
+from ledger.ops.lifecycle import RAW_CONNECTION_ERRORS
+from ledger.ops.tokens import ACCESS_TOKEN_TYP
 
 DESCRIPTION = """Append-only, hash-chained, Merkle-committed audit ledger for verification
 results.  Every endpoint but `/v1/health`, `/v1/health/live`, `/v1/health/ready` and
@@ -230,12 +232,13 @@ def create_app(settings: Settings) -> FastAPI:
 
     # The store translates every driver error (ledger.store.db.translate); a connection
     # fault that still arrives raw is answered the same way, never as a 500.
-    @app.exception_handler(OperationalError)
-    @app.exception_handler(InterfaceError)
     async def _db_down(_: Request, exc: Exception) -> Any:
         errors.log.warning("database error: %s", exc)
         metrics.store_error("driver_" + type(exc).__name__.lower())
         return unavailable_response(StoreUnavailable("the database is unreachable"))
+
+    for raw in RAW_CONNECTION_ERRORS:  # (OperationalError, InterfaceError)
+        app.exception_handler(raw)(_db_down)
 
     for module in (routes_append, routes_read, routes_proofs, routes_export, routes_meta,
                    routes_custody, routes_history, routes_console, routes_tiles):

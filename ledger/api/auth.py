@@ -28,9 +28,10 @@ from typing import Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 
+from ledger.crypto.jwks import JwksSource
 from ledger.crypto.tokens import Rejection, decode_with_keys, unverified_header
 from ledger.errors import Forbidden, Unauthenticated, UsageError
-from ledger.ops.tokens import ACCESS_TOKEN_TYP, ROLES, JwksSource, check_subject
+from ledger.ops.tokens import ACCESS_TOKEN_TYP, ROLES, check_subject
 
 ALGORITHMS = ("EdDSA", "ES256")
 MAX_TOKEN_CHARS = 8192

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledger.core import receipt as batch
-from ledger.crypto.tokens import verify_ledger_jwt
+from ledger.crypto.tokens import JwtSigner, verify_ledger_jwt
 from ledger.errors import IntegrityError, ProofError
 from ledger.ops.append import AppendResult
-from ledger.ops.tokens import RECEIPT_TYP, JwtSigner
+from ledger.ops.tokens import RECEIPT_TYP
 
 RECEIPT_CLAIMS = ("iss", "origin", "ledger_id", "seq", "entry_hash", "recorded_at", "iat")
 PREFER_BATCH = "receipt=batch"

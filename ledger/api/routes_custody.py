@@ -21,8 +21,7 @@ from ledger.api.auth import Principal, require
 from ledger.api.schemas import CUSTODY_ERRORS, READ_ERRORS, custody_body
 from ledger.core.strict import StrictError, closed, loads
 from ledger.errors import BadRequest
-from ledger.ops.redaction import Ask
-from ledger.ops.retention import load_retention
+from ledger.ops.custody import Ask, load_retention
 
 router = APIRouter(tags=["custody"])
 MAX_SEQ = 2**53 - 1

@@ -14,7 +14,6 @@ from ledger.api.auth import Principal, require
 from ledger.api.errors import error_body
 from ledger.api.schemas import READ_ERRORS
 from ledger.errors import LedgerError, NotFound, StoreUnavailable
-from ledger.ops.anchor import latest_cosigned_note
 
 router = APIRouter(tags=["meta"])
 
@@ -73,7 +72,7 @@ def checkpoint(request: Request, principal: Principal = require("checkpoint"),
     """The signed-note text of the stored checkpoint with the largest tree size
     (docs/format-checkpoint.md), with the witness cosignature lines stored for it
     (docs/anchoring.md); 404 ``no_checkpoint`` before the first one."""
-    note = latest_cosigned_note(request.app.state.service.reader.ctx)
+    note = request.app.state.service.reader.latest_cosigned_note()
     if note is None:
         raise NotFound("no checkpoint has been signed yet", code="no_checkpoint")
     return PlainTextResponse(note, media_type="text/plain; charset=utf-8")

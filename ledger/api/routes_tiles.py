@@ -20,7 +20,6 @@ from ledger.api.routes_read import layer_of
 from ledger.api.schemas import READ_ERRORS
 from ledger.core.tiles import parse_tile_path
 from ledger.errors import Forbidden, NotFound
-from ledger.ops.anchor import latest_cosigned_note
 
 router = APIRouter(tags=["tiles"])
 
@@ -37,7 +36,7 @@ def checkpoint(request: Request, principal: Principal = require("checkpoint"),
                ) -> PlainTextResponse:
     """The signed note of ``/v1/checkpoint``, at the path tile clients expect; not
     cacheable.  404 ``no_checkpoint`` before the first one."""
-    note = latest_cosigned_note(request.app.state.service.reader.ctx)
+    note = request.app.state.service.reader.latest_cosigned_note()
     if note is None:
         raise NotFound("no checkpoint has been signed yet", code="no_checkpoint")
     return PlainTextResponse(note, media_type="text/plain; charset=utf-8",

@@ -55,7 +55,7 @@ class Settings:
     log_format: str = "text"             # json | text (ledger.api.logs)
     access_log: bool = True              # the `request` log event
     metrics: bool = True                 # GET /metrics (role operator)
-    audit_every: str | None = None       # "1h": ledger.ops.schedule.parse_duration
+    audit_every: str | None = None       # "1h": ledger.core.schedule.parse_duration
     audit_since_last: bool = False
     alert_webhooks: tuple[str, ...] = ()
     alert_retries: int = 5
@@ -110,14 +110,14 @@ class Settings:
 
     def seconds(self, name: str) -> float | None:
         """The duration setting ``name`` in seconds (None when unset)."""
-        from ledger.ops.schedule import parse_duration
+        from ledger.core.schedule import parse_duration
 
         value = getattr(self, name)
         return None if value is None else parse_duration(value, name)
 
     def on_demand_interval_s(self) -> float:
         """The least time between two checkpoints signed for proof requests."""
-        from ledger.ops.schedule import on_demand_interval
+        from ledger.core.schedule import on_demand_interval
 
         return on_demand_interval(self.checkpoint_on_demand_interval)
 

@@ -106,7 +106,7 @@ def verify_checkpoint(file: str, key_files: tuple[str, ...], origin: str | None,
             _invalid(_mismatch(what, actual, expected), fmt)
     anchors: dict[str, Any] = {}
     if anchor_policy is not None:
-        from ledger.ops.anchor_check import checkpoint_anchors
+        from ledger.ops.checkpoint import checkpoint_anchors
 
         anchors, findings = checkpoint_anchors(file, data, cp.size, anchor_policy)
         for f in findings[1:]:

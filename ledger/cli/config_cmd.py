@@ -11,7 +11,7 @@ import json
 
 import click
 
-from ledger import config
+from ledger.cli import config
 from ledger.cli.state import CommandObj
 
 

@@ -15,9 +15,7 @@ from ledger.cli.signing import keys_dir_option
 from ledger.cli.state import CommandObj
 from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
-from ledger.ops.erasure_report import write_report
-from ledger.ops.redaction import Ask
-from ledger.ops.retention import load_retention
+from ledger.ops.custody import Ask, load_retention, write_report
 
 PAYLOAD_CHOICE = click.Choice(["all", "evidence", "result", "preimage", "attestation",
                                "query", "meta", "subject"])

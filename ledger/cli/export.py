@@ -18,7 +18,7 @@ from ledger.cli.query import filter_options, filters_from
 from ledger.cli.signing import keys_dir_option
 from ledger.cli.state import CommandObj
 from ledger.cli.witness import anchor_policy_options
-from ledger.ops.verify_export import EXIT_CODES, summary_line, verify_export
+from ledger.verify.export import EXIT_CODES, summary_line, verify_export
 
 
 @click.command()

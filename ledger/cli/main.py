@@ -38,7 +38,7 @@ class LedgerGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, db_url: str | None, config_file: str | None) -> None:
     """Append-only audit ledger for verification results."""
-    from ledger import config
+    from ledger.cli import config
 
     ctx.ensure_object(dict)
     cfg = config.load(config.config_path(config_file), cli)
@@ -51,11 +51,11 @@ def cli(ctx: click.Context, db_url: str | None, config_file: str | None) -> None
 
 
 def _register() -> None:
-    from ledger import config
     from ledger.cli import (
         audit,
         backup,
         checkpoint_verify,
+        config,
         config_cmd,
         custody,
         db,

@@ -58,14 +58,13 @@ def checkpoint(obj: CommandObj, keys_dir: str, out: str | None, fmt: str, anchor
     from ledger.core.note import parse_checkpoint_body, parse_note
     from ledger.crypto.keys import Keyring
     from ledger.facade import Ledger
-    from ledger.ops.anchor import make_anchored_checkpoint
 
     with Ledger.open(obj["db_url"]) as ledger:
-        anchored = make_anchored_checkpoint(ledger.ctx, Keyring.load(keys_dir), anchors)
+        anchored = ledger.anchored_checkpoint(Keyring.load(keys_dir), anchors)
         note = anchored.note
         if out not in (None, "-"):
             _write(out, note)
-            write_sidecar(out, ledger.ctx, anchored.size)
+            write_sidecar(out, ledger, anchored.size)
     report_anchoring(anchored)
     cp = parse_checkpoint_body(parse_note(note).text)
     if fmt == "json":
@@ -78,7 +77,7 @@ def checkpoint(obj: CommandObj, keys_dir: str, out: str | None, fmt: str, anchor
 
 def _note_arg(ledger: Any, arg: str, what: str) -> str:
     """A checkpoint argument: a note file, or the tree size of a stored checkpoint."""
-    from ledger.ops.prove import refuse_empty_old
+    from ledger.ops.checkpoint import refuse_empty_old
 
     if os.path.isfile(arg) or arg == "-":
         return _read(arg)

@@ -119,12 +119,12 @@ def serve(obj: CommandObj, /, host: str, port: int, workers: int, keys_dir: str,
         "access_log": access_log, "head_timeout": head_timeout,
         "body_timeout": body_timeout, "max_connections": max_connections,
         **ops_settings(ops)}
-    from ledger.ops.schedule import on_demand_interval
+    from ledger.core.schedule import on_demand_interval
 
     on_demand_interval(checkpoint_on_demand_interval)  # a usage error here, not in the worker
     check_connection_bounds(head_timeout, body_timeout, max_connections)
     if checkpoint_every:
-        from ledger.ops.schedule import parse_every
+        from ledger.core.schedule import parse_every
 
         parse_every(checkpoint_every)  # a usage error here, not in the worker
     origin = _preflight(settings)
@@ -154,7 +154,7 @@ def check_connection_bounds(head_timeout: str, body_timeout: str,
                             max_connections: int | None) -> None:
     """Usage errors (exit 2) here, not in the workers: a bad duration, or more connections
     than the descriptor limit leaves room for."""
-    from ledger.ops.schedule import parse_duration
+    from ledger.core.schedule import parse_duration
 
     parse_duration(head_timeout, "head_timeout")
     parse_duration(body_timeout, "body_timeout")
@@ -170,9 +170,10 @@ def _preflight(settings: dict[str, Any]) -> str:
     """Fail here, with the CLI's exit codes, on what would keep the service from starting:
     no ledger or an unreachable --read-db (4), a --read-db of another ledger, no active
     signing key or an unreadable JWKS (2).  Returns the origin."""
+    from ledger.crypto.jwks import JwksSource
     from ledger.crypto.keys import Keyring
+    from ledger.crypto.tokens import ledger_signer
     from ledger.facade import Ledger
-    from ledger.ops.tokens import JwksSource, ledger_signer
 
     with Ledger.open(settings["db_url"]) as ledger:
         origin = ledger.meta.origin

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ledger.ops.schedule import parse_duration
+from ledger.core.schedule import parse_duration
 
 DURATION = "DURATION"  # 500ms, 30s, 5m, 1h, 1d
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from ledger.config import Config
+from ledger.cli.config import Config
 
 
 class CommandObj(TypedDict):

@@ -47,8 +47,9 @@ def issue(obj: CommandObj, role: str, subject: str, ttl: str, issuer: str | None
     (run `ledger keys generate`) or an option is invalid.
     """
     from ledger.crypto.keys import Keyring
+    from ledger.crypto.tokens import ledger_signer
     from ledger.facade import Ledger
-    from ledger.ops.tokens import check_subject, ledger_signer, mint_access_token, parse_ttl
+    from ledger.ops.tokens import check_subject, mint_access_token, parse_ttl
 
     ttl_s = parse_ttl(ttl)
     check_subject(subject)

@@ -64,7 +64,7 @@ def anchor_request_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def anchor_config(opts: dict[str, Any]) -> Any:
     """An ``AnchorConfig`` from the request options (``--anchors`` first, options added)."""
-    from ledger.ops.anchor import anchor_config_from
+    from ledger.ops.checkpoint import anchor_config_from
 
     return anchor_config_from(opts["anchors_file"], list(opts["witnesses"]),
                               list(opts["witness_keys"]), opts["tsa_url"], opts["tsa_certs"],
@@ -93,7 +93,7 @@ def anchor_policy_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def anchor_policy(opts: dict[str, Any]) -> Any:
-    from ledger.ops.anchor_check import anchor_policy_from
+    from ledger.ops.checkpoint import anchor_policy_from
 
     return anchor_policy_from(list(opts["witness_keys"]), opts["quorum"], opts["tsa_certs"],
                               opts["tsa_policy"])
@@ -114,9 +114,7 @@ def report_anchoring(report: Any) -> None:
 
 def write_sidecar(out: str, ledger: Any, size: int) -> None:
     """``<out>.tsr``: the first stored token of that size, if any."""
-    from ledger.ops.anchor import write_timestamp_sidecar
-
-    write_timestamp_sidecar(ledger, out, size)
+    ledger.write_timestamp_sidecar(out, size)
 
 
 # --- the witness service -------------------------------------------------------------------

@@ -5,7 +5,7 @@ temporary directory, or ``pg_restore`` of a ``pg_dump -Fc`` archive into an empt
 PostgreSQL database the operator names), brings its schema to the packaged head, and runs
 the full audit with the kept checkpoints: the report passes only if every row verifies
 and the restored ledger is a consistent extension of every checkpoint given
-(``ledger.ops.audit_checkpoint``: signature, size, root, consistency proof).
+(``ledger.ops.audit``: signature, size, root, consistency proof).
 """
 
 from __future__ import annotations

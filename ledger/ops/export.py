@@ -59,12 +59,10 @@ from ledger.crypto.keys import (
     raw_public,
 )
 from ledger.errors import UsageError
-from ledger.ops.anchor import anchor_files
-from ledger.ops.checkpoint import latest_checkpoint, make_checkpoint
+from ledger.ops.checkpoint import StoredTree, anchor_files, latest_checkpoint, make_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.ops.query import Filters, iter_pages, make_filters, with_window
 from ledger.ops.redaction_map import load_redaction_map
-from ledger.ops.tree import StoredTree
 from ledger.ops.view import export_line
 from ledger.store import entries as repo
 from ledger.store.db import connect

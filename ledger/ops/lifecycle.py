@@ -12,6 +12,10 @@ from ledger.ops.context import LedgerContext
 from ledger.store import codec, db
 from ledger.store import entries as repo
 
+# the driver errors the HTTP service answers as "unavailable" when one arrives untranslated
+# (ledger.api.app, which may not import the store)
+RAW_CONNECTION_ERRORS = db.RAW_CONNECTION_ERRORS
+
 NOT_INITIALIZED = "the ledger is not initialized here; run `ledger init`"
 
 

@@ -15,8 +15,8 @@ from ledger.core.alert import findings_by_class
 from ledger.core.digest import digest_text
 from ledger.core.entry import hash_hex
 from ledger.errors import LedgerError
+from ledger.ops.append import quarantine_status
 from ledger.ops.context import LedgerContext
-from ledger.ops.quarantine import status as quarantine_status
 from ledger.store import entries as repo
 from ledger.store import monitor as mon
 from ledger.store.db import connect

@@ -25,9 +25,8 @@ from ledger.clock import format_us
 from ledger.core.explain import group_findings
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.errors import NoteError, UsageError
-from ledger.ops.anchor import cosigned_note
 from ledger.ops.audit import AuditOptions, run_audit, summary_line
-from ledger.ops.checkpoint import latest_checkpoint
+from ledger.ops.checkpoint import cosigned_note, latest_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.ops.query import make_filters, seq_window
 from ledger.ops.verified import checked_headers

@@ -28,12 +28,10 @@ from ledger.core.tiles import (
     tree_levels,
 )
 from ledger.errors import CheckpointError, NoteError, NotFound, TreeIntegrityError, UsageError
-from ledger.ops.anchor import latest_cosigned_note
-from ledger.ops.checkpoint import latest_checkpoint, tree_root
+from ledger.ops.checkpoint import latest_checkpoint, latest_cosigned_note, sync_tree, tree_root
 from ledger.ops.context import LedgerContext
 from ledger.ops.query import iter_pages, make_filters
 from ledger.ops.redaction_map import load_redaction_map
-from ledger.ops.tree import sync_tree
 from ledger.ops.view import export_line
 from ledger.store.db import connect
 from ledger.store.tree import read_store

@@ -14,7 +14,6 @@ from ledger.crypto.trust import TrustStore, jwk_thumbprint, public_jwk
 from ledger.errors import NotFound, UsageError
 from ledger.ops.append import AppendResult, Prepared, check_producer, commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
-from ledger.ops.trust_store import last_key_event_seq, load_trust_store  # noqa: F401 (re-export)
 
 
 def _event(action: str, issuer: str, kid: str, thumbprint: str | None, producer: str | None,

@@ -1,6 +1,6 @@
 """Rows of ``checkpoint_anchors``: witness cosignatures and timestamp tokens of checkpoints.
 
-Persists bytes already made and checked by ``ledger.ops.anchor``; never signs or hashes.
+Persists bytes already made and checked by ``ledger.ops.checkpoint``; never signs or hashes.
 Insert-only (triggers from migration 0007_anchors); a second anchor of the same kind
 from the same witness or TSA for the same checkpoint size is not stored (the first is
 kept).

@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
 
 from ledger.errors import (
     IntegrityError,
@@ -43,6 +43,10 @@ from ledger.errors import (
 
 DEFAULT_URL = "sqlite:///ledger.db"
 WRITE_OPTION = "ledger_write"
+
+# The driver's connection errors, which ``translate`` turns into StoreUnavailable; one that
+# still arrives raw is answered the same way by the HTTP service (``ledger.api.app``).
+RAW_CONNECTION_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
 
 
 def default_url() -> str:

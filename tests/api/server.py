@@ -23,8 +23,9 @@ import pytest
 
 from ledger.clock import SystemClock
 from ledger.crypto.keys import Keyring
+from ledger.crypto.tokens import ledger_signer
 from ledger.facade import Ledger
-from ledger.ops.tokens import ROLES, ledger_signer, mint_access_token
+from ledger.ops.tokens import ROLES, mint_access_token
 from tests.conftest import ENGINES, engine_url
 
 START_TIMEOUT_S = 30

@@ -152,7 +152,7 @@ def _claims(srv: Server, **over: Any) -> dict[str, Any]:
 
 def _ledger_key(srv: Server) -> tuple[str, Ed25519PrivateKey]:
     from ledger.crypto.keys import Keyring
-    from ledger.ops.tokens import ledger_signer
+    from ledger.crypto.tokens import ledger_signer
 
     s = ledger_signer(Keyring.load(srv.keys_dir), srv.origin)
     return s.kid, s.key
@@ -364,7 +364,7 @@ def test_serve_hands_settings_to_the_app_under_the_agreed_name() -> None:
 
 
 def test_jwks_url_source_refetches_for_unknown_kids_at_a_bounded_rate() -> None:
-    from ledger.ops.tokens import JwksSource
+    from ledger.crypto.jwks import JwksSource
 
     k1, k2 = ec.generate_private_key(ec.SECP256R1()), Ed25519PrivateKey.generate()
     served = {"keys": [_jwk(k1, "k1")]}
@@ -430,7 +430,7 @@ def test_external_issuer_jwks_over_http(db_url: str, tmp_path: Path) -> None:
 
 def test_only_keys_named_after_the_origin_are_trusted(tmp_path: Path) -> None:
     from ledger.crypto.keys import Keyring
-    from ledger.ops.tokens import ledger_signer
+    from ledger.crypto.tokens import ledger_signer
 
     ring = Keyring.load(tmp_path / "keys")
     ring.generate("a.example/ledger", 1)

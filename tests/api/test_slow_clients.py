@@ -22,8 +22,9 @@ import httpx
 import pytest
 
 from ledger.crypto.keys import Keyring
+from ledger.crypto.tokens import ledger_signer
 from ledger.ops.limits import RESERVED_FDS, descriptor_cap
-from ledger.ops.tokens import ledger_signer, mint_access_token
+from ledger.ops.tokens import mint_access_token
 from tests.api.server import ROOT, prepare_ledger, start_server, stop_process
 from tests.conftest import ENGINES, engine_url
 

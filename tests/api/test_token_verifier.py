@@ -12,8 +12,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ledger.api.auth import TokenVerifier
+from ledger.crypto.jwks import JwksSource
 from ledger.errors import Unauthenticated
-from ledger.ops.tokens import JwksSource
 
 ISSUER, AUDIENCE = "https://idp.example", "ledger.example"
 KEY = Ed25519PrivateKey.generate()

@@ -12,7 +12,7 @@ from ledger.cli.main import cli
 from ledger.clock import SystemClock
 from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
-from ledger.ops.erasure_report import verify_report
+from ledger.ops.custody import verify_report
 from ledger.ops.samples import math_verified
 
 
@@ -114,7 +114,8 @@ def test_minimum_retention_and_retention_apply(db_url, tmp_path):
 
 def test_audit_with_the_ledger_key_tells_a_forged_redaction_from_a_lawful_one(db_url, tmp_path):
     from ledger.core.redaction import build_request
-    from ledger.ops.redaction import Ask, commit_redaction, prepare_redaction
+    from ledger.ops.append import commit_redaction
+    from ledger.ops.custody import Ask, prepare_redaction
 
     keys = tmp_path / "keys"
     seqs = _ledger(db_url, keys=keys)

@@ -140,8 +140,8 @@ def attestation_codes() -> set[str]:
 
 def submission_codes() -> set[str]:
     codes: set[str] = set()
-    for relpath in ("core/submission.py", "ops/append.py", "crypto/attestation.py",
-                    "facade.py"):
+    for relpath in ("core/submission.py", "ops/append/judge.py", "ops/append/prepare.py",
+                    "ops/append/writer.py", "crypto/attestation.py", "facade.py"):
         tree = _tree(relpath)
         codes |= {c for call in _calls(tree, "_fail") if (c := _first_arg(call))}
         for cls in ("SubmissionError", "SubmissionTooLarge", "IdempotencyConflict"):
@@ -173,7 +173,8 @@ def test_every_submission_code_is_documented(code):
 
 def finding_codes() -> set[str]:
     codes: set[str] = set()
-    for relpath in ("core/audit.py", "core/erasure.py", "ops/audit.py"):
+    for relpath in ("core/audit.py", "core/erasure.py", "ops/audit/walk.py",
+                    "ops/audit/runs.py"):
         for call in _calls(_tree(relpath), "Finding"):
             arg = call.args[0] if call.args else None
             if code := _str(arg):
@@ -182,19 +183,19 @@ def finding_codes() -> set[str]:
                 codes.add(head)  # e.g. "policy:" of f"policy:{rule.id}"
     codes |= {r.code for r in contract.RULES if r.code is not None}  # the result contract
     # checkpoint findings (ledger audit --checkpoint)
-    codes |= {c for call in _calls(_tree("ops/checkpoint_check.py"), "_finding")
+    codes |= {c for call in _calls(_tree("ops/checkpoint/check.py"), "_finding")
               if (c := _first_arg(call))}
     # attestation failures become findings too
     return codes | attestation_codes()
 
 
 def abstention_reasons() -> set[str]:
-    reasons = {c for relpath in ("core/audit.py", "ops/audit_checkpoint.py")
+    reasons = {c for relpath in ("core/audit.py", "ops/audit/checkpoints.py")
                for call in _calls(_tree(relpath), "Abstention") if (c := _first_arg(call, 2))}
     for call in _calls(_tree("crypto/trust.py"), "AttestationCheck"):
         if _first_arg(call) == "abstained" and (c := _first_arg(call, 1)):
             reasons.add(c)
-    for node in ast.walk(_tree("ops/audit_checkpoint.py")):
+    for node in ast.walk(_tree("ops/audit/checkpoints.py")):
         if isinstance(node, ast.Dict):
             for k, v in zip(node.keys, node.values, strict=True):
                 if _str(k) == "reason" and (c := _str(v)):

@@ -11,7 +11,7 @@ from ledger import Ledger
 from ledger.cli.main import cli
 from ledger.clock import FixedClock
 from ledger.crypto.keys import Keyring
-from ledger.ops.prove import inclusion_bundle
+from ledger.ops.checkpoint import inclusion_bundle
 from ledger.ops.samples import realistic
 
 ORIGIN = "test.ledger/proofs"

@@ -11,8 +11,7 @@ from ledger.cli.main import cli
 from ledger.clock import FixedClock
 from ledger.crypto.keys import Keyring
 from ledger.errors import UsageError
-from ledger.ops.checkpoint import make_checkpoint
-from ledger.ops.prove import consistency_bundle
+from ledger.ops.checkpoint import consistency_bundle, make_checkpoint
 from ledger.ops.samples import realistic
 
 ORIGIN = "test.ledger/prove"

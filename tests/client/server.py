@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 
 from ledger.crypto.keys import Keyring
-from ledger.ops.tokens import ledger_signer, mint_access_token
+from ledger.crypto.tokens import ledger_signer
+from ledger.ops.tokens import mint_access_token
 from tests.api.server import ROOT, prepare_ledger
 
 START_TIMEOUT_S = 30

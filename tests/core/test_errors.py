@@ -93,7 +93,7 @@ def test_old_import_paths_name_the_same_classes() -> None:
     from ledger.crypto.keys import KeyringError as c3
     from ledger.crypto.note_sign import NoteSignatureError as c4
     from ledger.ops.checkpoint import CheckpointError as c5
-    from ledger.ops.tree import TreeIntegrityError as c6
+    from ledger.ops.checkpoint import TreeIntegrityError as c6
 
     assert (c1, c2, c3, c4, c5, c6) == (
         errors.CanonicalizationError, errors.NoteError, errors.KeyringError,

@@ -8,7 +8,8 @@ import pytest
 
 from ledger.core.policy import load_policy
 from ledger.errors import UsageError
-from ledger.ops import audit, verify_export
+from ledger.ops import audit
+from ledger.verify import export as verify_export
 
 
 def test_the_packaged_default_is_the_one_both_use():

@@ -13,7 +13,7 @@ import pytest
 
 from ledger.facade import Ledger
 from ledger.integrations.qwed import EvidenceRecorder, submission
-from ledger.ops.redaction import Ask
+from ledger.ops.custody import Ask
 from ledger.ops.reverify import ReverifyOptions
 from tests.integrations.conftest import ISSUER, JWKS, ledger_cli
 from tests.keyrings import ledger_keyring

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-import ledger.ops.audit as audit_mod
+import ledger.ops.audit.walk as audit_mod
 from ledger import Ledger
 from ledger.clock import FixedClock
 from ledger.core.entry import hash_hex

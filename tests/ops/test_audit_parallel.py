@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-import ledger.ops.audit as audit_mod
+import ledger.ops.audit.walk as audit_mod
 from ledger import Ledger
 from ledger.errors import UsageError
 from ledger.ops.audit import AuditOptions, join_gaps, run_audit, split

@@ -17,18 +17,19 @@ from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring, known_keys
 from ledger.crypto.note_sign import verify_note
 from ledger.errors import UsageError
-from ledger.ops import tree as tree_ops
 from ledger.ops.checkpoint import (
     CheckpointError,
+    TreeIntegrityError,
     check_against_checkpoint,
     consistency_proof,
     inclusion_proof,
     latest_checkpoint,
     make_checkpoint,
+    sync_tree,
     tree_root,
 )
+from ledger.ops.checkpoint import tree as tree_ops
 from ledger.ops.samples import realistic
-from ledger.ops.tree import TreeIntegrityError, sync_tree
 from ledger.store.tree import TreeStore
 from tests import merkle_tamper as tamper
 from tests.chaincheck import recompute_chain

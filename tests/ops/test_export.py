@@ -35,7 +35,7 @@ from ledger.ops.checkpoint import latest_checkpoint
 from ledger.ops.export import export_bundle, signer_from_keyring
 from ledger.ops.query import make_filters
 from ledger.ops.samples import realistic
-from ledger.ops.verify_export import verify_export
+from ledger.verify.export import verify_export
 from tests.conftest import ENGINES, engine_url
 from tests.ops.test_query import HOSTILE, hostile_sub, leaky_subs
 
@@ -324,11 +324,11 @@ def test_a_missing_file_is_a_deleted_finding(source, tmp_path):
 
 # -- no database, constant memory ---------------------------------------------------------
 def test_verify_export_imports_no_store_and_no_sqlalchemy(source):
-    tree = ast.parse((ROOT / "ledger/ops/verify_export.py").read_text())
+    tree = ast.parse((ROOT / "ledger/verify/export.py").read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not any(n.startswith(("sqlalchemy", "ledger.store", "ledger.facade", "ledger.ops"))
-                   for n in names if n and n != "ledger.ops.verify_export"), names
+                   for n in names if n and n != "ledger.verify.export"), names
     code = f"""
 import importlib.abc, sys, types
 class Block(importlib.abc.MetaPathFinder):
@@ -339,7 +339,7 @@ class Block(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Block())
 pkg = types.ModuleType("ledger"); pkg.__path__ = [{str(ROOT / 'ledger')!r}]
 sys.modules["ledger"] = pkg
-from ledger.ops.verify_export import verify_export
+from ledger.verify.export import verify_export
 r = verify_export({str(source['full'])!r}, {str(source['jwks'])!r})
 assert r["outcome"] == "passed", r["findings"][:3]
 assert not any(m.startswith(("sqlalchemy", "ledger.store")) for m in sys.modules)

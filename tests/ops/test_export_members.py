@@ -11,10 +11,10 @@ from pathlib import Path
 
 from ledger.clock import FixedClock
 from ledger.facade import Ledger
+from ledger.ops.custody import Ask
 from ledger.ops.export import iter_records
 from ledger.ops.lifecycle import upgrade_schema
 from ledger.ops.query import make_filters
-from ledger.ops.redaction import Ask
 from tests import tamper as T
 from tests.keyrings import ledger_keyring
 from tests.store.test_migrate_v2 import FIXTURE, load_v1_ledger

@@ -18,8 +18,12 @@ from ledger.cli.main import cli
 from ledger.clock import FixedClock
 from ledger.crypto.keys import Keyring, load_public_keys
 from ledger.errors import NotFound, ProofError, UsageError
-from ledger.ops.checkpoint import CheckpointError, make_checkpoint
-from ledger.ops.prove import consistency_bundle, inclusion_bundle
+from ledger.ops.checkpoint import (
+    CheckpointError,
+    consistency_bundle,
+    inclusion_bundle,
+    make_checkpoint,
+)
 from ledger.ops.samples import realistic
 from ledger.verify.proof import CONSISTENCY_FORMAT, verify_bundle, verify_consistency_bundle
 from tests.verify.test_proof import ORIGIN, T0, flip_hex, flip_signature

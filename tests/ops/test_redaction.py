@@ -16,8 +16,7 @@ from ledger.errors import NotFound, RedactionRefused, UsageError
 from ledger.facade import Ledger
 from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.audit import AuditOptions
-from ledger.ops.erasure_report import verify_report
-from ledger.ops.redaction import Ask
+from ledger.ops.custody import Ask, verify_report
 from ledger.ops.samples import attested, math_verified
 from tests.keyrings import ledger_keyring
 
@@ -338,7 +337,8 @@ def test_the_audit_names_an_erasure_made_while_a_hold_was_unreadable(ledger, db_
     _break_order(db_url, hold, "deleted")
     # an erasure the fixed code refuses, written as the old code wrote it
     from ledger.core.redaction import build_request
-    from ledger.ops.redaction import commit_redaction, prepare_redaction
+    from ledger.ops.append import commit_redaction
+    from ledger.ops.custody import prepare_redaction
 
     req = build_request({seqs["bob"][0]: ["meta"]}, "r")
     p, pairs = prepare_redaction(req, ASK)
@@ -356,7 +356,8 @@ def _forge(lg, targets, *, signer=None, reqs=None):
     role) and erase the payloads it names, signed by ``signer`` or not at all."""
     from ledger.core.redaction import build_request
     from ledger.crypto.redaction_sign import sign_request
-    from ledger.ops.redaction import commit_redaction, prepare_redaction
+    from ledger.ops.append import commit_redaction
+    from ledger.ops.custody import prepare_redaction
 
     req = build_request(targets, "forged") if reqs is None else reqs
     if signer is not None:

@@ -23,7 +23,7 @@ from ledger.core.canonical import canonical_json
 from ledger.core.reverify_run import outcomes_digest
 from ledger.crypto.keys import Keyring
 from ledger.ops.audit import AuditOptions, run_audit
-from ledger.ops.verify_export import verify_export
+from ledger.verify.export import verify_export
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"
 ORIGIN = "test.ledger/reverify"

@@ -112,7 +112,7 @@ def test_a_second_write_touches_only_the_tiles_that_grew(db_url, tmp_path):
 
 
 def test_an_erasure_rewrites_the_bundles_that_held_the_payload(db_url, tmp_path):
-    from ledger.ops.redaction import Ask
+    from ledger.ops.custody import Ask
 
     L, ring = make(db_url, tmp_path, (300,))
     out = tmp_path / "tiles"

@@ -11,8 +11,8 @@ from sqlalchemy import text
 
 from ledger import Ledger
 from ledger.errors import TreeIntegrityError, UsageError
+from ledger.ops.checkpoint import StoredTree, sync_tree
 from ledger.ops.samples import realistic
-from ledger.ops.tree import StoredTree, sync_tree
 from ledger.store.tree import read_store
 from tests import merkle_tamper as M
 from tests import tamper as T

@@ -16,7 +16,7 @@ import pytest
 
 from ledger import Ledger
 from ledger.clock import FixedClock
-from ledger.ops import append as A
+from ledger.ops.append import pool as A
 from ledger.ops.samples import realistic, rejected_examples
 from ledger.store import codec
 from tests import tamper as T

@@ -256,7 +256,7 @@ def test_a_bad_codec_setting_stops_the_cli_before_anything_is_written(tmp_path):
 def test_migration_0009_keeps_redactions_as_they_were(db_url, tmp_path):
     """Erased rows stay erased through the rewrite both ways: the audit abstains on the same
     payloads, citing the same redaction, before and after."""
-    from ledger.ops.redaction import Ask
+    from ledger.ops.custody import Ask
     from tests.keyrings import ledger_keyring
 
     with Ledger.init(db_url, origin="test.example/codec") as L:

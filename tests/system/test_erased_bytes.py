@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from ledger.facade import Ledger
-from ledger.ops.redaction import Ask
+from ledger.ops.custody import Ask
 from ledger.ops.samples import math_verified
 from tests.keyrings import ledger_keyring
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from ledger.clock import SystemClock
 from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
-from ledger.ops.redaction import Ask
+from ledger.ops.custody import Ask
 from ledger.ops.samples import math_verified
-from ledger.ops.verify_export import verify_export
+from ledger.verify.export import verify_export
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"
 

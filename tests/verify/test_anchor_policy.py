@@ -97,7 +97,7 @@ def test_missing_invalid_and_backdating_tokens(witnesses, tsa):
 
 def test_the_quorum_counts_distinct_witnesses_not_key_lines(witnesses, tmp_path):
     from ledger.errors import UsageError
-    from ledger.ops.anchor_check import anchor_policy_from
+    from ledger.ops.checkpoint import anchor_policy_from
 
     one = tmp_path / "w0.vkey"
     one.write_text(cosigner_vkey(*witnesses[0]) + "\n")

@@ -20,9 +20,9 @@ from ledger.core.bundle import ENTRIES, PROOFS, dump_line
 from ledger.core.finding import Disposition
 from ledger.crypto.keys import Keyring
 from ledger.ops.samples import realistic
-from ledger.ops.verify_export import verify_export
 from ledger.verify.bundle.context import RowCounts
 from ledger.verify.bundle.proofs import ProofInterval, settle
+from ledger.verify.export import verify_export
 
 ORIGIN = "test.ledger/counts"
 ATTESTED = 3

@@ -19,7 +19,7 @@ from ledger.clock import FixedClock
 from ledger.crypto.keys import Keyring
 from ledger.ops.append import commit_redaction, prepare_event
 from ledger.ops.samples import bench_submission
-from ledger.ops.verify_export import verify_export
+from ledger.verify.export import verify_export
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"
 T0 = 1_767_225_600_000_000
@@ -96,7 +96,7 @@ def _signed_bundle(url: str, tmp: Path, *, forged: str) -> tuple[Path, Path, int
     from ledger.core.redaction import build_request
     from ledger.crypto.redaction_sign import sign_request
     from ledger.crypto.tokens import ledger_signer
-    from ledger.ops.redaction import Ask, prepare_redaction
+    from ledger.ops.custody import Ask, prepare_redaction
 
     rng = random.Random(7)
     ring = Keyring.load(tmp / "keys")

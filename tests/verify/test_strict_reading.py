@@ -18,7 +18,7 @@ from ledger.core.strict import StrictError, b64decode, b64url_decode, closed, lo
 from ledger.crypto.jws import check_manifest_jwt
 from ledger.crypto.note_sign import sign_checkpoint
 from ledger.errors import ProofError
-from ledger.ops.verify_export import verify_export
+from ledger.verify.export import verify_export
 from ledger.verify.proof import CONSISTENCY_FORMAT, verify_bundle, verify_consistency_bundle
 from tests.verify.test_bundle_counts import bundle  # noqa: F401 -- fixture
 from tests.verify.test_proof import KEYS, ORIGIN, SEED, example_bundle

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.ops.verify_export import EXIT_CODES, verify_export
+from ledger.verify.export import EXIT_CODES, verify_export
 from tests.ops.test_export import ALL_FILES, corrupt, drop_line, flip, reorder, source, truncate
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"

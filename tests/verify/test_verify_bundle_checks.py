@@ -32,9 +32,9 @@ from ledger.crypto.keys import Keyring
 from ledger.crypto.trust import TrustStore, check_attestation, jwk_thumbprint
 from ledger.ops.export import signer_from_keyring
 from ledger.ops.samples import realistic
-from ledger.ops.verify_export import EXIT_CODES, verify_export
 from ledger.store.anchors import COSIGNATURE, AnchorRow, add_anchor
 from ledger.verify.anchor import AnchorPolicy
+from ledger.verify.export import EXIT_CODES, verify_export
 from ledger.verify.export_anchor import apply_export_anchors
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"

@@ -13,14 +13,14 @@ from ledger.crypto.cosign import check_cosignatures
 from ledger.crypto.keys import known_keys
 from ledger.crypto.note_sign import verify_note
 from ledger.crypto.timestamp import load_tsa_trust
-from ledger.ops.anchor import (
+from ledger.ops.checkpoint import (
     AnchorConfig,
     WitnessEndpoint,
     latest_cosigned_note,
     make_anchored_checkpoint,
+    make_checkpoint,
     timestamps_of,
 )
-from ledger.ops.checkpoint import make_checkpoint
 from ledger.ops.samples import realistic
 from ledger.store.anchors import last_cosigned_size
 from ledger.witness.local_tsa import POLICY

@@ -9,11 +9,10 @@ import time
 import pytest
 
 from ledger.core.cosignature import parse_vkey
+from ledger.core.schedule import Schedule, parse_every
 from ledger.crypto.cosign import check_cosignatures
 from ledger.errors import UsageError
-from ledger.ops.anchor import timestamps_of
-from ledger.ops.checkpoint import latest_checkpoint
-from ledger.ops.schedule import Schedule, parse_every
+from ledger.ops.checkpoint import latest_checkpoint, timestamps_of
 from tests.api.server import Server, start_server, stop_process
 from tests.api.test_append import valid
 

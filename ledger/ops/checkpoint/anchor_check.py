@@ -21,7 +21,7 @@ from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.cosign import load_vkeys
 from ledger.crypto.timestamp import load_tsa_trust
 from ledger.errors import NoteError, UsageError
-from ledger.ops.anchor import timestamps_of
+from ledger.ops.checkpoint.anchor import timestamps_of
 from ledger.ops.context import LedgerContext
 from ledger.store.anchors import last_recorded_at
 from ledger.verify.anchor import AnchorPolicy, check_anchors

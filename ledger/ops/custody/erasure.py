@@ -28,12 +28,11 @@ from ledger.core.canonical import canonical_json
 from ledger.core.digest import digest_text, hash_hex
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring
-from ledger.crypto.tokens import verify_ledger_jwt
+from ledger.crypto.tokens import ledger_signer, verify_ledger_jwt
 from ledger.errors import IntegrityError
 from ledger.ops.checkpoint import make_checkpoint
 from ledger.ops.context import LedgerContext
-from ledger.ops.redaction import Ask, RedactionOutcome
-from ledger.ops.tokens import ledger_signer
+from ledger.ops.custody.redaction import Ask, RedactionOutcome
 
 REPORT_FORMAT = "ledger-erasure-report/1"
 REPORT_TYP = "ledger-erasure-report+jwt"

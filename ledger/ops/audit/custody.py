@@ -88,7 +88,7 @@ def _named(e: Any) -> list[int]:
 def add_custody_findings(tally: Any, engine: Any, start: int, end: int, ledger_id: str = "",
                          keys: list[PublicKeyRef] | None = None) -> None:
     """Add the custody findings and abstentions of [start, end) to ``tally`` (an
-    ``ops.audit.Tally``), moving the rows they concern out of ``verified``."""
+    ``ledger.ops.audit.tally.Tally``), moving the rows they concern out of ``verified``."""
     found, abstained = custody_findings(engine, start, end, ledger_id, keys)
     failed_before = {f["seq"] for f in tally.findings}
     unverified_before = {a["seq"] for a in tally.abstentions} - failed_before

@@ -21,7 +21,7 @@ from ledger.crypto.keys import Keyring
 from ledger.crypto.tokens import JwtSigner
 from ledger.errors import RedactionRefused, UsageError
 from ledger.ops.context import LedgerContext
-from ledger.ops.redaction import (
+from ledger.ops.custody.redaction import (
     Ask,
     Target,
     commit_requests,

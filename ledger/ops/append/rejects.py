@@ -25,7 +25,7 @@ from ledger.store import quarantine as store
 __all__ = ["QUARANTINE_MAX_RAW", "QuarantineLimits", "prune", "quarantine", "quarantine_rows",
            "status", "storable_text"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ledger.ops.quarantine")  # its name before it joined ops/append
 
 QUARANTINE_MAX_RAW = 64 * 1024  # a rejected submission is kept up to this many bytes
 

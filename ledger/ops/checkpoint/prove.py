@@ -14,8 +14,8 @@ from typing import Any
 from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring
 from ledger.errors import CheckpointError, NoteError, NotFound, UsageError
-from ledger.ops.anchor import with_anchors
-from ledger.ops.checkpoint import (
+from ledger.ops.checkpoint.anchor import with_anchors
+from ledger.ops.checkpoint.make import (
     consistency_proof,
     inclusion_proof,
     latest_checkpoint,

@@ -42,8 +42,8 @@ from ledger.core.merkle import (
 from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.crypto.note_sign import KnownKeys, open_checkpoint
 from ledger.errors import LedgerError, ProofError
+from ledger.ops.checkpoint.tree import StoredTree
 from ledger.ops.context import LedgerContext
-from ledger.ops.tree import StoredTree
 from ledger.store.tree import TreeStore, read_store
 
 PAGE = 10_000

@@ -16,7 +16,7 @@ from typing import Any
 from ledger.core.finding import CHECKPOINT_FINDING_KEYS, Abstention
 from ledger.crypto.keys import known_keys, load_public_keys
 from ledger.errors import UsageError
-from ledger.ops.checkpoint_check import checkpoint_findings
+from ledger.ops.checkpoint import checkpoint_findings
 from ledger.ops.context import LedgerContext
 
 

@@ -29,9 +29,9 @@ from ledger.core.note import (
 from ledger.crypto.keys import Keyring
 from ledger.crypto.note_sign import sign_note
 from ledger.errors import CheckpointError, NoteError, ProofError, UsageError
-from ledger.ops.checkpoint_check import check_against_checkpoint
+from ledger.ops.checkpoint.check import check_against_checkpoint
+from ledger.ops.checkpoint.tree import StoredTree, extend_tree, sync_tree
 from ledger.ops.context import LedgerContext
-from ledger.ops.tree import StoredTree, extend_tree, sync_tree
 from ledger.store.append import append_transaction
 from ledger.store.tree import CheckpointRow, TreeStore, read_store
 

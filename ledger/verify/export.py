@@ -1,8 +1,8 @@
 """``ledger verify-export``: verify an export bundle (format ``ledger-export/1``,
 docs/export.md) offline.
 
-No database: this module never imports ``ledger.store``, SQLAlchemy or any other
-``ledger.ops`` module (a test keeps it so).  It reads the key and policy files and hands
+No database: this module never imports ``ledger.store``, SQLAlchemy or ``ledger.ops``
+(a test keeps it so).  It reads the key and policy files and hands
 them to the offline verifier :func:`ledger.verify.bundle.verify_bundle_dir`; the report,
 outcome and exit codes are those of ``ledger audit`` (0 / 1 / 3).
 """
@@ -12,16 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ledger.core.bundle import dump_line, entry_record
 from ledger.core.finding import EXIT_CODES, EXPORT_SUMMARY, outcome
 from ledger.core.finding import summary_line as _summary_line
 from ledger.core.policy import Policy, load_policy
 from ledger.crypto.keys import load_public_keys
 from ledger.verify.bundle import REPORT_FORMAT, verify_bundle_dir
 
-# dump_line and entry_record are re-exported for ledger.api.routes_export
-__all__ = ["EXIT_CODES", "REPORT_FORMAT", "default_policy", "dump_line", "entry_record",
-           "outcome", "summary_line", "verify_export"]
+__all__ = ["EXIT_CODES", "REPORT_FORMAT", "default_policy", "outcome", "summary_line",
+           "verify_export"]
 
 
 def default_policy() -> Policy:

@@ -43,7 +43,7 @@ from ledger.crypto.timestamp import (
     verify_token,
 )
 from ledger.errors import LedgerError, NoteError, UsageError
-from ledger.ops.checkpoint import consistency_proof, latest_checkpoint, make_checkpoint
+from ledger.ops.checkpoint.make import consistency_proof, latest_checkpoint, make_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.store.anchors import (
     COSIGNATURE,
