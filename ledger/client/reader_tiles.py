@@ -41,6 +41,7 @@ from ledger.client.reader_core import (
     judge_checkpoint,
     proof_error,
 )
+from ledger.client.reader_http import refusal
 from ledger.client.trust_state import TrustedState
 from ledger.core.entry import hash_hex
 from ledger.core.merkle import (
@@ -80,6 +81,26 @@ TILES_LAYER = "tiles"  # VerifiedEntry.layer of an entry read from an entry bund
 Flow = Generator[Step, Any, Any]
 
 
+def answered(path: str, status: int, data: Any) -> bytes:
+    """The bytes of a tile prefix's answer for ``path``.  401/403 are AccessDenied and 5xx
+    LedgerUnavailable (``reader_http.refusal``: not the tiles' fault); any other answer
+    without the bytes is TileRejected ``tile_missing``."""
+    if status in (401, 403) or status >= 500:
+        try:  # the problem document of a ledger serve, if that is what answered
+            doc = json.loads(data) if isinstance(data, bytes) else None
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and "error" not in doc:
+            doc = {"error": doc}
+        exc = refusal(status, doc)
+        assert exc is not None
+        raise exc
+    if status >= 300 or not isinstance(data, bytes):
+        raise TileRejected(f"{path} is missing (answered {status})", code="tile_missing",
+                           field="tile", detail={"tile": path, "status": status})
+    return data
+
+
 def subtree_hash(hashes: list[bytes]) -> bytes:
     """RFC 6962 MTH of ``hashes`` taken as the leaves of a tree (a tile's hashes are the
     nodes of one level; their MTH is the node of that range ``TILE_HEIGHT`` levels up)."""
@@ -109,12 +130,7 @@ class TreeTiles:
     def _fetch(self, tile: Tile) -> Generator[Step, Any, list[bytes]]:
         status, data = yield Fetch(_tile_path(tile), raw=True)
         self.fetched.append(tile.path)
-        if status == 404:
-            raise TileRejected(f"{tile.path} is missing (tree size {self.size})",
-                               code="tile_missing", field="tile", detail={"tile": tile.path})
-        if status >= 300 or not isinstance(data, bytes):
-            raise TileRejected(f"{tile.path}: answered {status}", code="tile_missing",
-                               field="tile", detail={"tile": tile.path, "status": status})
+        data = answered(tile.path, status, data)
         if len(data) != tile.width * HASH_SIZE:
             raise TileRejected(f"{tile.path} has {len(data)} bytes, a tile of width"
                                f" {tile.width} has {tile.width * HASH_SIZE}",
@@ -218,10 +234,7 @@ def tiles_refresh_flow(state: TrustedState) -> Generator[Step, Any, TrustedState
     if status == 404 and state.tree_size > 0:
         raise RolledBack(f"the tiles have no checkpoint; the verified size is"
                          f" {state.tree_size}", field="tree_size")
-    if status >= 300 or not isinstance(body, bytes):
-        raise TileRejected(f"the checkpoint could not be read (answered {status})",
-                           code="tile_missing", field="checkpoint",
-                           detail={"tile": CHECKPOINT, "status": status})
+    body = answered(CHECKPOINT, status, body)
     try:
         note = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -244,10 +257,7 @@ def tiles_refresh_flow(state: TrustedState) -> Generator[Step, Any, TrustedState
     return new
 
 
-def _record(seq: int, data: Any, path: str) -> dict[str, Any]:
-    if not isinstance(data, bytes):
-        raise TileRejected(f"{path} could not be read", code="tile_missing", field="tile",
-                           detail={"tile": path})
+def _record(seq: int, data: bytes, path: str) -> dict[str, Any]:
     lines = data.split(b"\n")
     pos = seq % TILE_WIDTH
     if lines[-1] != b"" or pos >= len(lines) - 1:
@@ -300,13 +310,7 @@ def tiles_get_flow(state: TrustedState, seq: int,
     index = seq // TILE_WIDTH
     bundle = Tile(None, index, min(TILE_WIDTH, state.tree_size - index * TILE_WIDTH))
     status, data = yield Fetch(bundle.path, raw=True)
-    if status == 404:
-        raise TileRejected(f"{bundle.path} is missing", code="tile_missing", field="tile",
-                           detail={"tile": bundle.path})
-    if status >= 300:
-        raise TileRejected(f"{bundle.path}: answered {status}", code="tile_missing",
-                           field="tile", detail={"tile": bundle.path, "status": status})
-    record = _record(seq, data, bundle.path)
+    record = _record(seq, answered(bundle.path, status, data), bundle.path)
     doc = proof_bundle(state, seq, record, path)
     try:
         got = verify_inclusion_bundle(doc, state.keys)

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from ledger.cli.main import cli
 from ledger.client import (
+    AccessDenied,
     AsyncLedgerReader,
     EntryUnverified,
     Forked,
@@ -222,9 +223,12 @@ def test_reads_tiles_from_ledger_serve(published, tmp_path, db_url):
             assert json.loads(lines[300 - 256]) == got.entry  # the same record
         agent = srv.token("agent", "t-agent")  # bundles carry payloads: auditors only
         with LedgerReader(url, agent, tmp_path / "a.json", keys=_jwks(tmp_path),
-                          tiles=True) as reader, pytest.raises(TileRejected) as exc:
+                          tiles=True) as reader, pytest.raises(AccessDenied) as denied:
             reader.get(3)
-        assert exc.value.code == "tile_missing" and exc.value.detail["status"] == 403
+        assert denied.value.code == "forbidden_bundle"
+        with LedgerReader(url, None, tmp_path / "n.json", keys=_jwks(tmp_path),
+                          tiles=True) as reader, pytest.raises(AccessDenied):
+            reader.refresh()
     finally:
         stop_process(proc)
 
