@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -362,6 +363,7 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
                     ["backend", "entries", "db GiB", "hash tiles MiB", "bundles MiB",
                      *(f"page {k}" for k in rows[0]["page"]), "sync s", "checkpoint ms",
                      "analyze s", "measure s"], detail)
+    sys.stdout.flush()  # the tables of a long run show up in its log as they are made
 
 
 def ratios(rows: list[dict[str, Any]]) -> None:
