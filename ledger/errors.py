@@ -41,6 +41,7 @@ The tree (category in brackets; a class without one inherits its parent's)::
     │       ├── RolledBack
     │       ├── Forked
     │       ├── ProofRejected
+    │       ├── TileRejected
     │       └── EntryUnverified
     ├── StorePermissionDenied [internal]
     ├── StoreUnavailable [unavailable]
@@ -458,6 +459,16 @@ class ProofRejected(ReadUnverified):
     another entry (``wrong_entry``), or it is malformed (``proof_malformed``)."""
 
     default_code = "inclusion_invalid"
+
+
+class TileRejected(ReadUnverified):
+    """A tile read from a C2SP tlog-tiles prefix does not check against the signed root
+    (``tile_hash_mismatch``: its hashes do not reproduce the root or its entry in the tile
+    above), has the wrong length for its width (``tile_size_mismatch``), is absent
+    (``tile_missing``), or an entry bundle is not one record per line for its leaves
+    (``bundle_malformed``).  ``detail`` names the tile (docs/reader.md#reading-from-tiles)."""
+
+    default_code = "tile_hash_mismatch"
 
 
 class EntryUnverified(ReadUnverified):

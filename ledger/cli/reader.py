@@ -43,7 +43,9 @@ def _vkeys(path: str | None) -> tuple[str, ...]:
 
 @click.command("get")
 @click.argument("seq", type=click.IntRange(min=0, max=2**53 - 1))
-@click.option("--url", required=True, metavar="URL", help="The ledger service.")
+@click.option("--url", required=True, metavar="URL",
+              help="The ledger service; with --tiles a tile prefix: a ledger serve, the URL of"
+                   " a `ledger tiles write` directory, or the directory itself.")
 @click.option("--state", "state_file", required=True, metavar="FILE",
               type=click.Path(dir_okay=False),
               help="The trusted-state file (created on first use, updated as it advances).")
@@ -59,11 +61,17 @@ def _vkeys(path: str | None) -> tuple[str, ...]:
               help="Witness verifier keys (one per line) for the first state.")
 @click.option("--quorum", type=click.IntRange(min=0), default=0, show_default=True,
               help="Valid witness cosignatures every new checkpoint needs (first state).")
+@click.option("--tiles", is_flag=True,
+              help="Read C2SP tlog-tiles at URL: the checkpoint, the tiles and the entry"
+                   " bundle; every proof is computed from tiles checked against the root.")
 def get(seq: int, url: str, state_file: str, token: str | None, key_file: str | None,
-        trust_on_first_use: bool, witness_file: str | None, quorum: int) -> None:
+        trust_on_first_use: bool, witness_file: str | None, quorum: int, tiles: bool) -> None:
     """Read entry SEQ from the service at URL and verify it against the trusted checkpoint
     in FILE: its inclusion proof to that checkpoint, a consistency proof before a newer
     checkpoint is trusted, and (auditor token) every value against what was hashed.
+    With --tiles, URL is a tile prefix and the entry is its entry bundle's record, proven
+    from tiles (layer "tiles"; a tile that does not check is refused: tile_hash_mismatch,
+    tile_size_mismatch, tile_missing).
 
     Prints {seq, layer, verified: {entry_hash, tree_size, root_hash, values_checked,
     redacted}, entry} and exits 0; exits 1 naming the check that failed.  A first use (no
@@ -74,7 +82,7 @@ def get(seq: int, url: str, state_file: str, token: str | None, key_file: str | 
         raise click.UsageError("give --key or --trust-on-first-use, not both")
     with LedgerReader(url, token, state_file, keys=_jwks(key_file),
                       trust_on_first_use=trust_on_first_use, witnesses=_vkeys(witness_file),
-                      quorum=quorum) as reader:
+                      quorum=quorum, tiles=tiles) as reader:
         got = reader.get(seq)
     click.echo(json.dumps(got.to_dict(), ensure_ascii=False, indent=2))
     values = "checked" if got.values_checked else "not served to this layer"

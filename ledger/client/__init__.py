@@ -31,6 +31,7 @@ from ledger.client.errors import (
     SpoolError,
     SpoolFull,
     SpoolLocked,
+    TileRejected,
     TrustStateInvalid,
 )
 from ledger.client.protocol import AppendOutcome, DrainReport
@@ -65,6 +66,7 @@ __all__ = [
     "SpoolItem",
     "SpoolLocked",
     "SpoolStatus",
+    "TileRejected",
     "TrustStateInvalid",
     "TrustedState",
     "VerifiedEntry",

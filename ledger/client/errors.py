@@ -20,10 +20,11 @@ from ledger.errors import (
     SpoolError,
     SpoolFull,
     SpoolLocked,
+    TileRejected,
     TrustStateInvalid,
 )
 
 __all__ = ["AccessDenied", "CheckpointRejected", "ClientUsage", "EntryUnverified", "Forked",
            "LedgerNotNow", "LedgerUnavailable", "ProofRejected", "ReadUnverified",
            "ReceiptInvalid", "Rejected", "RolledBack", "SpoolCorrupt", "SpoolError",
-           "SpoolFull", "SpoolLocked", "TrustStateInvalid"]
+           "SpoolFull", "SpoolLocked", "TileRejected", "TrustStateInvalid"]

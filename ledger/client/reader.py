@@ -23,7 +23,8 @@ from typing import Any, Self
 import httpx
 
 from ledger.client.reader_core import Fetch, Save, VerifiedEntry, get_flow, refresh_flow
-from ledger.client.reader_http import JWKS_PATH, unreachable
+from ledger.client.reader_http import JWKS_PATH, read_tile_file, tile_directory, unreachable
+from ledger.client.reader_tiles import tiles_get_flow, tiles_refresh_flow
 from ledger.client.trust_state import TrustedState, load_state, save_state
 from ledger.errors import TrustStateInvalid
 
@@ -54,16 +55,23 @@ class LedgerReader:
     ledger's JWKS as a dict, the trust anchor when there is no state file yet;
     ``trust_on_first_use=True`` instead takes the keys the server publishes the first
     time (and only then).  ``witnesses`` (C2SP verifier keys) and ``quorum``: every new
-    checkpoint needs that many valid witness cosignatures.  Raises TrustStateInvalid."""
+    checkpoint needs that many valid witness cosignatures.
+
+    ``tiles=True``: ``url`` is a C2SP tlog-tiles prefix -- a ``ledger serve`` (its
+    ``/checkpoint`` and ``/tile/`` routes), the URL under which a ``ledger tiles write``
+    directory is published, or that directory itself -- and every proof is computed from
+    verified tiles (``ledger.client.reader_tiles``; docs/reader.md#reading-from-tiles).
+    Raises TrustStateInvalid, ClientUsage (a tile directory that does not exist)."""
 
     def __init__(self, url: str, token: str | None, state_path: str | os.PathLike[str], *,
                  keys: dict[str, Any] | None = None, trust_on_first_use: bool = False,
                  witnesses: tuple[str, ...] = (), quorum: int = 0, timeout: float = 30.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
-        self.url, self.state_path = url.rstrip("/"), state_path
+                 transport: httpx.BaseTransport | None = None, tiles: bool = False) -> None:
+        self.url, self.state_path, self.tiles = url.rstrip("/"), state_path, tiles
+        self.directory = tile_directory(url) if tiles else None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,
-                                 transport=transport)
+        self.http = httpx.Client(base_url=self.url + ("/" if tiles else ""), headers=headers,
+                                 timeout=timeout, transport=transport)
         try:
             state = first_state(state_path, keys, witnesses, quorum)
             if state is None:
@@ -91,13 +99,15 @@ class LedgerReader:
         ReadUnverified error (RolledBack, Forked, CheckpointRejected, ProofRejected,
         EntryUnverified; ``code`` says which check), NotFound (no such entry, or no
         checkpoint covers it yet: ``not_checkpointed``), AccessDenied, LedgerUnavailable."""
-        verified, self.state = self._run(get_flow(self.state, seq))
+        flow = tiles_get_flow if self.tiles else get_flow
+        verified, self.state = self._run(flow(self.state, seq))
         return verified  # type: ignore[no-any-return]
 
     def refresh(self) -> TrustedState:
         """Move the trusted state to the ledger's latest checkpoint (with its consistency
         proof); returns the state.  Raises as :meth:`get`."""
-        self.state = self._run(refresh_flow(self.state))
+        flow = tiles_refresh_flow if self.tiles else refresh_flow
+        self.state = self._run(flow(self.state))
         return self.state
 
     def _run(self, flow: Generator[Any, Any, Any]) -> Any:
@@ -114,10 +124,14 @@ class LedgerReader:
                 reply = self._fetch(step)
 
     def _fetch(self, step: Fetch) -> tuple[int, Any]:
+        if self.directory is not None:
+            return read_tile_file(self.directory, step.path)
         try:
             r = self.http.get(step.path, params=step.params)
         except httpx.HTTPError as exc:
             raise unreachable(self.url, exc) from exc
+        if step.raw:
+            return r.status_code, r.content
         return r.status_code, r.text if step.text else _json(r)
 
 

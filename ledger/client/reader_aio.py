@@ -16,7 +16,8 @@ import httpx
 
 from ledger.client.reader import first_state, no_anchor
 from ledger.client.reader_core import Fetch, Save, VerifiedEntry, get_flow, refresh_flow
-from ledger.client.reader_http import JWKS_PATH, unreachable
+from ledger.client.reader_http import JWKS_PATH, read_tile_file, tile_directory, unreachable
+from ledger.client.reader_tiles import tiles_get_flow, tiles_refresh_flow
 from ledger.client.trust_state import TrustedState, save_state
 
 
@@ -27,12 +28,14 @@ class AsyncLedgerReader:
     def __init__(self, url: str, token: str | None, state_path: str | os.PathLike[str], *,
                  keys: dict[str, Any] | None = None, trust_on_first_use: bool = False,
                  witnesses: tuple[str, ...] = (), quorum: int = 0, timeout: float = 30.0,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.url, self.state_path = url.rstrip("/"), state_path
+                 transport: httpx.AsyncBaseTransport | None = None, tiles: bool = False,
+                 ) -> None:
+        self.url, self.state_path, self.tiles = url.rstrip("/"), state_path, tiles
+        self.directory = tile_directory(url) if tiles else None
         self._anchor = (keys, trust_on_first_use, tuple(witnesses), quorum)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout,
-                                      transport=transport)
+        self.http = httpx.AsyncClient(base_url=self.url + ("/" if tiles else ""),
+                                      headers=headers, timeout=timeout, transport=transport)
         self.state: TrustedState | None = None
 
     async def open(self) -> Self:
@@ -63,12 +66,14 @@ class AsyncLedgerReader:
 
     async def get(self, seq: int) -> VerifiedEntry:
         """As ``LedgerReader.get``."""
-        verified, self.state = await self._run(get_flow(await self._state(), seq))
+        flow = tiles_get_flow if self.tiles else get_flow
+        verified, self.state = await self._run(flow(await self._state(), seq))
         return verified  # type: ignore[no-any-return]
 
     async def refresh(self) -> TrustedState:
         """As ``LedgerReader.refresh``."""
-        self.state = await self._run(refresh_flow(await self._state()))
+        flow = tiles_refresh_flow if self.tiles else refresh_flow
+        self.state = await self._run(flow(await self._state()))
         return self.state
 
     async def _state(self) -> TrustedState:
@@ -91,10 +96,14 @@ class AsyncLedgerReader:
                 reply = await self._fetch(step)
 
     async def _fetch(self, step: Fetch) -> tuple[int, Any]:
+        if self.directory is not None:
+            return await asyncio.to_thread(read_tile_file, self.directory, step.path)
         try:
             r = await self.http.get(step.path, params=step.params)
         except httpx.HTTPError as exc:
             raise unreachable(self.url, exc) from exc
+        if step.raw:
+            return r.status_code, r.content
         if step.text:
             return r.status_code, r.text
         try:

@@ -383,11 +383,13 @@ def _served_mismatches(entry: dict[str, Any], c: CheckedEntry,
 @dataclass(frozen=True)
 class Fetch:
     """GET ``path`` with ``params``; the driver sends back ``(status, body)`` (``body``:
-    the text when ``text``, else the parsed JSON or None)."""
+    the text when ``text``, the bytes when ``raw`` -- None when there are none, e.g. a
+    missing file of a tile directory --, else the parsed JSON or None)."""
 
     path: str
     params: dict[str, str] = field(default_factory=dict)
     text: bool = False
+    raw: bool = False
 
 
 @dataclass(frozen=True)

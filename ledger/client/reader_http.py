@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ledger.errors import AccessDenied, ClientUsage, LedgerUnavailable, NotFound
@@ -48,3 +49,28 @@ def refusal(status: int, body: Any) -> Exception | None:
 def unreachable(url: str, exc: Exception) -> LedgerUnavailable:
     return LedgerUnavailable(f"cannot reach the ledger at {url}: {exc}",
                              code="ledger_unavailable")
+
+
+def tile_directory(url: str) -> Path | None:
+    """The local directory a tile prefix names (a path, or a ``file://`` URL), or None for
+    an ``http(s)://`` prefix.  Raises ClientUsage (field ``url``) for a directory that does
+    not exist."""
+    if url.startswith(("http://", "https://")):
+        return None
+    path = Path(url[len("file://"):] if url.startswith("file://") else url)
+    if not path.is_dir():
+        raise ClientUsage(f"the tile prefix {url} is neither an http(s) URL nor a directory",
+                          code="tiles_not_found", field="url")
+    return path
+
+
+def read_tile_file(directory: Path, path: str) -> tuple[int, bytes | None]:
+    """``(200, bytes)`` of ``path`` (relative, as the tile flows name it) under
+    ``directory``; ``(404, None)`` when there is no such file."""
+    file = directory / path
+    try:
+        return 200, file.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return 404, None
+    except OSError as exc:
+        raise LedgerUnavailable(f"cannot read {file}: {exc}", code="ledger_unavailable") from exc
