@@ -136,7 +136,7 @@ def _attestations(ledger: Ledger) -> Iterator[str]:
     iat = ledger.clock.now_us() // 1_000_000 - 60
     res = ledger.append_many([attested(i, key, ISSUER, kid, iat) for i in range(5)],
                              producer="demo")
-    seqs = [r.seq for r in res if r.ok]
+    seqs = [r.seq for r in res if r.ok and r.seq is not None]  # (an ok result has a seq)
     verdicts = {ledger.get(s)["attestation_verdict"] for s in seqs}
     yield f"appended {len(seqs)} attested results (ES256, verdict {', '.join(verdicts)})"
     forged = attested(99, new_es256_key()[0], ISSUER, kid, iat)
@@ -159,8 +159,8 @@ def _tampered_copy(directory: Path) -> Iterator[str]:
     with Ledger.open(f"sqlite:///{dst}") as t:
         evidence = t.get(0)["payloads"]["preimage"]["text"]
     with sqlite3.connect(dst) as c:  # what a database superuser could do
-        for t in ("entries_no_update", "payloads_no_update"):
-            c.execute(f"DROP TRIGGER {t}")
+        for trigger in ("entries_no_update", "payloads_no_update"):
+            c.execute(f"DROP TRIGGER {trigger}")
         c.execute("UPDATE entries SET status = 'VERIFIED' WHERE seq = 3")
         # seq 0, slot 1: the evidence, written back as plain bytes (codec 0)
         c.execute("UPDATE payloads SET codec = 0, data = ? WHERE pid = 1",

@@ -6,7 +6,6 @@ the timestamp is skipped, with a line saying so)."""
 
 from __future__ import annotations
 
-import base64
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -17,12 +16,7 @@ from ledger.crypto.keys import Keyring
 from ledger.crypto.timestamp import load_tsa_trust
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, summary_line
-from ledger.ops.checkpoint import (
-    AnchorConfig,
-    WitnessEndpoint,
-    make_anchored_checkpoint,
-    timestamps_of,
-)
+from ledger.ops.checkpoint import AnchorConfig, WitnessEndpoint
 from ledger.ops.samples import realistic
 from ledger.verify.anchor import AnchorPolicy
 from ledger.witness.local import LocalWitness
@@ -46,11 +40,10 @@ def anchored_demo(ledger: Ledger, ring: Keyring, directory: Path) -> Iterator[st
         config = AnchorConfig(tuple(WitnessEndpoint(w.key, w.url) for w in ws),
                               tsa.url if tsa else None,
                               load_tsa_trust(tsa.ca_file) if tsa else None)
-        report = make_anchored_checkpoint(ledger.ctx, ring, config)
+        report = ledger.anchored_checkpoint(ring, config)
         kept = folder / "witnessed-checkpoint.txt"
         kept.write_text(report.note, encoding="utf-8")
-        for token in timestamps_of(ledger.ctx, report.size)[:1]:  # as `checkpoint --out` does
-            Path(f"{kept}.tsr").write_bytes(base64.b64decode(token["token_b64"] or ""))
+        ledger.write_timestamp_sidecar(str(kept), report.size)  # as `checkpoint --out` does
         when = report.timestamp.gen_time.isoformat() if report.timestamp else \
             "no timestamp (openssl not installed)"
         yield (f"checkpoint of size {report.size} cosigned by {', '.join(report.cosigned)};"
@@ -58,7 +51,7 @@ def anchored_demo(ledger: Ledger, ring: Keyring, directory: Path) -> Iterator[st
         copy = _rewritten_copy(directory, folder)
         with Ledger.open(f"sqlite:///{copy}") as fork:
             fork.append_many(realistic(report.size, start=500), producer="rewriter")
-            refused = make_anchored_checkpoint(fork.ctx, ring, config)
+            refused = fork.anchored_checkpoint(ring, config)
             yield (f"rewritten copy {copy.name}: entries {REWRITTEN_FROM}.. replaced, chain and"
                    f" tree recomputed, checkpoint of size {refused.size} re-signed with the"
                    " ledger's own key")

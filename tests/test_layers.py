@@ -21,8 +21,9 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
 * ``witness`` (the tlog-witness service) -> ``core``, ``crypto``, ``errors``, ``witness``, its
   own state table ``store/witness_state.py`` and FastAPI/Starlette; never the ledger's
   ``ops``, the facade, ``api`` or ``cli``;
-* ``cli`` and ``api`` import no database library, and never reach into ``Ledger.ctx``
-  (an attribute access ``.ctx`` anywhere in them): they call the facade;
+* ``cli`` and ``api`` import no database library; they and the demo (``demo*.py``) never
+  reach into ``Ledger.ctx`` (an attribute access ``.ctx`` anywhere in them): they call the
+  facade;
 * a family of ``ops`` (a package ``ops/<family>/``, :data:`FAMILIES`) is used through its
   face, ``ops/<family>/__init__.py``: no module outside the family imports its other
   (private) modules, and the facade imports only top-level ``ops`` modules and faces;
@@ -88,7 +89,7 @@ CRYPTO_BOUNDARIES = {"client/receipt.py": "the producer client's own receipt che
 # the families of ops/: packages whose __init__ is the face, the rest private
 FAMILIES = ("append", "audit", "checkpoint", "custody")
 # layers that reach a ledger through the facade only, never through Ledger.ctx
-NO_CTX = ("cli", "api")
+NO_CTX = ("cli", "api", "demo")
 
 
 def _rel(path: Path, rel: Path | None = None) -> Path:
@@ -364,7 +365,7 @@ def test_the_facade_imports_only_family_faces_and_top_level_ops_modules():
     assert facade_ops_imports(PKG / "facade.py") == []
 
 
-def test_cli_and_api_never_touch_the_ledger_context():
+def test_cli_api_and_demo_never_touch_the_ledger_context():
     bad = {str(p.relative_to(PKG)): lines for p in _modules()
            if layer_of(p) in NO_CTX and (lines := ctx_uses(p))}
     assert bad == {}
@@ -396,8 +397,16 @@ def test_reaching_into_the_context_is_reported(tmp_path):
     assert ctx_uses(path) == [3]
 
 
+def test_the_demo_modules_keep_the_context_rule(tmp_path):
+    """A module ``ledger/demo_<name>.py`` is of the demo layer, which the rule covers."""
+    path, rel = _probe(tmp_path, "demo_layer_probe.py",
+                       "def f(ledger):\n    return ledger.ctx.engine\n")
+    assert layer_of(path, rel) == "demo" and "demo" in NO_CTX
+    assert ctx_uses(path) == [2]
+
+
 def test_cli_and_api_may_not_import_a_database_library(tmp_path):
-    for layer in NO_CTX:
+    for layer in ("cli", "api"):  # (the demo edits copies of its SQLite file with sqlite3)
         probe = _probe(tmp_path, f"{layer}/_layer_probe.py",
                        "from sqlalchemy.exc import OperationalError\nimport psycopg\n")
         assert _violations(*probe) == ["psycopg", "sqlalchemy.exc",

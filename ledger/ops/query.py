@@ -252,7 +252,7 @@ def _payload_names(layer: str) -> tuple[int, ...]:
 
 def iter_pages(conn: Connection, f: Filters, *, after: int = -1, page: int = 1000,
                digest_columns: Iterable[int] = _ALL_SLOTS,
-               ) -> Iterator[Iterable[tuple[Any, Any]]]:
+               ) -> Iterator[entries.Page | list[tuple[Any, Any]]]:
     """Pages of ``(row, {slot: payload})`` matching ``f`` with ``seq > after``, in seq
     order (to iterate once; ``len()`` works); memory is one page.  ``row`` is a
     ``ledger.store.entries.EntryRow``; ``digest_columns`` are the payload slots joined in."""

@@ -221,7 +221,8 @@ class _Run:
         entry hash is "replayed" (whatever HMAC verdict that run recorded); another one
         means the row changed since it was imported (``idempotency_conflict``)."""
         held = qwed_source.imported_meta(self.ctx.engine,
-                                         [p.idempotency_key for p, _ in self.pending])
+                                         [p.idempotency_key for p, _ in self.pending
+                                          if p.idempotency_key is not None])
         keep = []
         for p, row in self.pending:
             if p.idempotency_key not in held:

@@ -586,7 +586,7 @@ def reverify_data(rv: Any, *, ledger_id: str, start: int, end: int,
             and o.get("outcome") in REEXEC_OUTCOMES for o in outs):
         raise bad("outcomes must be a list of objects with an integer seq and an outcome "
                   f"in {', '.join(REEXEC_OUTCOMES)}")
-    rng = rv.get("range") if isinstance(rv.get("range"), dict) else {}
+    rng = rv["range"] if isinstance(rv.get("range"), dict) else {}
     inside = [o for o in outs if start <= o["seq"] < end]
     by_engine: dict[str, Counter[str]] = {}
     reasons: Counter[tuple[str, str]] = Counter()

@@ -106,9 +106,9 @@ def bench_submission(i: int, rng: random.Random) -> dict[str, Any]:
 def rejected_examples() -> list[tuple[str, dict[str, Any]]]:
     """Submissions that break the contract, with the rule each breaks."""
     good = DiagnosticResult.verified("ok", {"constraint_id": "math_verifier.ok"}, {"v": 1})
-    unverifiable_with_proof = {"status": "UNVERIFIABLE", "agent_message": "inconclusive",
-                               "developer_fields": {}, "proof_ref": good.proof_ref,
-                               "is_authoritative": True}
+    unverifiable_with_proof: dict[str, Any] = {
+        "status": "UNVERIFIABLE", "agent_message": "inconclusive", "developer_fields": {},
+        "proof_ref": good.proof_ref, "is_authoritative": True}
     return [
         ("UNVERIFIABLE result carrying a proof_ref",
          {"result": unverifiable_with_proof, "engine": "math"}),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import Any
+from typing import Any, cast
 
 from ledger.crypto.tokens import JwtSigner
 from ledger.errors import UsageError
@@ -58,14 +58,14 @@ def check_subject(subject: Any) -> str:
     if not ok:
         raise UsageError(f"subject must be 1..{MAX_SUBJECT} characters of valid text",
                          code="bad_subject", field="subject")
-    return subject
+    return cast(str, subject)  # ok implies isinstance(subject, str), which mypy cannot follow
 
 
 def check_role(role: Any) -> str:
     if role not in ROLES:
         raise UsageError(f"role must be one of {', '.join(ROLES)}", code="bad_role",
                          field="role")
-    return role
+    return cast(str, role)  # one of ROLES
 
 
 def access_token_claims(*, role: str, subject: str, ttl_s: int, issuer: str, audience: str,

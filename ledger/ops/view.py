@@ -71,7 +71,7 @@ def named_payloads(row: Any, blobs: Any, env: dict[str, Any] | None = None,
     ``row``'s committed payloads."""
     env = _envelope(row) if env is None else env
     v = env.get("v", 1)
-    committed = env.get("payloads") if isinstance(env.get("payloads"), dict) else {}
+    committed = env["payloads"] if isinstance(env.get("payloads"), dict) else {}
     try:
         slots = payload_map(row.kind, FORMAT_V2 if v == FORMAT_V2 else 1)
     except KeyError:

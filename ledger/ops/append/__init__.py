@@ -15,7 +15,7 @@ submissions kept for auditors).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from ledger.ops.append.judge import (
     AttestationJudge,
@@ -50,7 +50,7 @@ from ledger.ops.context import LedgerContext
 __all__ = ["QUARANTINE_MAX_RAW", "AppendResult", "AttestationJudge", "BatchWriter", "Judgement",
            "Prepared", "Received", "append_many", "check_producer", "commit_batch", "commit_one_pg",
            "commit_redaction", "default_judge", "judge_attestation", "prepare_event",
-           "prepare_result", "prune_quarantine", "quarantine_status", "shutdown_pool",
+           "prepare_result", "prune_quarantine", "quarantine", "quarantine_status", "shutdown_pool",
            "validate_batch", "validate_items"]
 
 
@@ -88,7 +88,8 @@ def append_many(ctx: LedgerContext, submissions: Sequence[Any], *, producer: str
     finally:  # rejected items are quarantined even if the batch itself failed
         bad.extend((raws[r.index], r.error) for r in committed if not r.ok)
         if bad:
-            quarantine(ctx, bad, producer)
+            # every rejected result carries its error (AppendResult(ok=False, error=...))
+            quarantine(ctx, cast("list[tuple[bytes, dict[str, Any]]]", bad), producer)
     results.extend(committed)
     results.sort(key=lambda r: r.index)
     return results

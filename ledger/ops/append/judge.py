@@ -33,7 +33,7 @@ class Judgement:
     """
 
     fields: dict[str, Any]
-    bounds: tuple[int, int, int | None] | None = None
+    bounds: tuple[int | None, int | None, int | None] | None = None
     trust_seq: int | None = None
 
 

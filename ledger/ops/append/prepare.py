@@ -63,7 +63,8 @@ class Prepared:
     digests: dict[str, str | None] = field(default_factory=dict)
     envelope: bytes = b""
     sub: Submission | None = None  # for re-judging the attestation under the lock
-    att_bounds: tuple[int, int, int | None] | None = None  # verified (iat, exp, nbf), seconds
+    # verified (iat, exp, nbf), seconds (iat, exp None when verified by a key trusted later)
+    att_bounds: tuple[int | None, int | None, int | None] | None = None
     trust_seq: int | None = None  # last key_event seq the attestation was judged with
     salts: dict[str, bytes] = field(default_factory=dict)  # v2 result payloads only
     v: int = 0  # envelope version (0: the version of the kind, ledger.core.entry.version_of)

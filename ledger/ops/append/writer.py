@@ -53,7 +53,8 @@ def _same_content(stored: bytes, new: bytes) -> bool:
     A v2 retry is sealed with the stored entry's salts first (``BatchWriter``)."""
     if stored == new:
         return True
-    a, b = json.loads(stored), json.loads(new)
+    a: dict[str, Any] = json.loads(stored)
+    b: dict[str, Any] = json.loads(new)
     a.pop("att_verdict", None)
     b.pop("att_verdict", None)
     return a == b
@@ -79,7 +80,7 @@ def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | N
     row.update(kind=p.kind, envelope=p.envelope, body_hash=body)
     blobs = p.stored_rows()
     try:
-        got = postgres.append_one(engine, row, blobs, clock.now_us(),  # type: ignore[arg-type]
+        got = postgres.append_one(engine, row, blobs, clock.now_us(),
                                   ENTRY_TAG, lambda prev, seq, t: entry_hash(prev, seq, t, body))
     except StoreDataError as exc:
         return AppendResult(False, error=exc.to_dict(), index=p.index)

@@ -111,6 +111,8 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
     if start < 0 or start > end:
         raise UsageError(f"empty or invalid range [{start}, {end})", field="from")
     store = load_trust_store(engine) if opts.check_attestations else None
+    state: dict[str, Any]
+    run_id: int | None
     tally, state, parts = Tally(), {}, None
     if opts.resume:
         opts, run_id, start, tally, state, parts = resume(engine, opts)

@@ -56,7 +56,7 @@ def is_baseline(doc: dict[str, Any]) -> bool:
     erased by a redaction (:func:`ledger.core.finding.only_redactions`)."""
     if doc.get("outcome") == "passed":
         return True
-    counts = (doc.get("findings"), doc.get("abstentions"), doc.get("redacted"))
+    counts: tuple[Any, ...] = (doc.get("findings"), doc.get("abstentions"), doc.get("redacted"))
     return doc.get("format") == AUDIT_RUN_V2 and doc.get("outcome") == "unverified" \
         and all(type(c) is int for c in counts) and counts[0] == 0 \
         and counts[1] == counts[2] and counts[1] > 0

@@ -215,11 +215,14 @@ def run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict[
     with mpc.Pool(max(1, len(todo)), initializer=_init_worker, initargs=(pipe,)) as pool:
         # a finished part says so through the same queue (the pool's result thread runs the
         # callbacks), so the loop below blocks on one queue and wakes for either
+        # (the ignores: mypy cannot type a lambda with a default argument against a
+        # callback type, python/mypy#15459; the default binds each part's own i)
         running = {i: pool.apply_async(
             _worker, ((i, url, ledger_id, parts[i]["next_seq"], parts[i]["end"],
                        opts.policy_path, opts.check_attestations, parts[i]["state"]),),
-            callback=lambda _r, i=i: pipe.put((_DONE, i)),
-            error_callback=lambda _e, i=i: pipe.put((_DONE, i))) for i in todo}
+            callback=lambda _r, i=i: pipe.put((_DONE, i)),  # type: ignore[misc]
+            error_callback=lambda _e, i=i: pipe.put((_DONE, i)),  # type: ignore[misc]
+        ) for i in todo}
         while running:
             msg = pipe.get()
             if msg[0] == _DONE:

@@ -10,6 +10,7 @@ anchor policy) and ``prove`` (inclusion and consistency proof bundles).
 
 from __future__ import annotations
 
+from ledger.errors import TreeIntegrityError
 from ledger.ops.checkpoint.anchor import (
     AnchorConfig,
     AnchorReport,
@@ -41,7 +42,7 @@ from ledger.ops.checkpoint.make import (
     tree_root,
 )
 from ledger.ops.checkpoint.prove import consistency_bundle, inclusion_bundle, refuse_empty_old
-from ledger.ops.checkpoint.tree import StoredTree, TreeIntegrityError, sync_tree
+from ledger.ops.checkpoint.tree import StoredTree, sync_tree
 
 __all__ = ["AnchorConfig", "AnchorReport", "CheckpointError", "CheckpointRow", "StoredTree",
            "TreeIntegrityError", "WitnessEndpoint", "anchor_config_from", "anchor_files",

@@ -11,7 +11,10 @@ signs (several signature lines during a rotation).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ledger.core.merkle import (
+    NodeId,
     NodeSpec,
     consistency_nodes,
     fold_inclusion,
@@ -145,7 +148,7 @@ def _resolve(ctx: LedgerContext, size: int, specs: list[NodeSpec]) -> list[bytes
     ids = node_ids(specs)
     want = list(dict.fromkeys([*ids, (0, size - 1)])) if size else ids
     with read_store(ctx.engine) as store:
-        got = store.get_nodes(want)
+        got: Mapping[NodeId, bytes] = store.get_nodes(want)
         if len(got) != len(want):
             got = _tree(ctx, store, size).nodes(want)
     return resolve_proof(specs, got)
@@ -164,7 +167,7 @@ def inclusion_proof(ctx: LedgerContext, seq: int, size: int) -> list[bytes]:
     probe = (0, size - 1)  # leaf size - 1 stored: the stored tree reaches size
     want = ids if probe in ids else [*ids, probe]
     with read_store(ctx.engine) as store:
-        got = store.get_nodes(want)
+        got: Mapping[NodeId, bytes] = store.get_nodes(want)
         if len(got) != len(want):
             got = _tree(ctx, store, size).nodes(want)
     return fold_inclusion(ids, ephemeral, got)

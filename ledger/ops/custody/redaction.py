@@ -68,7 +68,7 @@ class RedactionOutcome:
     def lines(self) -> list[dict[str, Any]]:
         """One JSON object per entry (the CLI prints one line each)."""
         by_seq = {}
-        seqs = self.redaction_seqs or [None] * len(self.requests)
+        seqs: Sequence[int | None] = self.redaction_seqs or [None] * len(self.requests)
         for req, rseq in zip(self.requests, seqs, strict=False):
             for seq, _ in req.targets:
                 by_seq[seq] = rseq
