@@ -37,6 +37,7 @@ from typing import Any
 
 from ledger.errors import Overloaded, StoreUnavailable
 from ledger.ops.append import AppendResult
+from ledger.service import metrics
 
 log = logging.getLogger("ledger.api.groupcommit")
 _STOP: Any = object()  # queued by stop(): everything before it is committed, then the loop ends
@@ -217,3 +218,24 @@ class GroupCommitter:
         if self._finish is None:
             return outcomes
         return self._finish(outcomes, producers, flags)
+
+
+class MeteredCommitter(GroupCommitter):
+    """The group committer, counting batch sizes, queue depth and refused submissions."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        metrics.QUEUE_MAX.set(self.max_queue)
+        metrics.QUEUE_DEPTH.set(0)
+
+    async def submit(self, item: Any, producer: str | None, batch_receipt: bool = False) -> Any:
+        try:
+            return await super().submit(item, producer, batch_receipt)
+        except (Overloaded, StoreUnavailable) as exc:
+            metrics.count_error(exc)
+            raise
+
+    async def _commit(self, loop: Any, batch: list[Any]) -> None:
+        metrics.BATCH_SIZE.observe(len(batch))
+        metrics.QUEUE_DEPTH.set(self.pending)  # what waits while this batch commits
+        await super()._commit(loop, batch)
