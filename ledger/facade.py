@@ -7,6 +7,7 @@ of ``ledger.ops`` (one line each); it holds no policy of its own.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ledger.clock import Clock
@@ -47,6 +48,10 @@ class Ledger:
 
     def __init__(self, ctx: LedgerContext) -> None:
         self.ctx = ctx
+        # ``append`` from several threads: one group commit (the append path's), committed
+        # by the callers themselves; no queue bound beyond the callers' own threads
+        self._appends = append_ops.GroupCommit(self._append_alone, isolate=True,
+                                               max_queue=2**31)
 
     @property
     def engine(self) -> Engine:
@@ -92,8 +97,17 @@ class Ledger:
 
     # -- appends and the trust store ---------------------------------------
     def append(self, submission: Any, *, producer: str | None = None) -> AppendResult:
-        """Append one submission (bytes, JSON text or a parsed object)."""
-        return self.append_many([submission], producer=producer)[0]
+        """Append one submission (bytes, JSON text or a parsed object); returned once its
+        transaction committed.  Calls from several threads at once share transactions
+        (group commit, ``ledger.ops.append.GroupCommit``); each gets its own result, the
+        one it would get alone; a lone call commits its item at once, in its own thread."""
+        result: AppendResult = self._appends.append(submission, producer)
+        return result
+
+    def _append_alone(self, submissions: Sequence[Any], producer: str | None,
+                      ) -> list[AppendResult]:
+        """One group of ``append`` calls in one transaction; each result as a lone call's."""
+        return [replace(r, index=0) for r in self.append_many(submissions, producer=producer)]
 
     def append_many(self, submissions: Sequence[Any], *, producer: str | None = None,
                     ) -> list[AppendResult]:

@@ -13,6 +13,11 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
   the HTTP layer;
 * ``facade`` -> ``ops``, ``errors``, ``clock``;
 * ``cli`` / ``api`` -> anything but ``store`` and each other;
+* ``service`` (the machinery of the ``ledger serve`` process: scheduler, leader election,
+  anchoring jobs, alerts, metrics) -> the facade, ``ops`` (faces and types), ``core``,
+  ``crypto``, ``errors``, ``clock``, ``service``, httpx and prometheus-client; never
+  ``store``, ``cli`` or ``api`` (``api`` wires it, not the other way round), no database
+  library, and never ``Ledger.ctx``;
 * ``client`` (the producer library) -> the standard library, httpx, ``client``, ``errors``;
   never the server side (``store``, ``ops``, ``api``, ``cli``, the facade, SQLAlchemy, FastAPI);
   the reader modules (:data:`READER_MODULES`) may also import ``core``, ``crypto``,
@@ -57,6 +62,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "facade": ("ledger.ops", "ledger.errors", "ledger.clock"),
     "witness": ("ledger.core", "ledger.crypto", "ledger.errors", "ledger.witness",
                 "ledger.store.witness_state", "fastapi", "starlette"),
+    "service": ("ledger.facade", "ledger.ops", "ledger.core", "ledger.crypto", "ledger.errors",
+                "ledger.clock", "ledger.service", "httpx", "prometheus_client"),
 }
 # layer -> names allowed exactly (not as a prefix): ops may name SQLAlchemy's connection
 # types in signatures, and nothing else of it (statements are the store's)
@@ -89,7 +96,7 @@ CRYPTO_BOUNDARIES = {"client/receipt.py": "the producer client's own receipt che
 # the families of ops/: packages whose __init__ is the face, the rest private
 FAMILIES = ("append", "audit", "checkpoint", "custody")
 # layers that reach a ledger through the facade only, never through Ledger.ctx
-NO_CTX = ("cli", "api", "demo")
+NO_CTX = ("cli", "api", "service", "demo")
 
 
 def _rel(path: Path, rel: Path | None = None) -> Path:
@@ -420,3 +427,30 @@ def test_the_witness_rule(tmp_path):
                    "from ledger.facade import Ledger\nimport fastapi\n")
     assert _violations(*probe) == ["ledger.facade", "ledger.ops", "ledger.ops.read",
                                    "ledger.store", "ledger.store.db"]
+
+
+def test_the_service_rule(tmp_path):
+    """The service process's machinery may use the facade, ops, core and crypto, never
+    the store, the CLI or the HTTP layer that wires it (nor a database library)."""
+    probe = _probe(tmp_path, "service/_layer_probe.py",
+                   "from ledger.facade import Ledger\nfrom ledger.ops.audit import AuditOptions\n"
+                   "from ledger.core import alert\nfrom ledger.service import metrics\n"
+                   "import httpx\nimport prometheus_client\n"
+                   "from ledger.store import db\nfrom ledger.api import routes_read\n"
+                   "from ledger.cli import serve\nimport sqlalchemy\nimport fastapi\n")
+    assert _violations(*probe) == ["fastapi", "ledger.api", "ledger.api.routes_read",
+                                   "ledger.cli", "ledger.cli.serve", "ledger.store",
+                                   "ledger.store.db", "sqlalchemy"]
+    path, _ = probe
+    path.write_text("def f(ledger):\n    return ledger.ctx.engine\n", encoding="utf-8")
+    assert ctx_uses(path) == [2]
+
+
+def test_the_http_layer_keeps_no_process_machinery():
+    """The scheduler, leader election, anchoring, alerts and metrics live in ``service/``;
+    ``api/`` may use them, ``service/`` never imports ``api/``."""
+    assert not any((PKG / "api" / f"{name}.py").exists()
+                   for name in ("watch", "anchoring", "alerts", "metrics"))
+    back = sorted(f"{p.relative_to(PKG)}: {m}" for p in (PKG / "service").glob("*.py")
+                  for m, _ in imports(p) if _matches(m, "ledger.api"))
+    assert back == []

@@ -21,17 +21,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ledger import __version__
-from ledger.api import errors, metrics
-from ledger.api.alerts import AlertSender
-from ledger.api.anchoring import CheckpointScheduler
+from ledger.api import errors
 from ledger.api.auth import TokenVerifier
+from ledger.api.groupcommit import MeteredCommitter
 from ledger.api.limits import OTHER_MAX_BYTES, BodyLimit
 from ledger.api.logs import RequestLog
-from ledger.api.metrics import MeteredCommitter
 from ledger.api.receipts import sign_batch_receipts, sign_receipt
 from ledger.api.schemas import COMMON_ERRORS
 from ledger.api.settings import Settings
-from ledger.api.watch import Watch, WatchConfig
 from ledger.core.submission import MAX_SUBMISSION_BYTES
 from ledger.crypto.jwks import JwksSource
 from ledger.crypto.keys import Keyring
@@ -42,6 +39,10 @@ from ledger.ops.append import AppendResult
 from ledger.ops.checkpoint import load_anchor_config
 from ledger.ops.lifecycle import RAW_CONNECTION_ERRORS
 from ledger.ops.tokens import ACCESS_TOKEN_TYP
+from ledger.service import metrics
+from ledger.service.alerts import AlertSender
+from ledger.service.anchoring import CheckpointScheduler
+from ledger.service.watch import Watch, WatchConfig
 
 DESCRIPTION = """Append-only, hash-chained, Merkle-committed audit ledger for verification
 results.  Every endpoint but `/v1/health`, `/v1/health/live`, `/v1/health/ready` and
@@ -253,7 +254,7 @@ def create_app(settings: Settings) -> FastAPI:
 
 
 def build_watch(service: Service) -> Watch:
-    """The background audits and alert conditions of ``service`` (ledger.api.watch)."""
+    """The background audits and alert conditions of ``service`` (ledger.service.watch)."""
     s = service.settings
     sender = None
     if s.alert_webhooks:

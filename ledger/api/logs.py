@@ -105,7 +105,7 @@ def _append_latency(route: str) -> Any:
     """The latency histogram child of ``route`` (looked up once per route)."""
     child = _LATENCY.get(route)
     if child is None:
-        from ledger.api.metrics import APPEND_LATENCY
+        from ledger.service.metrics import APPEND_LATENCY
 
         child = _LATENCY[route] = APPEND_LATENCY.labels(route)
     return child

@@ -13,9 +13,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ledger.api import metrics
 from ledger.api.auth import Principal, require
 from ledger.api.schemas import READ_ERRORS
+from ledger.service import metrics
 
 health_router = APIRouter(tags=["operations"])  # without /metrics (--no-metrics)
 router = APIRouter(tags=["operations"])

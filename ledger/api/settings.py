@@ -49,7 +49,7 @@ class Settings:
     # quarantine bounds; None: LEDGER_QUARANTINE_MAX_ROWS / _MAX_PER_PRODUCER or the defaults
     quarantine_max_rows: int | None = None
     quarantine_max_per_producer: int | None = None
-    checkpoint_every: str | None = None  # "30s", "1000e": ledger.api.anchoring.parse_every
+    checkpoint_every: str | None = None  # "30s", "1000e": ledger.service.anchoring.parse_every
     anchors_file: str | None = None    # witnesses and TSA of scheduled checkpoints
     # operations (docs/operations.md): logs, metrics, background audits, alerts
     log_format: str = "text"             # json | text (ledger.api.logs)

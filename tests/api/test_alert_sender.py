@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ledger.api.alerts import AlertSender, build_alert
 from ledger.api.settings import Settings
 from ledger.crypto.alert_sign import check_alert
 from ledger.crypto.keys import public_jwk, raw_public
 from ledger.crypto.tokens import JwtSigner
 from ledger.errors import UsageError
+from ledger.service.alerts import AlertSender, build_alert
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,8 @@ This package is the append family; this module is its face (what callers import)
 private modules, each importing only those before it: ``judge`` (the attestation judge)
 <- ``prepare`` (receive, validate, seal) <- ``pool`` (validation on worker processes) and
 ``writer`` (link and insert under the lock); ``rejects`` (the quarantine: rejected
-submissions kept for auditors).
+submissions kept for auditors); ``group`` (group commit: concurrent single appends of any
+caller batched into one transaction; imports nothing of ``append/``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
+from ledger.ops.append.group import AppendMany, Finish, GroupCommit
+from ledger.ops.append.group import Stats as GroupStats
 from ledger.ops.append.judge import (
     AttestationJudge,
     Judgement,
@@ -47,7 +50,8 @@ from ledger.ops.append.writer import (
 )
 from ledger.ops.context import LedgerContext
 
-__all__ = ["QUARANTINE_MAX_RAW", "AppendResult", "AttestationJudge", "BatchWriter", "Judgement",
+__all__ = ["QUARANTINE_MAX_RAW", "AppendMany", "AppendResult", "AttestationJudge", "BatchWriter",
+           "Finish", "GroupCommit", "GroupStats", "Judgement",
            "Prepared", "Received", "append_many", "check_producer", "commit_batch", "commit_one_pg",
            "commit_redaction", "default_judge", "judge_attestation", "prepare_event",
            "prepare_result", "prune_quarantine", "quarantine", "quarantine_status", "shutdown_pool",

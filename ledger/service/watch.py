@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.api import metrics
-from ledger.api.alerts import AlertSender, build_alert, now_us
 from ledger.core.alert import findings_by_class, first_findings
 from ledger.core.finding import only_redactions
 from ledger.errors import LedgerError
 from ledger.ops.audit import AuditOptions
+from ledger.service import metrics
+from ledger.service.alerts import AlertSender, build_alert, now_us
 
 log = logging.getLogger("ledger.watch")
 AUDIT_PRODUCER = "ledger-serve"

@@ -1,4 +1,5 @@
-"""``GET /metrics``: Prometheus text format (``prometheus-client``), role ``operator``.
+"""The service process's metrics, served by ``GET /metrics`` (``ledger.api.routes_ops``):
+Prometheus text format (``prometheus-client``), role ``operator``.
 
 Two kinds of series:
 
@@ -36,9 +37,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from ledger.api.groupcommit import GroupCommitter
 from ledger.core.finding import FindingClass
-from ledger.errors import LedgerError, Overloaded, StoreUnavailable
+from ledger.errors import LedgerError
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 DB_CACHE_S = 2.0
@@ -96,27 +96,6 @@ def count_error(exc: BaseException, n: int = 1) -> None:
 
 def store_error(kind: str) -> None:
     STORE_ERRORS.labels(kind).inc()
-
-
-class MeteredCommitter(GroupCommitter):
-    """The group committer, counting batch sizes, queue depth and refused submissions."""
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        QUEUE_MAX.set(self.max_queue)
-        QUEUE_DEPTH.set(0)
-
-    async def submit(self, item: Any, producer: str | None, batch_receipt: bool = False) -> Any:
-        try:
-            return await super().submit(item, producer, batch_receipt)
-        except (Overloaded, StoreUnavailable) as exc:
-            count_error(exc)
-            raise
-
-    async def _commit(self, loop: Any, batch: list[Any]) -> None:
-        BATCH_SIZE.observe(len(batch))
-        QUEUE_DEPTH.set(self.pending)  # what waits while this batch commits
-        await super()._commit(loop, batch)
 
 
 class DatabaseCollector:

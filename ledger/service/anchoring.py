@@ -15,10 +15,10 @@ import threading
 import time
 from typing import Any
 
-from ledger.api import metrics
 from ledger.core.schedule import Schedule, parse_every
 from ledger.errors import LedgerError
 from ledger.ops.checkpoint import AnchorConfig, load_anchor_config
+from ledger.service import metrics
 
 log = logging.getLogger("ledger.anchoring")
 POLL_S = 0.2

@@ -32,10 +32,10 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from ledger import __version__
-from ledger.api import metrics
 from ledger.clock import format_us
 from ledger.core.alert import alert_document
 from ledger.crypto.alert_sign import sign_alert
+from ledger.service import metrics
 
 log = logging.getLogger("ledger.alerts")
 _STOP: Any = object()
