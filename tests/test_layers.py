@@ -18,6 +18,8 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
   the reader modules (:data:`READER_MODULES`) may also import ``core``, ``crypto``,
   ``verify`` and ``clock``: they verify with the ledger's own checks, never a copy;
 * ``integrations`` -> never ``store``, ``api`` or ``cli``;
+* ``report`` (the HTML report's rendering) -> ``report`` and ``ops/report.py`` (the figures
+  it renders and their constants) only: no store, no other use case, no facade;
 * ``witness`` (the tlog-witness service) -> ``core``, ``crypto``, ``errors``, ``witness``, its
   own state table ``store/witness_state.py`` and FastAPI/Starlette; never the ledger's
   ``ops``, the facade, ``api`` or ``cli``;
@@ -56,6 +58,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "facade": ("ledger.ops", "ledger.errors", "ledger.clock"),
     "witness": ("ledger.core", "ledger.crypto", "ledger.errors", "ledger.witness",
                 "ledger.store.witness_state", "fastapi", "starlette"),
+    # the HTML report renders the figures ops/report.py gathers: pure, no ledger access
+    "report": ("ledger.report", "ledger.ops.report"),
 }
 # layer -> names allowed exactly (not as a prefix): ops may name SQLAlchemy's connection
 # types in signatures, and nothing else of it (statements are the store's)
@@ -410,3 +414,15 @@ def test_the_witness_rule(tmp_path):
                    "from ledger.facade import Ledger\nimport fastapi\n")
     assert _violations(*probe) == ["ledger.facade", "ledger.ops", "ledger.ops.read",
                                    "ledger.store", "ledger.store.db"]
+
+
+def test_the_report_rule(tmp_path):
+    """The HTML report renders figures: it reads nothing itself, and ops never renders."""
+    probe = _probe(tmp_path, "report/_layer_probe.py",
+                   "from ledger.ops.report import MAX_SERIES\nfrom ledger.report import markup\n"
+                   "from ledger.store import db\nfrom ledger.ops import read\n"
+                   "from ledger.facade import Ledger\nimport sqlalchemy\n")
+    assert _violations(*probe) == ["ledger.facade", "ledger.ops", "ledger.ops.read",
+                                   "ledger.store", "ledger.store.db", "sqlalchemy"]
+    probe = _probe(tmp_path, "ops/_layer_probe.py", "from ledger.report import render_html\n")
+    assert _violations(*probe) == ["ledger.report"]
