@@ -89,7 +89,7 @@ READER_ALLOWED = ("ledger.core", "ledger.crypto", "ledger.verify", "ledger.clock
 # modules outside crypto/ allowed to call cryptography/PyJWT, with the reason
 CRYPTO_BOUNDARIES = {"client/receipt.py": "the producer client's own receipt check"}
 # the families of ops/: packages whose __init__ is the face, the rest private
-FAMILIES = ("append", "audit", "checkpoint", "custody")
+FAMILIES = ("append", "audit", "checkpoint", "custody", "reverify")
 # layers that reach a ledger through the facade only, never through Ledger.ctx
 NO_CTX = ("cli", "api")
 
