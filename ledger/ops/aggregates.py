@@ -24,7 +24,7 @@ from sqlalchemy import Connection
 from ledger.clock import format_us
 from ledger.errors import UsageError
 from ledger.ops.context import LedgerContext
-from ledger.ops.query import _time
+from ledger.ops.filters import _time
 from ledger.ops.verified import checked_headers
 from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
