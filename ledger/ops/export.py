@@ -156,7 +156,7 @@ def _prove(tree: StoredTree, proofs: _Out, file: str, first: int, last: int, siz
 
 def _write_entries(conn: Any, f: Filters, out: _Out, proofs: _Out, tree: StoredTree,
                    size: int, mode: str, redactions: RedactionMap, view: _Out | None = None,
-                   counts: dict[str, Counter] | None = None,
+                   counts: dict[str, Counter[str]] | None = None,
                    progress: Callable[[int], None] | None = None) -> int:
     """Stream the entries matching ``f`` into ``out`` (and the CSV ``view``); one proof
     per interval of consecutive seqs (or per entry).  Returns the number written."""
@@ -240,7 +240,7 @@ def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: S
     # checkpoint must cover them, and redactions.jsonl carries them
     erased_by = [by for (seq, _), by in redactions.items() if f.start <= seq < end]
     cp, files = _write_checkpoint(ctx, out, signer, max([end] + [by + 1 for by in erased_by]))
-    counts: dict[str, Counter] = {"by_status": Counter(), "by_kind": Counter()}
+    counts: dict[str, Counter[str]] = {"by_status": Counter(), "by_kind": Counter()}
     names = (KEY_EVENTS, ENTRIES, CSV_VIEW, PROOFS) + ((REDACTIONS,) if erased_by else ())
     outs = {name: _Out(out, name) for name in names}
     outs[CSV_VIEW].write(csv_bytes([CSV_HEADER]))

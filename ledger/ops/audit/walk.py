@@ -185,11 +185,14 @@ def _whole(base: Tally, live: dict[int, Tally], fresh: bool) -> Tally:
 def _submit(pool: Any, pipe: Any, i: int, url: str, ledger_id: str, part: dict[str, Any],
             opts: AuditOptions) -> Any:
     """Start part ``i`` on ``pool``; when it ends, well or not, it says so on ``pipe``."""
+    # (the ignores: mypy cannot type a lambda with a default argument against a
+    # callback type, python/mypy#15459; the default binds each part's own i)
     return pool.apply_async(
         _worker, ((i, url, ledger_id, part["next_seq"], part["end"],
                    opts.policy_path, opts.check_attestations, part["state"]),),
-        callback=lambda _r, i=i: pipe.put((_DONE, i)),
-        error_callback=lambda _e, i=i: pipe.put((_DONE, i)))
+        callback=lambda _r, i=i: pipe.put((_DONE, i)),  # type: ignore[misc]
+        error_callback=lambda _e, i=i: pipe.put((_DONE, i)),  # type: ignore[misc]
+    )
 
 
 def run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict[str, Any]],
