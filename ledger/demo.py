@@ -18,8 +18,8 @@ from ledger.demo_tour import write_tour_inputs
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, summary_line
 from ledger.ops.custody import Ask, write_report
-from ledger.ops.report import write_html
 from ledger.ops.samples import attested, realistic, rejected_examples
+from ledger.report import write_html
 from ledger.verify.export import summary_line as export_line
 from ledger.verify.export import verify_export
 from ledger.verify.proof import verify_bundle

@@ -23,6 +23,8 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
   the reader modules (:data:`READER_MODULES`) may also import ``core``, ``crypto``,
   ``verify`` and ``clock``: they verify with the ledger's own checks, never a copy;
 * ``integrations`` -> never ``store``, ``api`` or ``cli``;
+* ``report`` (the HTML report's rendering) -> ``report`` and ``ops/report.py`` (the figures
+  it renders and their constants) only: no store, no other use case, no facade;
 * ``witness`` (the tlog-witness service) -> ``core``, ``crypto``, ``errors``, ``witness``, its
   own state table ``store/witness_state.py`` and FastAPI/Starlette; never the ledger's
   ``ops``, the facade, ``api`` or ``cli``;
@@ -64,6 +66,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
                 "ledger.store.witness_state", "fastapi", "starlette"),
     "service": ("ledger.facade", "ledger.ops", "ledger.core", "ledger.crypto", "ledger.errors",
                 "ledger.clock", "ledger.service", "httpx", "prometheus_client"),
+    # the HTML report renders the figures ops/report.py gathers: pure, no ledger access
+    "report": ("ledger.report", "ledger.ops.report"),
 }
 # layer -> names allowed exactly (not as a prefix): ops may name SQLAlchemy's connection
 # types in signatures, and nothing else of it (statements are the store's)
@@ -94,7 +98,7 @@ READER_ALLOWED = ("ledger.core", "ledger.crypto", "ledger.verify", "ledger.clock
 # modules outside crypto/ allowed to call cryptography/PyJWT, with the reason
 CRYPTO_BOUNDARIES = {"client/receipt.py": "the producer client's own receipt check"}
 # the families of ops/: packages whose __init__ is the face, the rest private
-FAMILIES = ("append", "audit", "checkpoint", "custody")
+FAMILIES = ("append", "audit", "checkpoint", "custody", "reverify")
 # layers that reach a ledger through the facade only, never through Ledger.ctx
 NO_CTX = ("cli", "api", "service", "demo")
 
@@ -454,3 +458,13 @@ def test_the_http_layer_keeps_no_process_machinery():
     back = sorted(f"{p.relative_to(PKG)}: {m}" for p in (PKG / "service").glob("*.py")
                   for m, _ in imports(p) if _matches(m, "ledger.api"))
     assert back == []
+def test_the_report_rule(tmp_path):
+    """The HTML report renders figures: it reads nothing itself, and ops never renders."""
+    probe = _probe(tmp_path, "report/_layer_probe.py",
+                   "from ledger.ops.report import MAX_SERIES\nfrom ledger.report import markup\n"
+                   "from ledger.store import db\nfrom ledger.ops import read\n"
+                   "from ledger.facade import Ledger\nimport sqlalchemy\n")
+    assert _violations(*probe) == ["ledger.facade", "ledger.ops", "ledger.ops.read",
+                                   "ledger.store", "ledger.store.db", "sqlalchemy"]
+    probe = _probe(tmp_path, "ops/_layer_probe.py", "from ledger.report import render_html\n")
+    assert _violations(*probe) == ["ledger.report"]

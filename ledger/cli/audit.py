@@ -18,7 +18,7 @@ from ledger.core.finding import EXIT_CODES, summary_line
 from ledger.errors import IntegrityError
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, auto_workers
-from ledger.ops.report import write_html
+from ledger.report import write_html
 
 
 # (not ParamType[int, Any]: click 8.1, which the dependency range allows, has a plain

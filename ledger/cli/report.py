@@ -18,7 +18,8 @@ from ledger.core.finding import EXIT_CODES
 from ledger.core.reverify_run import report_of
 from ledger.errors import IntegrityError, UsageError
 from ledger.facade import Ledger
-from ledger.ops.report import parse_day, reverify_data, write_html
+from ledger.ops.report import parse_day, reverify_data
+from ledger.report import write_html
 
 
 @click.command()

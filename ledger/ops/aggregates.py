@@ -16,12 +16,15 @@ places, and the answer says exactly which (``covers``):
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
+
+from sqlalchemy import Connection
 
 from ledger.clock import format_us
 from ledger.errors import UsageError
 from ledger.ops.context import LedgerContext
-from ledger.ops.query import _time
+from ledger.ops.filters import _time
 from ledger.ops.verified import checked_headers
 from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
@@ -50,83 +53,76 @@ def _width(name: str, lo: int | None, hi: int | None) -> tuple[str, int]:
     return "week", WIDTHS["week"]
 
 
-def aggregates(ctx: LedgerContext, layer: str, *, since: Any = None, until: Any = None,
-               bucket: str = "auto", engines: Iterable[str] = (),
-               producers: Iterable[str] = ()) -> dict[str, Any]:
-    """Bucketed counts of the result entries for ``layer`` (see the module docstring):
-    ``{"covers", "bucket", "buckets": [{"start", "results": [[status, engine?, producer?,
-    n]], "unverified", "flagged", "attestations"?, "findings"?}], "engines"?, "producers"?}``.
-    ``since``/``until`` (RFC 3339) select whole hours of the audited part and exact times of
-    the live part; ``engines``/``producers`` select results (flagged rows, whose values are
-    not known, are counted whatever they say).  Raises UsageError."""
-    if layer not in SERIES:
-        raise UsageError("layer must be agent, developer or auditor", field="layer")
-    lo_us, hi_us = _time("since", since), _time("until", until)
-    want_e, want_p = set(engines), set(producers)
-    keys = SERIES[layer]
-    counts: dict[tuple[int, tuple[Any, ...]], int] = {}  # (hour, series values) -> n
-    att: dict[tuple[int, Any], int] = {}
-    flagged: dict[int, int] = {}
-    unverified: dict[int, int] = {}
-    found: dict[tuple[int, str], int] = {}
-    seen_e: set[str] = set()
-    seen_p: set[str] = set()
+@dataclass
+class _Tally:
+    """The counts of one answer by hour, filled by :meth:`add` (one call per stored
+    aggregate row or live entry), with the engines and producers seen."""
 
-    def add(hour: int, kind: Any, status: Any, engine: Any, producer: Any, verdict: Any,
-            disposition: str, n: int) -> None:
+    keys: tuple[str, ...]
+    want_e: set[str]
+    want_p: set[str]
+    counts: dict[tuple[int, tuple[Any, ...]], int] = field(default_factory=dict)
+    att: dict[tuple[int, Any], int] = field(default_factory=dict)
+    flagged: dict[int, int] = field(default_factory=dict)
+    unverified: dict[int, int] = field(default_factory=dict)
+    found: dict[tuple[int, str], int] = field(default_factory=dict)
+    seen_e: set[str] = field(default_factory=set)
+    seen_p: set[str] = field(default_factory=set)
+
+    def add(self, hour: int, kind: Any, status: Any, engine: Any, producer: Any,
+            verdict: Any, disposition: str, n: int) -> None:
         if disposition == "flagged":
-            flagged[hour] = flagged.get(hour, 0) + n
+            self.flagged[hour] = self.flagged.get(hour, 0) + n
             return
         if kind != "result":
             return
         if engine is not None:
-            seen_e.add(engine)
+            self.seen_e.add(engine)
         if producer is not None:
-            seen_p.add(producer)
-        if (want_e and engine not in want_e) or (want_p and producer not in want_p):
+            self.seen_p.add(producer)
+        if (self.want_e and engine not in self.want_e) or \
+                (self.want_p and producer not in self.want_p):
             return
         if disposition == "unverified":
-            unverified[hour] = unverified.get(hour, 0) + n
+            self.unverified[hour] = self.unverified.get(hour, 0) + n
         values = {"status": status, "engine": engine, "producer": producer}
-        k = (hour, tuple(values[x] for x in keys))
-        counts[k] = counts.get(k, 0) + n
+        k = (hour, tuple(values[x] for x in self.keys))
+        self.counts[k] = self.counts.get(k, 0) + n
         ak = (hour, verdict)
-        att[ak] = att.get(ak, 0) + n
+        self.att[ak] = self.att.get(ak, 0) + n
 
-    lo_h = None if lo_us is None else lo_us - lo_us % HOUR_US
-    with connect(ctx.engine) as conn:
-        h = repo.read_head(conn)
-        size = h.size if h is not None else 0
-        run = runs.latest_aggregated_run(conn)
-        audited_end = min(run.range_end, size) if run is not None else 0
-        if run is not None:
-            for (hour, kind, status, engine, producer, verdict, disposition,
-                 n) in runs.aggregate_rows(conn, run.id, lo_h, hi_us):
-                add(int(hour), kind, status, engine, producer, verdict, disposition, int(n))
-            if layer == "auditor":
-                for cls, t in runs.finding_times(conn, run.id):
-                    if (lo_h is None or t >= lo_h) and (hi_us is None or t < hi_us):
-                        fk = (t - t % HOUR_US, cls)
-                        found[fk] = found.get(fk, 0) + 1
-        live_end = min(size, audited_end + LIVE_MAX)
-        live_rows = 0
-        for c in checked_headers(conn, ctx.ledger_id, audited_end, live_end):
-            live_rows += 1
-            t = c.recorded_at
-            if (lo_us is not None and t < lo_us) or (hi_us is not None and t >= hi_us):
-                continue
-            v = c.values
-            add(t - t % HOUR_US, c.kind, v.get("status"), v.get("engine"), v.get("producer"),
-                v.get("att_verdict"), "verified" if c.integrity.verified else "flagged", 1)
-    hours = [k[0] for k in counts] + list(flagged)
-    first, last = (min(hours), max(hours) + HOUR_US) if hours else (lo_us, hi_us)
-    label, width = _width(bucket, lo_us if lo_us is not None else first,
-                          hi_us if hi_us is not None else last)
-    span_lo = lo_h if lo_h is not None else first
-    if span_lo is not None and last is not None and (last - span_lo) // width > MAX_BUCKETS:
-        raise UsageError(f"{(last - span_lo) // width} buckets of a {label}: at most "
-                         f"{MAX_BUCKETS} (choose a wider bucket or a shorter range)",
-                         field="bucket")
+
+def _add_audited(conn: Connection, run: runs.RunRow, layer: str, tally: _Tally, lo_h: int | None,
+                 hi_us: int | None) -> None:
+    """The stored aggregates of ``run`` (and, for auditors, its findings by hour)."""
+    for (hour, kind, status, engine, producer, verdict, disposition,
+         n) in runs.aggregate_rows(conn, run.id, lo_h, hi_us):
+        tally.add(int(hour), kind, status, engine, producer, verdict, disposition, int(n))
+    if layer == "auditor":
+        for cls, t in runs.finding_times(conn, run.id):
+            if (lo_h is None or t >= lo_h) and (hi_us is None or t < hi_us):
+                fk = (t - t % HOUR_US, cls)
+                tally.found[fk] = tally.found.get(fk, 0) + 1
+
+
+def _add_live(ctx: LedgerContext, conn: Connection, tally: _Tally, start: int, end: int,
+              lo_us: int | None, hi_us: int | None) -> int:
+    """The entries ``[start, end)``, each read-checked now; returns how many were read."""
+    live_rows = 0
+    for c in checked_headers(conn, ctx.ledger_id, start, end):
+        live_rows += 1
+        t = c.recorded_at
+        if (lo_us is not None and t < lo_us) or (hi_us is not None and t >= hi_us):
+            continue
+        v = c.values
+        tally.add(t - t % HOUR_US, c.kind, v.get("status"), v.get("engine"), v.get("producer"),
+                  v.get("att_verdict"), "verified" if c.integrity.verified else "flagged", 1)
+    return live_rows
+
+
+def _slots(tally: _Tally, label: str, width: int) -> dict[int, dict[str, Any]]:
+    """The tally's hours added up into buckets of ``width`` (weeks from Monday), by the
+    bucket's first µs."""
     out: dict[int, dict[str, Any]] = {}
 
     def slot(hour: int) -> dict[str, Any]:
@@ -137,19 +133,24 @@ def aggregates(ctx: LedgerContext, layer: str, *, since: Any = None, until: Any 
                           "attestations": {}, "findings": {}}
         return d
 
-    for (hour, values), n in counts.items():
+    for (hour, values), n in tally.counts.items():
         r = slot(hour)["results"]
         r[values] = r.get(values, 0) + n
-    for hour, n in unverified.items():
+    for hour, n in tally.unverified.items():
         slot(hour)["unverified"] += n
-    for hour, n in flagged.items():
+    for hour, n in tally.flagged.items():
         slot(hour)["flagged"] += n
-    for (hour, verdict), n in att.items():
+    for (hour, verdict), n in tally.att.items():
         a = slot(hour)["attestations"]
         a[verdict] = a.get(verdict, 0) + n
-    for (hour, cls), n in found.items():
+    for (hour, cls), n in tally.found.items():
         f = slot(hour)["findings"]
         f[cls] = f.get(cls, 0) + n
+    return out
+
+
+def _buckets(out: dict[int, dict[str, Any]], layer: str) -> list[dict[str, Any]]:
+    """The answer's buckets in time order, their series sorted."""
     buckets = []
     for b in sorted(out):
         d = out[b]
@@ -162,6 +163,49 @@ def aggregates(ctx: LedgerContext, layer: str, *, since: Any = None, until: Any 
                 d["attestations"].items(), key=lambda kv: str(kv[0]))]
             item["findings"] = [[k, n] for k, n in sorted(d["findings"].items())]
         buckets.append(item)
+    return buckets
+
+
+def _bucket_width(tally: _Tally, bucket: str, lo_us: int | None, hi_us: int | None,
+                  lo_h: int | None) -> tuple[str, int]:
+    """The bucket's name and width; UsageError when the span needs over MAX_BUCKETS."""
+    hours = [k[0] for k in tally.counts] + list(tally.flagged)
+    first, last = (min(hours), max(hours) + HOUR_US) if hours else (lo_us, hi_us)
+    label, width = _width(bucket, lo_us if lo_us is not None else first,
+                          hi_us if hi_us is not None else last)
+    span_lo = lo_h if lo_h is not None else first
+    if span_lo is not None and last is not None and (last - span_lo) // width > MAX_BUCKETS:
+        raise UsageError(f"{(last - span_lo) // width} buckets of a {label}: at most "
+                         f"{MAX_BUCKETS} (choose a wider bucket or a shorter range)",
+                         field="bucket")
+    return label, width
+
+
+def aggregates(ctx: LedgerContext, layer: str, *, since: Any = None, until: Any = None,
+               bucket: str = "auto", engines: Iterable[str] = (),
+               producers: Iterable[str] = ()) -> dict[str, Any]:
+    """Bucketed counts of the result entries for ``layer`` (see the module docstring):
+    ``{"covers", "bucket", "buckets": [{"start", "results": [[status, engine?, producer?,
+    n]], "unverified", "flagged", "attestations"?, "findings"?}], "engines"?, "producers"?}``.
+    ``since``/``until`` (RFC 3339) select whole hours of the audited part and exact times of
+    the live part; ``engines``/``producers`` select results (flagged rows, whose values are
+    not known, are counted whatever they say).  Raises UsageError."""
+    if layer not in SERIES:
+        raise UsageError("layer must be agent, developer or auditor", field="layer")
+    lo_us, hi_us = _time("since", since), _time("until", until)
+    keys = SERIES[layer]
+    tally = _Tally(keys, set(engines), set(producers))
+    lo_h = None if lo_us is None else lo_us - lo_us % HOUR_US
+    with connect(ctx.engine) as conn:
+        h = repo.read_head(conn)
+        size = h.size if h is not None else 0
+        run = runs.latest_aggregated_run(conn)
+        audited_end = min(run.range_end, size) if run is not None else 0
+        if run is not None:
+            _add_audited(conn, run, layer, tally, lo_h, hi_us)
+        live_end = min(size, audited_end + LIVE_MAX)
+        live_rows = _add_live(ctx, conn, tally, audited_end, live_end, lo_us, hi_us)
+    label, width = _bucket_width(tally, bucket, lo_us, hi_us, lo_h)
     doc: dict[str, Any] = {
         "covers": {
             "run_id": run.id if run is not None else None,
@@ -171,10 +215,11 @@ def aggregates(ctx: LedgerContext, layer: str, *, since: Any = None, until: Any 
                      "checked": LIVE_CHECK, "truncated": live_end < size},
             "head": size, "complete": live_end >= size,
         },
-        "bucket": label, "series": list(keys), "buckets": buckets,
+        "bucket": label, "series": list(keys),
+        "buckets": _buckets(_slots(tally, label, width), layer),
     }
     if layer != "agent":
-        doc["engines"] = sorted(seen_e)
+        doc["engines"] = sorted(tally.seen_e)
     if layer == "auditor":
-        doc["producers"] = sorted(seen_p)
+        doc["producers"] = sorted(tally.seen_p)
     return doc

@@ -47,7 +47,7 @@ from ledger.core.bundle import (
 from ledger.core.digest import digest_text, hasher_text
 from ledger.core.entry import hash_hex
 from ledger.core.erasure import RedactionMap
-from ledger.core.note import parse_checkpoint_body, parse_note
+from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.crypto.bundle_sign import check_note
 from ledger.crypto.jws import sign_manifest
 from ledger.crypto.keys import (
@@ -188,6 +188,35 @@ def _write_entries(conn: Any, f: Filters, out: _Out, proofs: _Out, tree: StoredT
     return n
 
 
+def _write_checkpoint(ctx: LedgerContext, out: Path, signer: Signer, size: int,
+                      ) -> tuple[Checkpoint, dict[str, Any]]:
+    """Write jwks.json and a signed checkpoint covering ``[0, size)`` (with its cosignature
+    lines and timestamps.json); the checkpoint and the files written so far."""
+    files: dict[str, Any] = {}
+    jwks = _Out(out, JWKS)
+    jwks.write(json.dumps({"keys": signer.jwks}, indent=2, sort_keys=True).encode() + b"\n")
+    files[JWKS] = jwks.close()
+    note = _checkpoint(ctx, signer, size, out / JWKS)
+    cp = parse_checkpoint_body(parse_note(note).text)
+    note = anchor_files(ctx, out, cp.size, note)  # cosignature lines, timestamps.json
+    cp_out = _Out(out, CHECKPOINT)
+    cp_out.write(note.encode("utf-8"))
+    files[CHECKPOINT] = cp_out.close()
+    return cp, files
+
+
+def _write_manifest(ctx: LedgerContext, out: Path, signer: Signer,
+                    manifest: dict[str, Any]) -> None:
+    """Write the manifest and its signed JWT (the manifest's digest in its claims)."""
+    body = dump_line(manifest)
+    (out / MANIFEST).write_bytes(body)
+    claims = {"iss": ctx.meta.origin, "sub": ctx.meta.ledger_id,
+              "iat": ctx.clock.now_us() // 1_000_000, "format": EXPORT_FORMAT,
+              "manifest_sha256": digest_text(body)}
+    token = sign_manifest(claims, signer.private_key, signer.kid)
+    (out / MANIFEST_JWT).write_bytes(token.encode("ascii"))
+
+
 def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: Signer,
                   filters: Filters | None = None, *, proofs: str = "interval",
                   progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -210,16 +239,7 @@ def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: S
     # the redaction entries that erased payloads of the range, wherever they stand: the
     # checkpoint must cover them, and redactions.jsonl carries them
     erased_by = [by for (seq, _), by in redactions.items() if f.start <= seq < end]
-    files: dict[str, Any] = {}
-    jwks = _Out(out, JWKS)
-    jwks.write(json.dumps({"keys": signer.jwks}, indent=2, sort_keys=True).encode() + b"\n")
-    files[JWKS] = jwks.close()
-    note = _checkpoint(ctx, signer, max([end] + [by + 1 for by in erased_by]), out / JWKS)
-    cp = parse_checkpoint_body(parse_note(note).text)
-    note = anchor_files(ctx, out, cp.size, note)  # cosignature lines, timestamps.json
-    cp_out = _Out(out, CHECKPOINT)
-    cp_out.write(note.encode("utf-8"))
-    files[CHECKPOINT] = cp_out.close()
+    cp, files = _write_checkpoint(ctx, out, signer, max([end] + [by + 1 for by in erased_by]))
     counts: dict[str, Counter[str]] = {"by_status": Counter(), "by_kind": Counter()}
     names = (KEY_EVENTS, ENTRIES, CSV_VIEW, PROOFS) + ((REDACTIONS,) if erased_by else ())
     outs = {name: _Out(out, name) for name in names}
@@ -246,13 +266,7 @@ def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: S
         "checkpoint": {"size": cp.size, "root_hash": cp.root_hash.hex()},
         "files": {k: files[k] for k in sorted(files)}, "signing_kid": signer.kid,
     }
-    body = dump_line(manifest)
-    (out / MANIFEST).write_bytes(body)
-    claims = {"iss": ctx.meta.origin, "sub": ctx.meta.ledger_id,
-              "iat": ctx.clock.now_us() // 1_000_000, "format": EXPORT_FORMAT,
-              "manifest_sha256": digest_text(body)}
-    token = sign_manifest(claims, signer.private_key, signer.kid)
-    (out / MANIFEST_JWT).write_bytes(token.encode("ascii"))
+    _write_manifest(ctx, out, signer, manifest)
     return manifest
 
 

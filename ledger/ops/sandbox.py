@@ -152,89 +152,27 @@ class Sandbox:
         as the answers come (not in order; ``seconds`` from the plan's start, above).
         ``message``: ``{"reexecutor", "plan"}``."""
         pending = iter(jobs)
-        again: deque[_Job] = deque()  # queued behind a plan that ended its worker
         self.start()
-        sel = selectors.DefaultSelector()
-        by_fd: dict[int, _Worker] = {}
-
-        def watch(w: _Worker) -> None:
-            fd = w.proc.stdout.fileno()  # type: ignore[union-attr]
-            by_fd[fd] = w
-            sel.register(fd, selectors.EVENT_READ)
-
-        def replaced(w: _Worker, reason: str) -> dict[str, Any]:
-            """Replace ``w``; its running plan gets the answer, the plans queued behind
-            it are sent again (they never started: nothing is charged to them)."""
-            fd = w.proc.stdout.fileno()  # type: ignore[union-attr]
-            sel.unregister(fd)
-            del by_fd[fd]
-            if w.jobs:
-                w.jobs.popleft()
-            again.extendleft(reversed(w.jobs))
-            w.jobs.clear()
-            answer = self._replace(w, reason)
-            watch(self._pool[-1])
-            return answer
-
+        r = _Round(self, pending)
         for w in self._pool:
-            watch(w)
-        rid = 0
-        exhausted = False
+            r.watch(w)
         try:
             while True:
-                dead: list[_Worker] = []
-                for slot in range(max(1, self.depth)):
-                    for w in list(self._pool):
-                        if len(w.jobs) > slot or w in dead:
-                            continue
-                        if again:
-                            job = again.popleft()
-                        elif exhausted:
-                            break
-                        else:
-                            nxt = next(pending, None)
-                            if nxt is None:
-                                exhausted = True
-                                break
-                            job = _Job(*nxt)
-                        rid += 1
-                        data = json.dumps({**job.msg, "id": rid}).encode() + b"\n"
-                        if slot and len(data) > QUEUED_MAX_BYTES:
-                            again.appendleft(job)  # too big to wait in a pipe: later
-                            continue
-                        if not self._send(w, job, data, time.monotonic()):
-                            dead.append(w)
+                dead = r.fill()
                 for w in dead:  # its running plan (the one just sent, if none ran) ends
                     key = w.jobs[0].key
-                    yield key, replaced(w, WORKER_DIED), time.monotonic() - w.started
+                    yield key, r.replaced(w, WORKER_DIED), time.monotonic() - w.started
                 if dead:
                     continue
                 running = [w for w in self._pool if w.jobs]
                 if not running:
                     return
                 wait = max(0.0, min(w.deadline for w in running) - time.monotonic())
-                for sk, _ in sel.select(wait):
-                    w = by_fd[sk.fd]
-                    chunk = os.read(sk.fd, 1 << 20)
-                    w.buf += chunk
-                    while b"\n" in w.buf and w.jobs:
-                        line, _, w.buf = w.buf.partition(b"\n")
-                        now = time.monotonic()
-                        job = w.jobs.popleft()
-                        took = now - w.started
-                        w.started, w.deadline = now, now + self.time_limit_s
-                        yield job.key, json.loads(line), took
-                    if not chunk and w.jobs:  # the worker died
-                        yield w.jobs[0].key, replaced(w, WORKER_DIED), \
-                            time.monotonic() - w.started
-                    elif not chunk:  # it died idle: replaced, nothing to answer
-                        replaced(w, WORKER_DIED)
-                now = time.monotonic()
-                for w in list(self._pool):
-                    if w.jobs and now >= w.deadline:
-                        yield w.jobs[0].key, replaced(w, TIME_LIMIT), now - w.started
+                for sk, _ in r.sel.select(wait):
+                    yield from r.answers(r.by_fd[sk.fd], sk.fd)
+                yield from r.expired()
         finally:
-            sel.close()
+            r.sel.close()
 
     def _replace(self, w: _Worker, reason: str) -> dict[str, Any]:
         """Kill ``w``, start its replacement at the end of the pool, and say why."""
@@ -249,3 +187,92 @@ class Sandbox:
             msg = f"the worker ended (exit status {code}) without an answer"
         return {"error": "Timeout" if reason == TIME_LIMIT else "WorkerDied",
                 "reason": reason, "message": msg}
+
+
+@dataclass
+class _Round:
+    """One :meth:`Sandbox.run`: the jobs still to send, the ones to send again (queued
+    behind a plan that ended its worker), and the selector over the workers' answers."""
+
+    box: Sandbox
+    pending: Iterator[tuple[Any, dict[str, Any]]]
+    again: deque[_Job] = field(default_factory=deque)
+    sel: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
+    by_fd: dict[int, _Worker] = field(default_factory=dict)
+    rid: int = 0
+    exhausted: bool = False
+
+    def watch(self, w: _Worker) -> None:
+        fd = w.proc.stdout.fileno()  # type: ignore[union-attr]
+        self.by_fd[fd] = w
+        self.sel.register(fd, selectors.EVENT_READ)
+
+    def replaced(self, w: _Worker, reason: str) -> dict[str, Any]:
+        """Replace ``w``; its running plan gets the answer, the plans queued behind
+        it are sent again (they never started: nothing is charged to them)."""
+        fd = w.proc.stdout.fileno()  # type: ignore[union-attr]
+        self.sel.unregister(fd)
+        del self.by_fd[fd]
+        if w.jobs:
+            w.jobs.popleft()
+        self.again.extendleft(reversed(w.jobs))
+        w.jobs.clear()
+        answer = self.box._replace(w, reason)
+        self.watch(self.box._pool[-1])
+        return answer
+
+    def _next_job(self) -> _Job | None:
+        """The next job to send: one to send again first; None when there is none."""
+        if self.again:
+            return self.again.popleft()
+        if self.exhausted:
+            return None
+        nxt = next(self.pending, None)
+        if nxt is None:
+            self.exhausted = True
+            return None
+        return _Job(*nxt)
+
+    def fill(self) -> list[_Worker]:
+        """Send plans until every worker holds ``depth`` (a queued plan only if small);
+        returns the workers whose pipe broke."""
+        dead: list[_Worker] = []
+        for slot in range(max(1, self.box.depth)):
+            for w in list(self.box._pool):
+                if len(w.jobs) > slot or w in dead:
+                    continue
+                job = self._next_job()
+                if job is None:
+                    break
+                self.rid += 1
+                data = json.dumps({**job.msg, "id": self.rid}).encode() + b"\n"
+                if slot and len(data) > QUEUED_MAX_BYTES:
+                    self.again.appendleft(job)  # too big to wait in a pipe: later
+                    continue
+                if not self.box._send(w, job, data, time.monotonic()):
+                    dead.append(w)
+        return dead
+
+    def answers(self, w: _Worker, fd: int) -> Iterator[tuple[Any, dict[str, Any], float]]:
+        """The answers ``w`` has written (its next plan's time starts at each); a worker
+        that died is replaced, its running plan answered."""
+        chunk = os.read(fd, 1 << 20)
+        w.buf += chunk
+        while b"\n" in w.buf and w.jobs:
+            line, _, w.buf = w.buf.partition(b"\n")
+            now = time.monotonic()
+            job = w.jobs.popleft()
+            took = now - w.started
+            w.started, w.deadline = now, now + self.box.time_limit_s
+            yield job.key, json.loads(line), took
+        if not chunk and w.jobs:  # the worker died
+            yield w.jobs[0].key, self.replaced(w, WORKER_DIED), time.monotonic() - w.started
+        elif not chunk:  # it died idle: replaced, nothing to answer
+            self.replaced(w, WORKER_DIED)
+
+    def expired(self) -> Iterator[tuple[Any, dict[str, Any], float]]:
+        """The running plans past their deadline, each answered and its worker replaced."""
+        now = time.monotonic()
+        for w in list(self.box._pool):
+            if w.jobs and now >= w.deadline:
+                yield w.jobs[0].key, self.replaced(w, TIME_LIMIT), now - w.started

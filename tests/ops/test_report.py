@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from ledger.cli.main import cli
 from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
-from ledger.ops.report import render_html
 from ledger.ops.samples import realistic
+from ledger.report import render_html
 from tests import tamper
 
 # an in-page anchor (href="#findings") is no external resource

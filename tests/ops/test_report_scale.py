@@ -20,9 +20,9 @@ from ledger.ops.report import (
     MAX_BUCKETS,
     MAX_SERIES,
     OTHER_SERIES,
-    render_html,
     report_data,
 )
+from ledger.report import render_html
 from tests import tamper as T
 from tests.client.submissions import blocked, verified
 

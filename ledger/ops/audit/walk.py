@@ -172,6 +172,28 @@ def _worker(args: tuple[Any, ...]) -> Tally:
         engine.dispose()
 
 
+def _whole(base: Tally, live: dict[int, Tally], fresh: bool) -> Tally:
+    """The run's tally: what it saved before (``base``) and every part's in this session;
+    aggregates only when ``fresh`` (every part walked whole in this session)."""
+    t = Tally(agg={} if fresh else None)
+    t.add(base)
+    for part in live.values():
+        t.add(part)
+    return t
+
+
+def _submit(pool: Any, pipe: Any, i: int, url: str, ledger_id: str, part: dict[str, Any],
+            opts: AuditOptions) -> Any:
+    """Start part ``i`` on ``pool``; when it ends, well or not, it says so on ``pipe``
+    (each call's own ``i`` is what the callbacks close over)."""
+    return pool.apply_async(
+        _worker, ((i, url, ledger_id, part["next_seq"], part["end"],
+                   opts.policy_path, opts.check_attestations, part["state"]),),
+        callback=lambda _r: pipe.put((_DONE, i)),
+        error_callback=lambda _e: pipe.put((_DONE, i)),
+    )
+
+
 def run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict[str, Any]],
                base: Tally, opts: AuditOptions, progress: Callable[[int], None] | None,
                ) -> Tally:
@@ -205,24 +227,10 @@ def run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict[
         if progress and delta:
             progress(delta)
 
-    def whole() -> Tally:
-        t = Tally(agg={} if parts_fresh else None)
-        t.add(base)
-        for part in live.values():
-            t.add(part)
-        return t
-
     with mpc.Pool(max(1, len(todo)), initializer=_init_worker, initargs=(pipe,)) as pool:
         # a finished part says so through the same queue (the pool's result thread runs the
         # callbacks), so the loop below blocks on one queue and wakes for either
-        # (the ignores: mypy cannot type a lambda with a default argument against a
-        # callback type, python/mypy#15459; the default binds each part's own i)
-        running = {i: pool.apply_async(
-            _worker, ((i, url, ledger_id, parts[i]["next_seq"], parts[i]["end"],
-                       opts.policy_path, opts.check_attestations, parts[i]["state"]),),
-            callback=lambda _r, i=i: pipe.put((_DONE, i)),  # type: ignore[misc]
-            error_callback=lambda _e, i=i: pipe.put((_DONE, i)),  # type: ignore[misc]
-        ) for i in todo}
+        running = {i: _submit(pool, pipe, i, url, ledger_id, parts[i], opts) for i in todo}
         while running:
             msg = pipe.get()
             if msg[0] == _DONE:
@@ -235,9 +243,9 @@ def run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict[
             elif msg[0] in running:  # (a late message of a finished part: the result has it)
                 moved(*msg)
             if since_save >= PROGRESS_EVERY and running and run_id is not None:
-                save_parts(engine, run_id, parts, whole(), unsaved)
+                save_parts(engine, run_id, parts, _whole(base, live, parts_fresh), unsaved)
                 unsaved, since_save = [], 0
-    tally = whole()
+    tally = _whole(base, live, parts_fresh)
     join_gaps(tally.findings, [p["start"] for p in parts] + [parts[-1]["end"]])
     if run_id is not None:  # (None: a read-only replica, nothing saved)
         save_parts(engine, run_id, parts, tally, None)
