@@ -26,6 +26,16 @@ def head(ctx: LedgerContext) -> dict[str, Any]:
             "last_recorded_at": format_us(h.last_recorded_at) if h.size else None}
 
 
+def hash_before(ctx: LedgerContext, end: int) -> str | None:
+    """The stored hash (hex) of entry ``end - 1``, the last a run over ``[start, end)``
+    covered; None for an empty range or a missing row."""
+    if not end:
+        return None
+    with connect(ctx.engine) as conn:
+        h = repo.entry_hash_at(conn, end - 1)
+    return hash_hex(h) if h is not None else None
+
+
 def get_entry(ctx: LedgerContext, seq: int) -> dict[str, Any]:
     """One entry with its payloads (auditor view), checked against what was hashed, with
     the audit findings about it.  Raises NotFound."""

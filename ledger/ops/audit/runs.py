@@ -19,6 +19,7 @@ from ledger.errors import LedgerError, UsageError
 from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.audit.tally import Tally
 from ledger.ops.context import LedgerContext
+from ledger.ops.read import hash_before
 from ledger.ops.redaction_map import documents
 from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
@@ -222,12 +223,7 @@ def _parts_ok(parts: Any, start: int, end: int) -> bool:
 def record_run(ctx: LedgerContext, report: dict[str, Any], producer: str | None) -> int:
     """Append an ``audit_run`` entry: the summary, the range, and the report digest."""
     body = json.dumps(report, sort_keys=True, separators=(",", ":")).encode()
-    end = report["range"]["end"]
-    head_hash = None
-    if end:
-        with connect(ctx.engine) as conn:
-            h = repo.entry_hash_at(conn, end - 1)
-            head_hash = hash_hex(h) if h is not None else None
+    head_hash = hash_before(ctx, report["range"]["end"])
     abstentions = report["abstentions"]
     doc = {"format": AUDIT_RUN_V2, "range": report["range"],
            "summary": report["summary"], "findings": len(report["findings"]),

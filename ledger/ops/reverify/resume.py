@@ -8,14 +8,13 @@ import json
 from typing import Any
 
 from ledger.core.canonical import MAX_SAFE_INTEGER, canonical_json
-from ledger.core.entry import hash_hex
 from ledger.core.reverify_run import run_document
 from ledger.errors import CanonicalizationError, UsageError
 from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.context import LedgerContext
+from ledger.ops.read import hash_before
 from ledger.ops.reverify.options import ReverifyOptions
 from ledger.store import audit_runs as runs
-from ledger.store import entries as repo
 from ledger.store.db import connect, transaction
 
 JOB = "reverify"
@@ -89,12 +88,7 @@ def record_run(ctx: LedgerContext, report: dict[str, Any], producer: str | None)
     """Append a ``reverify_run`` entry for a complete ``report`` (its ``ledger-reverify-run/1``
     document: the report without its outcomes, plus their digest; docs/format.md section
     10.4) and return its seq.  ``report`` must not carry ``recorded_seq`` yet."""
-    end = report["range"]["end"]
-    head_hash = None
-    if end:
-        with connect(ctx.engine) as conn:
-            h = repo.entry_hash_at(conn, end - 1)
-            head_hash = hash_hex(h) if h is not None else None
+    head_hash = hash_before(ctx, report["range"]["end"])
     ev = prepare_event("reverify_run", {"outcome": report["outcome"], "producer": producer},
                        "report", run_document(report, head_hash))
     res = commit_batch(ctx.engine, ctx.meta.ledger_id, ctx.clock, [ev])
