@@ -115,6 +115,8 @@ def _truncated_copy(directory: Path, ring: Keyring) -> Iterator[str]:
                          (size - 4,)).fetchone()
         c.execute("UPDATE head SET size = ?, head_hash = ?, last_recorded_at = ?",
                   (size - 3, last[0], last[1]))
+        c.execute("UPDATE tenant_heads SET size = ?, head_hash = ? WHERE tenant = 'default'",
+                  (size - 3, last[0]))
     with Ledger.open(f"sqlite:///{dst}") as t:
         plain = t.audit(AuditOptions())
         kept = t.audit(AuditOptions(checkpoints=(str(directory / "checkpoint.txt"),),

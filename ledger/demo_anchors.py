@@ -90,4 +90,6 @@ def _rewritten_copy(directory: Path, folder: Path) -> Path:
                          (k - 1,)).fetchone()
         c.execute("UPDATE head SET size = ?, head_hash = ?, last_recorded_at = ?",
                   (k, last[0], last[1]))
+        c.execute("UPDATE tenant_heads SET size = ?, head_hash = ? WHERE tenant = 'default'",
+                  (k, last[0]))
     return dst

@@ -10,6 +10,7 @@ The tree (category in brackets; a class without one inherits its parent's)::
 
     LedgerError [internal]
     ├── UsageError [usage]
+    │   ├── TenantError
     │   ├── KeyringError
     │   ├── PolicyError (also a ValueError)
     │   ├── ClientUsage
@@ -156,6 +157,12 @@ class _ValueCheck(LedgerError, ValueError):
 class UsageError(LedgerError):
     category = "usage"
     default_code = "usage"
+
+
+class TenantError(UsageError):
+    """A tenant id or a tenant structure (head, heads line) that breaks its rule."""
+
+    default_code = "invalid_tenant"
 
 
 class KeyringError(UsageError):

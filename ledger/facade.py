@@ -42,6 +42,8 @@ from ledger.ops.context import (
     TrustStore,
 )
 
+DEFAULT_TENANT = append_ops.DEFAULT_TENANT
+
 
 class Ledger:
     """One ledger in one database (SQLite file or PostgreSQL database/schema)."""
@@ -96,24 +98,29 @@ class Ledger:
         self.close()
 
     # -- appends and the trust store ---------------------------------------
-    def append(self, submission: Any, *, producer: str | None = None) -> AppendResult:
-        """Append one submission (bytes, JSON text or a parsed object); returned once its
-        transaction committed.  Calls from several threads at once share transactions
-        (group commit, ``ledger.ops.append.GroupCommit``); each gets its own result, the
-        one it would get alone; a lone call commits its item at once, in its own thread."""
-        result: AppendResult = self._appends.append(submission, producer)
+    def append(self, submission: Any, *, producer: str | None = None,
+               tenant: str = DEFAULT_TENANT) -> AppendResult:
+        """Append one submission (bytes, JSON text or a parsed object) to ``tenant``'s
+        chain; returned once its transaction committed.  Calls from several threads at once
+        share transactions (group commit, ``ledger.ops.append.GroupCommit``); each gets its
+        own result, the one it would get alone; a lone call commits its item at once, in
+        its own thread."""
+        scope = producer if tenant == DEFAULT_TENANT else (producer, tenant)
+        result: AppendResult = self._appends.append(submission, scope)
         return result
 
-    def _append_alone(self, submissions: Sequence[Any], producer: str | None,
+    def _append_alone(self, submissions: Sequence[Any], scope: append_ops.Scope,
                       ) -> list[AppendResult]:
         """One group of ``append`` calls in one transaction; each result as a lone call's."""
-        return [replace(r, index=0) for r in self.append_many(submissions, producer=producer)]
+        producer, tenant = scope if isinstance(scope, tuple) else (scope, DEFAULT_TENANT)
+        return [replace(r, index=0)
+                for r in self.append_many(submissions, producer=producer, tenant=tenant)]
 
     def append_many(self, submissions: Sequence[Any], *, producer: str | None = None,
-                    ) -> list[AppendResult]:
-        """Append a batch under one lock and one commit; results in input order
-        (see ``ledger.ops.append.append_many``)."""
-        return append_ops.append_many(self.ctx, submissions, producer=producer)
+                    tenant: str = DEFAULT_TENANT) -> list[AppendResult]:
+        """Append a batch to ``tenant``'s chain under one lock and one commit; results in
+        input order (see ``ledger.ops.append.append_many``)."""
+        return append_ops.append_many(self.ctx, submissions, producer=producer, tenant=tenant)
 
     def quarantine_status(self) -> dict[str, Any]:
         """Quarantine rows, bounds and counters (``ledger.ops.append.quarantine_status``)."""

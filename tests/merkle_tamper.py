@@ -59,6 +59,8 @@ def rewrite_tail(url: str, start: int, marker: str = "rewritten") -> None:
                           "p": prev, "e": e.entry_hash, "s": r.seq})
             prev = e.entry_hash
         conn.execute(text("UPDATE head SET head_hash = :h WHERE id = 1"), {"h": prev})
+        conn.execute(text("UPDATE tenant_heads SET head_hash = :h WHERE tenant = 'default'"),
+                     {"h": prev})
 
 
 def truncate(url: str, size: int) -> None:
@@ -71,6 +73,8 @@ def truncate(url: str, size: int) -> None:
                              {"s": size - 1}).one()
         conn.execute(text("UPDATE head SET size = :n, head_hash = :h, last_recorded_at = :t "
                           "WHERE id = 1"), {"n": size, "h": bytes(eh), "t": t})
+        conn.execute(text("UPDATE tenant_heads SET size = :n, head_hash = :h "
+                          "WHERE tenant = 'default'"), {"n": size, "h": bytes(eh)})
 
 
 def wipe_tree(url: str) -> None:

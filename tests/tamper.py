@@ -251,9 +251,12 @@ def _store_payloads(conn: Connection, seq: int, kind: str, envelope: bytes,
 
 
 def set_head(conn: Connection, size: int, head_hash: bytes, last_recorded_at: int) -> None:
-    """The head table has no trigger: the append path itself updates it."""
+    """The head table has no trigger: the append path itself updates it.  The default
+    tenant's head moves along (a ledger of one tenant: its chain is the ledger's)."""
     conn.execute(text("UPDATE head SET size = :s, head_hash = :h, last_recorded_at = :t "
                       "WHERE id = 1"), {"s": size, "h": head_hash, "t": last_recorded_at})
+    conn.execute(text("UPDATE tenant_heads SET size = :s, head_hash = :h "
+                      "WHERE tenant = 'default'"), {"s": size, "h": head_hash})
 
 
 def forged_columns(lid: str, kind: str, fields: dict[str, Any],

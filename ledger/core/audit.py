@@ -58,6 +58,13 @@ from ledger.core.finding import (
     row_disposition,
 )
 from ledger.core.policy import Policy
+from ledger.core.tenant import (
+    DEFAULT_TENANT,
+    is_tenant,
+    tenant_entry_hash,
+    tenant_genesis,
+    tseq_of,
+)
 
 # Finding classes by their short names (ledger.core.finding.FindingClass); the enum, the
 # outcome and the exit codes are re-exported here for the audit job.
@@ -163,15 +170,45 @@ AttestationJudge = Callable[[str, AuditedRow, dict[str, Any] | None, str | None]
                             tuple[str, str, str]]
 
 
+def _explained(jump: int, missing: int) -> bool:
+    """A chain's tseq moved by ``jump`` past the expected place while ``missing`` entries
+    of the ledger were found missing since its last entry: in order (0), or over entries
+    the gap finding already reports (1..missing)."""
+    return jump == 0 or 0 < jump <= missing
+
+
+@dataclass
+class TenantChain:
+    """Where a tenant's chain stands in a walk: the hash its next entry must link to (None:
+    nothing to link to), whether that entry failed its own hash, the tseq the next entry
+    must have (None: not checked) and the seq of the last entry seen (-1: none)."""
+
+    prev_hash: bytes | None
+    prev_failed: bool = False
+    next_tseq: int | None = None
+    last_seq: int = -1
+    missing: int = 0  # the walk's count of missing entries when the chain last moved
+
+
+# tenant -> (the hash its first entry of the walk must link to, that entry's tseq); None
+# for either: not known (not checked)
+Anchors = Callable[[str], tuple["bytes | None", "int | None"]]
+
+
 class ChainAuditor:
     """Stateful walk over ``[start, end)``; ``anchor_hash`` is the prev_hash the
-    first row must link to (genesis for seq 0, else the stored hash of start-1;
+    first row of the default tenant must link to (genesis for seq 0, else the stored hash
+    of its last entry before ``start``;
     None: nothing to link to, e.g. the first row of a filtered export run).  A
-    ``ledger_id`` of None (a bundle manifest that names none) makes every envelope foreign."""
+    ``ledger_id`` of None (a bundle manifest that names none) makes every envelope foreign.
+    Each tenant's entries form their own chain (ledger.core.tenant): ``anchors(tenant)``
+    gives where another tenant's chain starts in this walk (default: from its genesis when
+    ``start`` is 0, else not checked)."""
 
     def __init__(self, ledger_id: str | None, start: int, anchor_hash: bytes | None, last_time: int,
                  policy: Policy, judge_attestation: AttestationJudge | None = None,
-                 redactions: RedactionMap | None = None) -> None:
+                 redactions: RedactionMap | None = None,
+                 anchors: Anchors | None = None) -> None:
         # {(seq, payload name): redaction seq}: ledger.core.erasure.fold_redactions
         self.redactions: RedactionMap = redactions if redactions is not None else {}
         self.ledger_id = ledger_id
@@ -186,6 +223,17 @@ class ChainAuditor:
         # the policy's verdict by (engine, status, constraint id), for the fused pass (a
         # policy is a pure function of the three: ledger.core.policy)
         self._policy_ok: dict[tuple[Any, Any, Any], bool] = {}
+        # ``prev_hash``/``prev_failed_hash`` above are the default tenant's chain (the whole
+        # ledger's chain when it has no other tenant); ``default_tseq`` is the tseq its next
+        # entry must have (None: not known, not checked).  Other tenants' chains:
+        # ``chains[tenant]``, started from ``anchors(tenant)`` at their first row of the walk
+        self.default_tseq: int | None = None if start else 0
+        self.chains: dict[str, TenantChain] = {}
+        # entries found missing so far (seq gaps), and that count when the default chain
+        # last moved: a chain's link or tseq jump over missing entries is the gap's finding
+        self.missing = 0
+        self.default_missing = 0
+        self.anchors = anchors
 
     # Rows that pass every check take one fused pass (:meth:`_clean_v2_result`); any other
     # row -- and any row at all with ``fast = False`` -- takes the plain checks.  Both give
@@ -229,11 +277,16 @@ class ChainAuditor:
             out.findings.append(Finding("row_unreadable", row.seq, PAYLOAD_MODIFIED,
                                         f"stored values have the wrong type: {exc}"))
             self.expected_seq = row.seq + 1
-            self.prev_failed_hash = True
             try:
-                self.prev_hash = _as_bytes(row.entry_hash)
+                stored = _as_bytes(row.entry_hash)
             except (TypeError, ValueError):
-                self.prev_hash = b""
+                stored = b""
+            tenant = getattr(row, "tenant", None) or DEFAULT_TENANT
+            if tenant != DEFAULT_TENANT and isinstance(tenant, str):
+                self.chains[tenant] = TenantChain(stored, True, None, row.seq)
+            else:
+                self.prev_failed_hash, self.prev_hash = True, stored
+                self.default_tseq = None
             return out
 
     def _check_row(self, row: Any, blobs: Slots) -> RowOutcome:
@@ -241,6 +294,8 @@ class ChainAuditor:
         f = out.findings
         envelope, body = _as_bytes(row.envelope), _as_bytes(row.body_hash)
         prev, stored_hash = _as_bytes(row.prev_hash), _as_bytes(row.entry_hash)
+        if row.seq > self.expected_seq:
+            self.missing += row.seq - self.expected_seq
         if row.seq != self.expected_seq:
             out.gap_findings.append(Finding("seq_gap", self.expected_seq, DELETED,
                              f"entries {self.expected_seq}..{row.seq - 1} are missing",
@@ -251,6 +306,26 @@ class ChainAuditor:
             f.append(Finding("envelope_hash_mismatch", row.seq, PAYLOAD_MODIFIED,
                              "the envelope does not hash to the stored body_hash",
                              hash_hex(body), hash_hex(body_hash(envelope))))
+        tenant = getattr(row, "tenant", None) or DEFAULT_TENANT
+        if tenant != DEFAULT_TENANT:
+            own_ok = self._check_tenant_link(row, tenant, prev, body, stored_hash, own_ok, f)
+        else:
+            own_ok = self._check_default_link(row, prev, body, stored_hash, own_ok, f)
+        if row.recorded_at < self.last_time:
+            f.append(Finding("time_reversed", row.seq, REORDERED,
+                             "recorded_at is earlier than the previous entry's",
+                             self.last_time, row.recorded_at))
+        self.expected_seq = row.seq + 1
+        self.last_time = max(self.last_time, row.recorded_at)
+        if own_ok:
+            out.verified_checks += 1
+        self._check_content(row, envelope, blobs, out)
+        return out
+
+    def _check_default_link(self, row: Any, prev: bytes, body: bytes, stored_hash: bytes,
+                            own_ok: bool, f: list[Finding]) -> bool:
+        """The v1 link of a default-tenant row, its link to the previous default entry and
+        its tseq; moves the default chain on.  Returns whether the row's own hash holds."""
         recomputed = entry_hash(prev, row.seq, row.recorded_at, body)
         if own_ok and recomputed != stored_hash:
             own_ok = False
@@ -273,18 +348,63 @@ class ChainAuditor:
                 f.append(Finding("broken_link", row.seq, FORKED,
                                  "prev_hash does not equal the previous entry's hash",
                                  hash_hex(self.prev_hash), hash_hex(prev)))
-        if row.recorded_at < self.last_time:
-            f.append(Finding("time_reversed", row.seq, REORDERED,
-                             "recorded_at is earlier than the previous entry's",
-                             self.last_time, row.recorded_at))
-        self.expected_seq = row.seq + 1
+        tseq = tseq_of(DEFAULT_TENANT, row.seq, getattr(row, "tseq", None))
+        if self.default_tseq is not None and not _explained(
+                tseq - self.default_tseq, self.missing - self.default_missing):
+            f.append(Finding("tenant_seq_mismatch", row.seq, REORDERED,
+                             f"tseq {tseq} is not the next place in tenant default's chain",
+                             self.default_tseq, tseq))
+        self.default_tseq = tseq + 1 if tseq >= 0 else None
+        self.default_missing = self.missing
         self.prev_hash = stored_hash
         self.prev_failed_hash = not own_ok
-        self.last_time = max(self.last_time, row.recorded_at)
-        if own_ok:
-            out.verified_checks += 1
-        self._check_content(row, envelope, blobs, out)
-        return out
+        return own_ok
+
+    def _check_tenant_link(self, row: Any, tenant: str, prev: bytes, body: bytes,
+                           stored_hash: bytes, own_ok: bool, f: list[Finding]) -> bool:
+        """The tenant link of a row of another tenant (ledger.core.tenant), its link to the
+        tenant's previous entry and its tseq; moves that chain on."""
+        chain = self.chains.get(tenant)
+        if chain is None:
+            chain = self.chains[tenant] = self._start_chain(tenant)
+        tseq = tseq_of(tenant, row.seq, getattr(row, "tseq", None))
+        if tseq < 0 or not is_tenant(tenant):
+            f.append(Finding("tenant_invalid", row.seq, PAYLOAD_MODIFIED,
+                             "the entry's tenant or tseq breaks its rule", None, tenant))
+            chain.prev_hash, chain.prev_failed, chain.next_tseq = stored_hash, True, None
+            return False
+        recomputed = tenant_entry_hash(tenant, prev, row.seq, tseq, row.recorded_at, body)
+        if own_ok and recomputed != stored_hash:
+            own_ok = False
+            f.append(Finding("entry_hash_mismatch", row.seq, PAYLOAD_MODIFIED,
+                             "entry_hash does not recompute from tenant/prev/seq/tseq/time/body",
+                             hash_hex(recomputed), hash_hex(stored_hash)))
+        gap = self.missing - chain.missing  # entries missing since the chain's last one
+        if chain.prev_hash is not None and prev != chain.prev_hash and own_ok and not gap:
+            if not chain.prev_failed and chain.last_seq >= 0:
+                f.append(Finding("hash_not_committed", chain.last_seq, FORKED,
+                                 f"entry {chain.last_seq} is not the entry that {row.seq} links "
+                                 f"to in tenant {tenant}'s chain (rewritten, removed or forked)",
+                                 hash_hex(prev), hash_hex(chain.prev_hash)))
+            else:
+                f.append(Finding("broken_link", row.seq, FORKED,
+                                 f"prev_hash does not equal the hash of tenant {tenant}'s "
+                                 "previous entry", hash_hex(chain.prev_hash), hash_hex(prev)))
+        if chain.next_tseq is not None and not _explained(tseq - chain.next_tseq, gap):
+            f.append(Finding("tenant_seq_mismatch", row.seq, REORDERED,
+                             f"tseq {tseq} is not the next place in tenant {tenant}'s chain",
+                             chain.next_tseq, tseq))
+        chain.prev_hash, chain.prev_failed = stored_hash, not own_ok
+        chain.next_tseq, chain.last_seq, chain.missing = tseq + 1, row.seq, self.missing
+        return own_ok
+
+    def _start_chain(self, tenant: str) -> TenantChain:
+        if self.anchors is not None:
+            prev, tseq = self.anchors(tenant)
+            return TenantChain(prev, next_tseq=tseq)
+        if self.expected_seq == 0 and self.ledger_id is not None and is_tenant(tenant):
+            return TenantChain(tenant_genesis(self.ledger_id, tenant), next_tseq=0)
+        return TenantChain(None)
 
     def _clean_v2_result(self, row: Any, blobs: Slots) -> int:
         """Every check of :meth:`_check_row` for a v2 result row, in one pass, when the row
@@ -302,6 +422,12 @@ class ChainAuditor:
                 or _V2_MARK not in envelope \
                 or seq != self.expected_seq or prev != self.prev_hash \
                 or type(t) is not int or t < self.last_time or seq in self._redacted_seqs:
+            return 0
+        # the default tenant's chain only (another tenant's link is the plain path's)
+        tseq = getattr(row, "tseq", None)
+        tseq = seq if tseq is None else tseq
+        if getattr(row, "tenant", DEFAULT_TENANT) != DEFAULT_TENANT \
+                or (self.default_tseq is not None and tseq != self.default_tseq):
             return 0
         sha = hashlib.sha256
         # ledger.core.entry.entry_hash, inlined (a negative seq or time makes the pack raise:
@@ -380,6 +506,7 @@ class ChainAuditor:
         self.expected_seq = seq + 1
         self.prev_hash = stored_hash
         self.prev_failed_hash = False
+        self.default_tseq = tseq + 1
         self.last_time = t
         return checks
 

@@ -116,6 +116,19 @@ EXPLANATIONS: dict[str, Explanation] = {
                               "at the end were deleted.", _TAMPER),
     "head_hash_mismatch": _E(CRITICAL, "The head hash is not the last entry's hash: the tail "
                              "or the head was rewritten.", _TAMPER),
+    # -- tenants (docs/tenants.md)
+    "tenant_seq_mismatch": _E(CRITICAL, "The entry's place in its tenant's chain (tseq) is not "
+                              "the next one: an entry of the tenant was removed, duplicated "
+                              "or moved between tenants.", _TAMPER),
+    "tenant_invalid": _E(CRITICAL, "The entry's tenant id or tseq breaks its rule: written "
+                         "behind the ledger's back.", _TAMPER),
+    "tenant_head_mismatch": _E(CRITICAL, "A tenant's recorded head is not its last entry: the "
+                               "head was rolled back or forged, or a tenant's entries were "
+                               "added behind the append path; its next append would fork "
+                               "its chain.", _TAMPER),
+    "tenant_heads_mismatch": _E(CRITICAL, "The tenant heads a signed checkpoint committed to "
+                                "are not those of the entries below its size: a tenant's "
+                                "entries were removed, moved, added or rolled back.", _TAMPER),
     "rewritten_since_audit": _E(
         CRITICAL, "An entry an earlier passed audit verified has changed since.",
         "Audit the whole ledger against a signed checkpoint (`ledger audit --checkpoint`). "

@@ -48,10 +48,16 @@ class _HotSQL:
         self.salts = (f"SELECT pid, salt FROM payloads WHERE pid >= {ph} AND pid < {ph} "
                       "AND salt IS NOT NULL")
         self.erase = f"DELETE FROM payloads WHERE pid = {ph}"
+        self.tenant_head = (f"SELECT size, head_hash FROM tenant_heads WHERE tenant = {ph}"
+                            + (" FOR UPDATE" if pg else ""))
+        self.set_tenant_head = (f"INSERT INTO tenant_heads (tenant, size, head_hash) VALUES "
+                                f"({ph}, {ph}, {ph}) ON CONFLICT (tenant) DO UPDATE SET "
+                                "size = excluded.size, head_hash = excluded.head_hash")
 
 
 _HOT = {True: _HotSQL(True), False: _HotSQL(False)}
 IDEMPOTENCY_CHUNK = 500
+_DEFAULTS = {"tenant": "default"}  # a row without a tenant is the default tenant's
 
 
 class AppendTxn:
@@ -73,6 +79,19 @@ class AppendTxn:
         size, head_hash, last = self.cur.fetchone()
         return Head(size, bytes(head_hash), last)
 
+    def tenant_head(self, tenant: str) -> tuple[int, bytes] | None:
+        """(size, head hash) of the tenant's chain, None for a tenant without a row (no
+        entry yet); read under the append lock (PostgreSQL: and the row locked)."""
+        self.cur.execute(self.sql.tenant_head, (tenant,))
+        got = self.cur.fetchone()
+        return None if got is None else (int(got[0]), bytes(got[1]))
+
+    def set_tenant_heads(self, heads: dict[str, tuple[int, bytes]]) -> None:
+        """Move the heads of the tenants appended to: tenant -> (size, head hash)."""
+        if heads:
+            self.cur.executemany(self.sql.set_tenant_head,
+                                 [(t, n, h) for t, (n, h) in sorted(heads.items())])
+
     def set_head(self, new: Head) -> None:
         self.cur.execute(self.sql.set_head, (new.size, new.head_hash, new.last_recorded_at))
 
@@ -90,7 +109,8 @@ class AppendTxn:
     def insert_entries(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
             self.cur.executemany(self.sql.insert_entry,
-                                 [tuple(r.get(c) for c in ENTRY_COLUMNS) for r in rows])
+                                 [tuple(_DEFAULTS.get(c) if r.get(c) is None else r[c]
+                                        for c in ENTRY_COLUMNS) for r in rows])
 
     def documents(self, kind: str) -> list[tuple[int, bytes, bytes | None]]:
         """(seq, envelope, document bytes or None) of every ``kind`` entry, seq order, read

@@ -22,7 +22,15 @@ from ledger.store.db import (
     placeholder,
     translate_errors,
 )
-from ledger.store.schema import audit_runs, entries, head, ledger_meta, payloads, quarantine
+from ledger.store.schema import (
+    audit_runs,
+    entries,
+    head,
+    ledger_meta,
+    payloads,
+    quarantine,
+    tenant_heads,
+)
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,8 @@ class EntryRow(NamedTuple):
     body_hash: bytes
     prev_hash: bytes
     entry_hash: bytes
+    tenant: str = "default"
+    tseq: int | None = None  # None: an entry from before tenants (its tseq is its seq)
 
 
 Slots = dict[int, Payload]  # slot -> payload of one entry
@@ -126,6 +136,7 @@ def create_meta(conn: Connection, meta: LedgerMeta, genesis: bytes) -> None:
         format_version=meta.format_version, created_at=meta.created_at))
     conn.execute(head.insert().values(id=1, size=0, head_hash=genesis,
                                       last_recorded_at=meta.created_at))
+    conn.execute(tenant_heads.insert().values(tenant="default", size=0, head_hash=genesis))
 
 
 def has_schema(conn: Connection) -> bool:
@@ -159,6 +170,24 @@ def link_at(conn: Connection, seq: int) -> Link | None:
     row = conn.execute(select(entries.c.entry_hash, entries.c.recorded_at).where(
         entries.c.seq == seq)).first()
     return None if row is None else Link(seq, bytes(row.entry_hash), row.recorded_at)
+
+
+def tenant_last_before(conn: Connection, tenant: str, seq: int) -> tuple[int, int, bytes] | None:
+    """(seq, tseq, entry_hash) of ``tenant``'s last entry below ``seq``; None when it has
+    none.  A pre-tenant entry's NULL tseq reads as its seq."""
+    row = conn.execute(
+        select(entries.c.seq, entries.c.tseq, entries.c.entry_hash)
+        .where(entries.c.tenant == tenant, entries.c.seq < seq)
+        .order_by(entries.c.seq.desc()).limit(1)).first()
+    if row is None:
+        return None
+    return row.seq, (row.seq if row.tseq is None else row.tseq), _bytes(row.entry_hash)
+
+
+def read_tenant_heads(conn: Connection) -> dict[str, tuple[int, bytes]]:
+    """tenant -> (size, head hash) as ``tenant_heads`` records them."""
+    return {r.tenant: (int(r.size), _bytes(r.head_hash))
+            for r in conn.execute(select(tenant_heads)).all()}
 
 
 def max_seq(conn: Connection, kind: str | None = None) -> int | None:

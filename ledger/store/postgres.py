@@ -1,15 +1,16 @@
 """The PostgreSQL one-statement append: the one place the store computes a hash.
 
-One statement locks the head, links and inserts one entry (and its payloads),
-and moves the head.  The database computes the link exactly as
-``ledger.core.entry.entry_hash`` does::
+One statement locks the head and the default tenant's head, links and inserts one
+entry of the default tenant (and its payloads), and moves both heads.  The database
+computes the link exactly as ``ledger.core.entry.entry_hash`` does::
 
     entry_hash = sha256(ENTRY_TAG || prev_hash || int8send(seq) || int8send(recorded_at)
                         || body_hash)
 
 (``int8send`` is the 8-byte big-endian two's complement of a bigint, the
-``>q`` packing of the core), with ``seq`` = head size, ``prev_hash`` = head hash
-and ``recorded_at`` = ``max(now, head.last_recorded_at)``.  The caller passes the
+``>q`` packing of the core), with ``seq`` = head size, ``prev_hash`` = the default
+tenant's head hash (ledger.core.tenant), ``tseq`` = its size, and ``recorded_at`` =
+``max(now, head.last_recorded_at)``.  The caller passes the
 Python computation as ``link``; the returned hash is compared with it *before*
 COMMIT, and on a mismatch the transaction is rolled back: a wrong link is never
 stored.  This saves one round trip per single append against the locked path
@@ -32,24 +33,28 @@ from ledger.store.entries import ENTRY_COLUMNS
 MAX_BIGINT = 2**63 - 1
 # Columns the caller provides; the statement fills seq, recorded_at, prev_hash, entry_hash.
 LINKED_COLUMNS = [c for c in ENTRY_COLUMNS
-                  if c not in ("seq", "recorded_at", "prev_hash", "entry_hash")]
+                  if c not in ("seq", "recorded_at", "prev_hash", "entry_hash", "tenant", "tseq")]
 # (prev_hash, seq, recorded_at) -> the entry_hash the core computes for this entry.
 LinkFn = Callable[[bytes, int, int], bytes]
 
 _APPEND_ONE = """
 WITH h AS (SELECT size, head_hash, GREATEST(%s::bigint, last_recorded_at) AS ts
            FROM head WHERE id = 1 FOR UPDATE),
-g AS (SELECT * FROM h WHERE h.ts < %s::bigint
+t AS (SELECT size AS tsize, head_hash AS thash FROM tenant_heads
+      WHERE tenant = 'default' FOR UPDATE),
+g AS (SELECT * FROM h, t WHERE h.ts < %s::bigint
       AND NOT EXISTS (SELECT 1 FROM entries WHERE kind = 'key_event' AND seq > %s::bigint)),
 {payloads}
-e AS (INSERT INTO entries (seq, recorded_at, prev_hash, entry_hash, {cols})
-      SELECT g.size, g.ts, g.head_hash,
-             sha256(%s::bytea || g.head_hash || int8send(g.size) || int8send(g.ts) || %s::bytea),
-             {values}
-      FROM g RETURNING seq, recorded_at, prev_hash, entry_hash),
+e AS (INSERT INTO entries (seq, recorded_at, prev_hash, entry_hash, tenant, tseq, {cols})
+      SELECT g.size, g.ts, g.thash,
+             sha256(%s::bytea || g.thash || int8send(g.size) || int8send(g.ts) || %s::bytea),
+             'default', g.tsize, {values}
+      FROM g RETURNING seq, recorded_at, prev_hash, entry_hash, tseq),
 u AS (UPDATE head SET size = e.seq + 1, head_hash = e.entry_hash,
-      last_recorded_at = e.recorded_at FROM e WHERE head.id = 1)
-SELECT seq, recorded_at, prev_hash, entry_hash FROM e
+      last_recorded_at = e.recorded_at FROM e WHERE head.id = 1),
+v AS (UPDATE tenant_heads SET size = e.tseq + 1, head_hash = e.entry_hash
+      FROM e WHERE tenant_heads.tenant = 'default')
+SELECT seq, recorded_at, prev_hash, entry_hash, tseq FROM e
 """
 _PAYLOADS = ("p AS (INSERT INTO payloads (pid, salt, codec, data) SELECT g.size * 8 + v.s, "
              "v.salt, v.c, v.b FROM g, (VALUES {rows}) AS v(s, salt, c, b)),")
@@ -63,6 +68,7 @@ class Linked:
     recorded_at: int
     prev_hash: bytes
     entry_hash: bytes
+    tseq: int = 0
 
 
 def append_one(engine: Engine, row: dict[str, Any],
@@ -88,7 +94,7 @@ def append_one(engine: Engine, row: dict[str, Any],
         if got is None:
             conn.rollback()
             return None
-        linked = Linked(got[0], got[1], bytes(got[2]), bytes(got[3]))
+        linked = Linked(got[0], got[1], bytes(got[2]), bytes(got[3]), int(got[4]))
         want = link(linked.prev_hash, linked.seq, linked.recorded_at)
         if linked.entry_hash != want:
             conn.rollback()

@@ -54,6 +54,16 @@ head = Table(
     Column("last_recorded_at", BigInteger, nullable=False),
 )
 
+# One row per tenant: the head of its chain (migration 0013).  Appenders read and move it
+# under the append lock; on PostgreSQL it is locked FOR UPDATE.  Not hashed: the entries are
+# the authority, and the audit checks that each row equals the last entry of its tenant.
+tenant_heads = Table(
+    "tenant_heads", metadata,
+    Column("tenant", String(64), primary_key=True),
+    Column("size", BigInteger, nullable=False),  # entries in the chain (the next tseq)
+    Column("head_hash", LargeBinary, nullable=False),  # the last one's entry_hash (or genesis)
+)
+
 entries = Table(
     "entries", metadata,
     Column("seq", BigInteger, primary_key=True, autoincrement=False),  # 0-based, gapless
@@ -74,6 +84,11 @@ entries = Table(
     Column("body_hash", LargeBinary, nullable=False),
     Column("prev_hash", LargeBinary, nullable=False),
     Column("entry_hash", LargeBinary, nullable=False),
+    # the entry's tenant and its position in the tenant's chain (migration 0013; every entry
+    # before it is tenant 'default' with tseq NULL, which reads as tseq = seq; see
+    # docs/tenants.md)
+    Column("tenant", String(64), nullable=False, server_default="default"),
+    Column("tseq", BigInteger),
     Index("ix_entries_recorded_at", "recorded_at"),
     Index("ix_entries_kind_seq", "kind", "seq"),
     Index("ix_entries_engine_status_seq", "engine", "status", "seq"),
@@ -82,6 +97,7 @@ entries = Table(
     Index("ix_entries_constraint_id_seq", "constraint_id", "seq"),
     Index("ix_entries_att_kid_seq", "att_kid", "seq"),
     Index("ix_entries_entry_hash", "entry_hash"),  # the jump to an entry hash (0012)
+    Index("ix_entries_tenant_seq", "tenant", "seq"),  # a tenant's chain in order (0013)
 )
 # Idempotency keys are scoped per producer (migration 0005): unique per (producer, key),
 # and among the entries without a producer (NULLs are distinct in a unique index).

@@ -84,18 +84,26 @@ class TreeStore:
                 [(level, idx, h) for (level, idx), h in nodes])
 
     def iter_entry_links(self, start: int, end: int, page: int
-                         ) -> Iterator[list[tuple[int, bytes, bytes]]]:
-        """Pages of ``(seq, prev_hash, entry_hash)`` for ``start <= seq < end``, in seq order."""
+                         ) -> Iterator[list[tuple[int, bytes, bytes, str]]]:
+        """Pages of ``(seq, prev_hash, entry_hash, tenant)`` for ``start <= seq < end``, in
+        seq order."""
         pos = start
-        sql = (f"SELECT seq, prev_hash, entry_hash FROM entries WHERE seq >= {self.ph} "
+        sql = (f"SELECT seq, prev_hash, entry_hash, tenant FROM entries WHERE seq >= {self.ph} "
                f"AND seq < {self.ph} ORDER BY seq LIMIT {self.ph}")
         while pos < end:
             self.cur.execute(sql, (pos, end, page))
-            rows = [(int(s), bytes(p), bytes(e)) for s, p, e in self.cur.fetchall()]
+            rows = [(int(s), bytes(p), bytes(e), str(t)) for s, p, e, t in self.cur.fetchall()]
             if not rows:
                 return
             yield rows
             pos = rows[-1][0] + 1
+
+    def tenant_last_seq(self, tenant: str, before: int) -> int | None:
+        """The seq of ``tenant``'s last entry below ``before``; None when it has none."""
+        self.cur.execute(f"SELECT max(seq) FROM entries WHERE tenant = {self.ph} "
+                         f"AND seq < {self.ph}", (tenant, before))
+        got = self.cur.fetchone()
+        return None if got is None or got[0] is None else int(got[0])
 
     def iter_entry_hashes(self, start: int, end: int | None, page: int
                           ) -> Iterator[list[tuple[int, bytes]]]:

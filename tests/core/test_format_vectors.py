@@ -756,7 +756,7 @@ def _load_vectors(url: str, vectors: dict[str, Any], origin: str) -> None:
     from ledger.core.entry import COLUMN_MAP, PAYLOAD_MAP, genesis_hash
     from ledger.store import db
     from ledger.store import entries as repo
-    from ledger.store.schema import entries, head, payloads
+    from ledger.store.schema import entries, head, payloads, tenant_heads
 
     engine = db.make_engine(url, create=True)
     try:
@@ -785,6 +785,8 @@ def _load_vectors(url: str, vectors: dict[str, Any], origin: str) -> None:
             conn.execute(update(head).where(head.c.id == 1).values(
                 size=vectors["head"]["size"], head_hash=bytes.fromhex(vectors["head"]["head_hash"]),
                 last_recorded_at=last["recorded_at_us"]))
+            conn.execute(update(tenant_heads).where(tenant_heads.c.tenant == "default").values(
+                size=vectors["head"]["size"], head_hash=bytes.fromhex(vectors["head"]["head_hash"])))
     finally:
         engine.dispose()
 

@@ -67,6 +67,6 @@ def test_downgrade_below_0007_and_upgrade_again(db_url):
         assert current_revision(engine) == "0006"
         with Ledger.init(db_url) as ledger:
             assert anchors_of(ledger.engine, 1) == []
-        assert current_revision(engine) == "0012"  # head
+        assert current_revision(engine) == "0013"  # head
     finally:
         engine.dispose()

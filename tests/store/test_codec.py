@@ -196,7 +196,7 @@ def test_migration_0009_moves_a_ledger_both_ways_without_changing_a_hash(db_url,
                 "SELECT pid, data FROM payloads")).all()}
         assert at_0008 == plain  # every row is its plain bytes again
         with Ledger.init(db_url) as L:  # `ledger db upgrade` / init: to the head, 0012
-            assert current_revision(engine) == "0012"
+            assert current_revision(engine) == "0013"
             assert _hashes(db_url) == hashes and _plain(db_url) == plain
             assert {how for how, _s, _d in rows(db_url).values()} == {0, 1}
             assert L.latest_checkpoint() == signed

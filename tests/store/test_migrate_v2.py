@@ -83,9 +83,9 @@ def test_the_fixture_is_a_revision_0004_ledger():
 
 def test_a_v1_ledger_migrates_and_audits_unchanged(db_url):
     load_v1_ledger(db_url)
-    assert upgrade_schema(db_url) == "0012"  # what `ledger db upgrade` runs
+    assert upgrade_schema(db_url) == "0013"  # what `ledger db upgrade` runs
     with Ledger.open(db_url, clock=FixedClock(FIXTURE["clock_us"], 1000)) as L:
-        assert db.current_revision(L.engine) == "0012"
+        assert db.current_revision(L.engine) == "0013"
         report = L.audit(AuditOptions())
         assert report["outcome"] == "passed", report["findings"][:3]
         n = len(FIXTURE["tables"]["entries"]["rows"])

@@ -97,7 +97,7 @@ def test_0012_indexes_entry_hash_and_downgrades(db_url):
         with engine.begin() as conn:
             assert "ix_entries_entry_hash" not in _plan(conn, db_url)
         with Ledger.init(db_url) as ledger:
-            assert current_revision(engine) == "0012"
+            assert current_revision(engine) == "0013"
             assert ledger.seq_of_entry_hash(entry_hash) == res.seq
             with ledger.engine.begin() as conn:
                 assert "ix_entries_entry_hash" in _plan(conn, db_url)

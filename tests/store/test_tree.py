@@ -12,10 +12,11 @@ def test_nodes_sizes_and_checkpoints_round_trip(ledger):
     with read_store(ledger.engine) as store:
         assert store.sizes() == (5, 0)
         links = [row for page in store.iter_entry_links(0, 5, 2) for row in page]
-        assert [s for s, _, _ in links] == [0, 1, 2, 3, 4]
+        assert [s for s, _, _, _ in links] == [0, 1, 2, 3, 4]
+        assert {t for *_, t in links} == {"default"}
         assert all(links[i][1] == links[i - 1][2] for i in range(1, 5))
         hashes = [row for page in store.iter_entry_hashes(3, None, 2) for row in page]
-        assert hashes == [(s, e) for s, _, e in links[3:]]
+        assert hashes == [(s, e) for s, _, e, _ in links[3:]]
         assert store.latest_checkpoint() is None
     with append_transaction(ledger.engine) as txn:
         store = TreeStore(txn.cur, txn.pg)

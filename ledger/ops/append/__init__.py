@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from ledger.ops.append.group import AppendMany, Finish, GroupCommit
+from ledger.core.tenant import DEFAULT_TENANT, check_tenant
+from ledger.ops.append.group import AppendMany, Finish, GroupCommit, Scope
 from ledger.ops.append.group import Stats as GroupStats
 from ledger.ops.append.judge import (
     AttestationJudge,
@@ -50,7 +51,8 @@ from ledger.ops.append.writer import (
 )
 from ledger.ops.context import LedgerContext
 
-__all__ = ["QUARANTINE_MAX_RAW", "AppendMany", "AppendResult", "AttestationJudge", "BatchWriter",
+__all__ = ["DEFAULT_TENANT", "QUARANTINE_MAX_RAW", "AppendMany", "AppendResult",
+           "AttestationJudge", "BatchWriter", "Scope",
            "Finish", "GroupCommit", "GroupStats", "Judgement",
            "Prepared", "Received", "append_many", "check_producer", "commit_batch", "commit_one_pg",
            "commit_redaction", "default_judge", "judge_attestation", "prepare_event",
@@ -60,7 +62,8 @@ __all__ = ["QUARANTINE_MAX_RAW", "AppendMany", "AppendResult", "AttestationJudge
 
 # -- the use case ------------------------------------------------------------------
 def append_many(ctx: LedgerContext, submissions: Sequence[Any], *, producer: str | None = None,
-                judge: AttestationJudge | None = None) -> list[AppendResult]:
+                judge: AttestationJudge | None = None, tenant: str = DEFAULT_TENANT,
+                ) -> list[AppendResult]:
     """Append a batch under one lock and one commit; results in input order.
 
     Rejected items (contract, format, attestation, idempotency conflict) are
@@ -69,11 +72,14 @@ def append_many(ctx: LedgerContext, submissions: Sequence[Any], *, producer: str
     quarantine fails (the quarantine is not part of the chain).
     """
     check_producer(producer)
+    check_tenant(tenant)
     if judge is None:
         prepared, rejected = validate_batch(submissions, producer, ctx.ledger_id,
                                             trust_judge(ctx))
     else:
         prepared, rejected = validate_items(submissions, producer, ctx.ledger_id, judge)
+    for p in prepared:
+        p.tenant = tenant
     raws = {p.index: p.raw for p in prepared}
     bad = [(raw_bytes(submissions[r.index]), r.error) for r in rejected]
     results = list(rejected)
@@ -82,6 +88,7 @@ def append_many(ctx: LedgerContext, submissions: Sequence[Any], *, producer: str
         # one statement for a plain single append; an attested one needs its key
         # events read *after* the lock is taken (one statement sees one snapshot)
         if len(prepared) == 1 and prepared[0].idempotency_key is None and \
+                prepared[0].tenant == DEFAULT_TENANT and \
                 prepared[0].sub is not None and prepared[0].sub.attestation is None and \
                 ctx.engine.dialect.name == "postgresql":
             one = commit_one_pg(ctx.engine, ctx.clock, prepared[0])
@@ -97,3 +104,4 @@ def append_many(ctx: LedgerContext, submissions: Sequence[Any], *, producer: str
     results.extend(committed)
     results.sort(key=lambda r: r.index)
     return results
+

@@ -37,20 +37,23 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from ledger.errors import Overloaded, StoreDataError, StoreUnavailable
 
 log = logging.getLogger("ledger.api.groupcommit")  # the name its log lines always had
 
-# append_many(items, producer) -> one result per item, in order, after the commit
-AppendMany = Callable[[Sequence[Any], "str | None"], list[Any]]
+# Who a group of items is committed for: a producer (or None), or (producer, tenant) for
+# items of a tenant other than the default one; items of one scope share a transaction.
+Scope: TypeAlias = str | tuple[str | None, str] | None
+# append_many(items, scope) -> one result per item, in order, after the commit
+AppendMany = Callable[[Sequence[Any], Scope], list[Any]]
 # finish(outcomes, producers, flags) runs once per committed batch in the committing thread:
 # each outcome is a result (or the exception that failed its producer's transaction, to be
 # passed through), and it returns what each caller gets (the HTTP service: receipts)
-Finish = Callable[[list[Any], list["str | None"], list[bool]], list[Any]]
+Finish = Callable[[list[Any], list[Scope], list[bool]], list[Any]]
 # one queued submission: item, producer, the caller's flag (handed to finish), its future
-Slot = tuple[Any, "str | None", bool, "Future[Any]"]
+Slot = tuple[Any, Scope, bool, "Future[Any]"]
 
 
 @dataclass
@@ -89,7 +92,7 @@ class GroupCommit:
         return len(self._queue)
 
     # -- queueing ------------------------------------------------------------
-    def submit(self, item: Any, producer: str | None, flag: bool = False) -> Future[Any]:
+    def submit(self, item: Any, producer: Scope, flag: bool = False) -> Future[Any]:
         """Queue one submission; its future gets its own outcome once its batch committed.
 
         Raises Overloaded (queue full) or StoreUnavailable (stopped)."""
@@ -103,7 +106,7 @@ class GroupCommit:
             self._cond.notify_all()
         return fut
 
-    def append(self, item: Any, producer: str | None, flag: bool = False) -> Any:
+    def append(self, item: Any, producer: Scope, flag: bool = False) -> Any:
         """Queue one submission and return its outcome once its transaction committed
         (raising what failed it), committing the waiting batch in this thread when no
         other thread is committing one."""
@@ -211,7 +214,7 @@ class GroupCommit:
             else:
                 fut.set_result(outcome)
 
-    def _work(self, items: list[Any], producers: list[str | None],
+    def _work(self, items: list[Any], producers: list[Scope],
               flags: list[bool]) -> list[Any]:
         """One append_many per producer, outcomes in input order, then one ``finish`` for
         the whole batch (one signature for its batch receipts).
@@ -220,7 +223,7 @@ class GroupCommit:
         producer's transaction -- other producers' committed items still succeed.
         """
         outcomes: list[Any] = [None] * len(items)
-        groups: dict[str | None, list[int]] = {}
+        groups: dict[Scope, list[int]] = {}
         for i, p in enumerate(producers):
             groups.setdefault(p, []).append(i)
         for producer, idx in groups.items():
@@ -231,7 +234,7 @@ class GroupCommit:
             return outcomes
         return self._finish(outcomes, producers, flags)
 
-    def _group(self, items: list[Any], producer: str | None,
+    def _group(self, items: list[Any], producer: Scope,
                idx: list[int]) -> list[list[tuple[int, Any]]]:
         """The outcomes of one producer's items: one transaction, or -- with ``isolate``,
         when one item's value failed it (nothing committed) -- one transaction each."""

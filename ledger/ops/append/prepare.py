@@ -23,6 +23,7 @@ from ledger.core.entry import (
     version_of,
 )
 from ledger.core.submission import Submission, loads, parse_submission
+from ledger.core.tenant import DEFAULT_TENANT
 from ledger.errors import CanonicalizationError, SubmissionError, UsageError
 from ledger.ops.append.judge import AttestationJudge, check_hints, default_judge
 from ledger.store import codec
@@ -39,6 +40,8 @@ class AppendResult:
     replayed: bool = False
     error: dict[str, Any] | None = None
     index: int = 0
+    tenant: str | None = None  # the chain it joined, and its place there (appended only)
+    tseq: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         if self.ok:
@@ -72,6 +75,7 @@ class Prepared:
     # name -> (codec, stored bytes) of each present payload: encoded when sealed, before any
     # lock (in a validation worker when the pool runs); ledger.store.codec
     stored: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    tenant: str = DEFAULT_TENANT  # the chain it joins (ledger.core.tenant)
 
     @property
     def version(self) -> int:

@@ -24,8 +24,8 @@ from ledger.core.entry import (
     column_map,
     entry_hash,
     hash_hex,
-    link,
 )
+from ledger.core.tenant import tenant_entry_hash, tenant_genesis
 from ledger.crypto.trust import time_problem
 from ledger.errors import (
     IdempotencyConflict,
@@ -87,7 +87,7 @@ def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | N
     if got is None:
         return None
     return AppendResult(True, got.seq, hash_hex(got.entry_hash), format_us(got.recorded_at),
-                        index=p.index)
+                        index=p.index, tenant=p.tenant, tseq=got.tseq)
 
 
 class BatchWriter:
@@ -110,6 +110,8 @@ class BatchWriter:
         self.now = max(clock.now_us(), h.last_recorded_at)
         self.size, self.prev = h.size, h.head_hash
         self.first = h.size  # the first seq this writer appends
+        # tenant -> (next tseq, prev hash) of each tenant this writer has appended to
+        self.chains: dict[str, tuple[int, bytes]] = {}
         # (producer, idempotency key) -> (envelope, result, salts by payload name): keys are
         # scoped per producer
         self.known: dict[tuple[str | None, str],
@@ -178,23 +180,35 @@ class BatchWriter:
             if change:
                 p.fields.update(check_hints(change))
                 p.seal(self.ledger_id)
-        e = link(self.prev, self.size, self.now, p.envelope)
+        tseq, prev = self._chain(p.tenant)
+        body = body_hash(p.envelope)
+        eh = tenant_entry_hash(p.tenant, prev, self.size, tseq, self.now, body)
         row = _columns(p)
         row.update(seq=self.size, kind=p.kind, recorded_at=self.now, envelope=p.envelope,
-                   body_hash=e.body_hash, prev_hash=self.prev, entry_hash=e.entry_hash)
+                   body_hash=body, prev_hash=prev, entry_hash=eh, tenant=p.tenant, tseq=tseq)
         rows.append(row)
+        self.chains[p.tenant] = (tseq + 1, eh)
         base = self.size * 8
         blobs.extend((base + slot, salt, how, kept) for slot, salt, how, kept in p.stored_rows())
-        res = AppendResult(True, self.size, hash_hex(e.entry_hash), format_us(self.now),
-                           index=p.index)
+        res = AppendResult(True, self.size, hash_hex(eh), format_us(self.now),
+                           index=p.index, tenant=p.tenant, tseq=tseq)
         if key is not None:
             self.known[key] = (p.envelope, res, dict(p.salts))
-        self.size, self.prev = self.size + 1, e.entry_hash
+        self.size, self.prev = self.size + 1, eh
         return res
+
+    def _chain(self, tenant: str) -> tuple[int, bytes]:
+        """(tseq, prev_hash) of the next entry of ``tenant``."""
+        got = self.chains.get(tenant)
+        if got is None:
+            got = self.txn.tenant_head(tenant) or (0, tenant_genesis(self.ledger_id, tenant))
+            self.chains[tenant] = got
+        return got
 
     def finish(self) -> None:
         if self.wrote:
             self.txn.set_head(Head(self.size, self.prev, self.now))
+            self.txn.set_tenant_heads(self.chains)
 
 
 def _keys_by_producer(prepared: Sequence[Prepared], known: Any) -> dict[str | None, list[str]]:

@@ -10,31 +10,51 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ledger.core.audit import DELETED, FORKED, TRUNCATED, ChainAuditor, Finding
+from ledger.core.audit import DELETED, FORKED, TRUNCATED, Anchors, ChainAuditor, Finding
 from ledger.core.entry import genesis_hash, hash_hex
 from ledger.core.policy import Policy, load_policy
+from ledger.core.tenant import DEFAULT_TENANT, tenant_genesis
 from ledger.crypto.trust import TrustStore, row_judge
+from ledger.errors import TenantError
 from ledger.ops.audit.parallel import join_gaps
 from ledger.ops.audit.runs import AuditOptions, finish_run, save_parts, save_progress
 from ledger.ops.audit.tally import HOUR_US, Tally, tally_row
 from ledger.ops.redaction_map import load_redaction_map
 from ledger.ops.trust_store import load_trust_store
 from ledger.store import entries as repo
-from ledger.store.db import connect
+from ledger.store.db import connect, is_pg
+from ledger.store.tenants import all_heads_at
 
 PAGE = 1000
 PROGRESS_EVERY = 20_000
 
 
-def _anchor(conn: Connection, ledger_id: str, start: int) -> tuple[bytes | None, int]:
-    """The hash the first row must link to; None when the predecessor is itself
-    missing (the range before reports that gap; there is nothing to link to)."""
+def _anchor(conn: Connection, ledger_id: str, start: int,
+            ) -> tuple[bytes | None, int | None, int]:
+    """The hash the first default-tenant row must link to, its tseq, and the recorded
+    time of the entry before ``start``; no hash when that entry is itself missing (the
+    range before reports that gap; there is nothing to link to)."""
     if start == 0:
-        return genesis_hash(ledger_id), 0
+        return genesis_hash(ledger_id), 0, 0
     link = repo.link_at(conn, start - 1)
     if link is None:
-        return None, 0
-    return link.entry_hash, link.recorded_at
+        return None, None, 0
+    prev, tseq = tenant_anchors(conn, ledger_id, start)(DEFAULT_TENANT)
+    return prev, tseq, link.recorded_at
+
+
+def tenant_anchors(conn: Connection, ledger_id: str, start: int) -> Anchors:
+    """Where each tenant's chain stands before ``start``: the hash of its last entry
+    below it and the next tseq (its genesis and 0 when it has none)."""
+    def anchor(tenant: str) -> tuple[bytes | None, int | None]:
+        last = repo.tenant_last_before(conn, tenant, start) if start else None
+        if last is None:
+            try:
+                return tenant_genesis(ledger_id, tenant), 0
+            except TenantError:
+                return None, None  # the row's own check reports the tenant
+        return last[2], last[1] + 1
+    return anchor
 
 
 def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Policy,
@@ -44,10 +64,12 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
     """Audit ``[start, end)`` (the caller checks the head).  Never raises for bad data."""
     tally = Tally()
     with connect(engine) as conn:
-        anchor, last_time = _anchor(conn, ledger_id, start)
+        anchor, tseq, last_time = _anchor(conn, ledger_id, start)
         auditor = ChainAuditor(ledger_id, start, anchor, last_time, policy,
                                row_judge(store) if store is not None else None,
-                               redactions=load_redaction_map(conn))
+                               redactions=load_redaction_map(conn),
+                               anchors=tenant_anchors(conn, ledger_id, start))
+        auditor.default_tseq = tseq
         if state:
             auditor.prev_failed_hash = state.get("prev_failed_hash", False)
         # the fused pass first: a row that passes it is only counted, with no RowOutcome;
@@ -103,6 +125,35 @@ def check_head(conn: Connection, h: repo.Head | None) -> list[Finding]:
             out.append(Finding("head_hash_mismatch", rows - 1, FORKED,
                                "the head hash is not the last entry's hash",
                                hash_hex(h.head_hash), hash_hex(last) if last else None))
+    tenants = check_tenant_heads(conn, h.size)
+    if out and all(f.message.startswith("the head of tenant default ") for f in tenants) \
+            and not any(t != "default" for t in repo.read_tenant_heads(conn)):
+        tenants = []  # one tenant: its head is the ledger's head, already reported
+    return out + tenants
+
+
+def check_tenant_heads(conn: Connection, size: int) -> list[Finding]:
+    """Each ``tenant_heads`` row against its tenant's last entry: a rolled-back or forged
+    tenant head would make the next append of that tenant fork its chain."""
+    out: list[Finding] = []
+    recorded = repo.read_tenant_heads(conn)
+    cur = conn.connection.cursor()
+    try:
+        actual = {t: (n, h) for t, n, h in all_heads_at(cur, is_pg(conn.engine), size)}
+    finally:
+        cur.close()
+    for tenant in sorted(recorded.keys() | actual.keys()):
+        n, head_hash = recorded.get(tenant, (0, b""))
+        want_n, want_hash = actual.get(tenant, (0, None))
+        if n == 0 and want_n == 0:
+            continue
+        if (n, head_hash) != (want_n, want_hash):
+            last = repo.tenant_last_before(conn, tenant, size)
+            out.append(Finding("tenant_head_mismatch", last[0] if last else 0, FORKED,
+                               f"the head of tenant {tenant} is not its last entry"
+                               + ("" if tenant in recorded else " (the tenant has no head row)"),
+                               f"{n} {hash_hex(head_hash) if head_hash else None}",
+                               f"{want_n} {hash_hex(want_hash) if want_hash else None}"))
     return out
 
 

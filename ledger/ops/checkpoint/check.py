@@ -40,10 +40,18 @@ from ledger.core.merkle import (
     verify_consistency,
 )
 from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
+from ledger.core.tenant import (
+    TenantHead,
+    heads_root,
+    needs_extension,
+    parse_extension,
+    sorted_heads,
+)
 from ledger.crypto.note_sign import KnownKeys, open_checkpoint
 from ledger.errors import LedgerError, ProofError
 from ledger.ops.checkpoint.tree import StoredTree
 from ledger.ops.context import LedgerContext
+from ledger.store.tenants import all_heads_at
 from ledger.store.tree import TreeStore, read_store
 
 PAGE = 10_000
@@ -162,7 +170,36 @@ def checkpoint_findings(ctx: LedgerContext, note_text: str | bytes,
                 f" (first difference at {where})",
                 {"size": cp.size, "root": cp.root_hash.hex()},
                 {"size": cp.size, "root": root.hex()}, range=[start, end])]
-        return found + _check_stored_tree(store, cp, scan, tree_size)
+        return found + _check_tenants(store, cp) + _check_stored_tree(store, cp, scan, tree_size)
+
+
+def _check_tenants(store: TreeStore, cp: Checkpoint) -> list[Finding]:
+    """The checkpoint's tenants line against the tenant heads the entries give at its size
+    (docs/tenants.md): a tenant's entry removed, moved or added after the checkpoint, or a
+    line left out while a tenant had entries."""
+    heads = sorted_heads(TenantHead(t, n, h) for t, n, h in
+                         all_heads_at(store.cur, store.pg, cp.size))
+    at = max(cp.size - 1, 0)
+    try:
+        line = parse_extension(cp.extensions)
+    except LedgerError as exc:
+        return [_finding("tenant_heads_mismatch", FindingClass.SIGNATURE_INVALID, at,
+                         f"the checkpoint's tenants line cannot be read: {exc}")]
+    if line is None:
+        if needs_extension(heads):
+            return [_finding("tenant_heads_mismatch", FindingClass.FORKED, at,
+                             "the checkpoint commits to no tenant heads, but tenants other "
+                             "than default have entries below its size",
+                             None, {"tenants": len(heads)})]
+        return []
+    if line != (len(heads), heads_root(heads)):
+        return [_finding("tenant_heads_mismatch", FindingClass.FORKED, at,
+                         "the tenant heads of the entries below the checkpoint's size are not "
+                         "the ones it committed to (a tenant's entry removed, moved, added or "
+                         "rolled back)",
+                         {"tenants": line[0], "root": line[1].hex()},
+                         {"tenants": len(heads), "root": heads_root(heads).hex()})]
+    return []
 
 
 def _check_stored_tree(store: TreeStore, cp: Checkpoint, scan: _Scan, tree_size: int

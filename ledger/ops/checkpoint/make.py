@@ -12,6 +12,7 @@ signs (several signature lines during a rotation).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ledger.core.merkle import (
     NodeId,
@@ -29,6 +30,7 @@ from ledger.core.note import (
     parse_checkpoint_body,
     parse_note,
 )
+from ledger.core.tenant import TenantHead, extension_line, needs_extension, sorted_heads
 from ledger.crypto.keys import Keyring
 from ledger.crypto.note_sign import sign_note
 from ledger.errors import CheckpointError, NoteError, ProofError, UsageError
@@ -36,6 +38,7 @@ from ledger.ops.checkpoint.check import check_against_checkpoint
 from ledger.ops.checkpoint.tree import StoredTree, extend_tree, sync_tree
 from ledger.ops.context import LedgerContext
 from ledger.store.append import append_transaction
+from ledger.store.tenants import heads_at
 from ledger.store.tree import CheckpointRow, TreeStore, read_store
 
 __all__ = ["CheckpointError", "CheckpointRow", "check_against_checkpoint", "checkpoint_at",
@@ -87,11 +90,20 @@ def _sign_checkpoint(ctx: LedgerContext, keyring: Keyring, min_interval_us: int)
         root = tree.root(size)
         if latest is not None:
             _require_consistent(tree, latest, origin, size, root)
-        body = format_checkpoint_body(Checkpoint(origin, size, root))
+        body = format_checkpoint_body(Checkpoint(origin, size, root,
+                                                 tenants_line(txn.cur, txn.pg, size)))
         note = body + "\n" + "".join(sign_note(body, name, key) for name, key in signers)
         if latest is None or latest.size < size:
             store.insert_checkpoint(size, root, note, ctx.clock.now_us())
     return note
+
+
+def tenants_line(cur: Any, pg: bool, size: int) -> tuple[str, ...]:
+    """The checkpoint's extension lines: ``tenants <n> <root>`` over the tenant heads at
+    ``size`` once a tenant other than the default one has an entry there, else none (so a
+    single-tenant ledger's checkpoints are what they always were)."""
+    heads = [TenantHead(t, n, h) for t, n, h in heads_at(cur, pg, size)]
+    return (extension_line(sorted_heads(heads)),) if needs_extension(heads) else ()
 
 
 def _require_consistent(tree: StoredTree, latest: CheckpointRow, origin: str, size: int,

@@ -74,30 +74,46 @@ def extend_tree(store: TreeStore, head_size: int, limit: int | None = None) -> i
         raise TreeIntegrityError(f"stored tree of size {start} lacks node {missing[0]}",
                                  code="tree_node_missing")
     edge = CompactRange(start, [stored[i] for i in edge_ids])
-    last_leaf, prev_entry, want = stored.get((0, start - 1)), None, start
+    lasts: dict[str, bytes] = {}  # tenant -> hash of its last entry of this sync
+    want = start
     for page in store.iter_entry_links(start, end, SYNC_PAGE):
         new: list[tuple[NodeId, bytes]] = []
-        for seq, prev_hash, entry_hash in page:
+        for seq, prev_hash, entry_hash, tenant in page:
             if seq != want:
                 raise TreeIntegrityError(f"entry {want} is missing (next is {seq})",
                                          code="entry_gap", detail={"seq": want})
+            prev_entry = lasts.get(tenant)
             if prev_entry is None:
-                if last_leaf is not None and leaf_hash(prev_hash) != last_leaf:
-                    raise TreeIntegrityError(
-                        f"entry {seq} does not link to the entry the stored tree holds at"
-                        f" {seq - 1}: the ledger was rewritten after the last tree sync",
-                        code="tree_link_broken", detail={"seq": seq})
+                _check_tree_link(store, tenant, start, seq, prev_hash,
+                                 stored.get((0, start - 1)))
             elif prev_hash != prev_entry:
-                raise TreeIntegrityError(f"entry {seq} does not link to entry {seq - 1}",
-                                         code="chain_broken", detail={"seq": seq})
+                raise TreeIntegrityError(f"entry {seq} does not link to the previous entry of "
+                                         f"tenant {tenant}", code="chain_broken",
+                                         detail={"seq": seq})
             new.extend(edge.append(leaf_hash(entry_hash)))
-            prev_entry, want = entry_hash, want + 1
+            lasts[tenant], want = entry_hash, want + 1
         store.insert_nodes(new)
     if want != end:
         raise TreeIntegrityError(f"entry {want} is missing", code="entry_gap",
                                  detail={"seq": want})
     store.set_tree_size(end)
     return end
+
+
+def _check_tree_link(store: TreeStore, tenant: str, start: int, seq: int, prev_hash: bytes,
+                     last_leaf: bytes | None) -> None:
+    """A tenant's first entry of a sync links to its last entry the stored tree holds."""
+    if not start:
+        return
+    before = store.tenant_last_seq(tenant, start)
+    if before is None:
+        return
+    leaf = last_leaf if before == start - 1 else store.get_nodes([(0, before)]).get((0, before))
+    if leaf is not None and leaf_hash(prev_hash) != leaf:
+        raise TreeIntegrityError(
+            f"entry {seq} does not link to the entry the stored tree holds at {before}: the "
+            "ledger was rewritten after the last tree sync",
+            code="tree_link_broken", detail={"seq": seq})
 
 
 class StoredTree:

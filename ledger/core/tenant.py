@@ -1,0 +1,206 @@
+"""Tenants: one hash chain per tenant under the one global Merkle tree (docs/tenants.md).
+
+Every entry belongs to exactly one tenant.  A tenant id is 1..63 characters of
+``[a-z0-9._-]`` starting with a letter or a digit (:func:`check_tenant`).  ``default`` is the
+tenant of every entry written before tenants existed, and of every entry appended without
+one.
+
+Hashed structures (SHA-256; worked vectors in docs/format.md §11)::
+
+    tseq            = 0-based position of the entry in its tenant's chain
+    default tenant  : entry_hash = the v1 link, ledger.core.entry.entry_hash(prev, seq, t, body)
+                      with prev = entry_hash of the previous *default* entry, or
+                      genesis_hash(ledger_id) for tseq 0 -- so a ledger that only ever had
+                      the default tenant is byte-for-byte the single-chain ledger it was
+    other tenants   : entry_hash = SHA-256(TENANT_ENTRY_TAG || prev || u64be(seq) ||
+                          u64be(tseq) || u64be(recorded_at_us) || u8(len(tenant)) ||
+                          ascii(tenant) || body_hash)
+                      prev = entry_hash of the tenant's previous entry, or
+                      tenant_genesis(ledger_id, tenant) for tseq 0
+    tenant_genesis  = SHA-256(TENANT_GENESIS_TAG || utf8(ledger_id) || 0x00 || ascii(tenant))
+
+The tenant heads at a tree size N are, for every tenant with an entry below N, the pair
+(count of its entries below N, entry_hash of the last of them).  They are committed by a
+Merkle tree (RFC 6962 hashing) over the leaves, sorted by tenant id::
+
+    head_leaf       = u8(len(tenant)) || ascii(tenant) || u64be(count) || head_hash
+    heads_root      = MTH(head_leaf...)   (leaf hash SHA-256(0x00 || head_leaf))
+
+and a checkpoint of size N carries the extension line ``tenants <n> <base64 heads_root>``
+whenever an entry below N belongs to a tenant other than ``default``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ledger.core.entry import (
+    HASH_SIZE,
+    MAX_U63,
+    entry_hash,
+    genesis_hash,
+)
+from ledger.core.merkle import (
+    LEAF_PREFIX,
+    inclusion_nodes,
+    root_from_inclusion_proof,
+)
+from ledger.errors import TenantError
+
+DEFAULT_TENANT = "default"
+TENANT_ENTRY_TAG = b"ledger.entry.tenant.v1\x00"
+TENANT_GENESIS_TAG = b"ledger.genesis.tenant.v1\x00"
+EXTENSION_PREFIX = "tenants "
+MAX_TENANT_LEN = 63
+_TENANT_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}\Z")
+_U64 = struct.Struct(">Q")
+
+
+def is_tenant(value: object) -> bool:
+    return isinstance(value, str) and _TENANT_RE.match(value) is not None
+
+
+def check_tenant(value: object, field: str = "tenant") -> str:
+    """``value`` when it is a valid tenant id; raises TenantError naming the rule."""
+    if not is_tenant(value):
+        raise TenantError(f"{field} must be 1..{MAX_TENANT_LEN} characters of a-z, 0-9, '.', "
+                          "'_', '-', starting with a letter or a digit", field=field)
+    assert isinstance(value, str)
+    return value
+
+
+def tseq_of(tenant: str, seq: int, tseq: int | None) -> int:
+    """An entry's place in its tenant's chain: ``tseq``, or ``seq`` for an entry written
+    before tenants (stored NULL; such entries are always tenant ``default``)."""
+    return seq if tseq is None and tenant == DEFAULT_TENANT else (-1 if tseq is None else tseq)
+
+
+def tenant_genesis(ledger_id: str, tenant: str) -> bytes:
+    """``prev_hash`` of a tenant's first entry (tseq 0)."""
+    if tenant == DEFAULT_TENANT:
+        return genesis_hash(ledger_id)
+    return hashlib.sha256(TENANT_GENESIS_TAG + ledger_id.encode("utf-8") + b"\x00"
+                          + check_tenant(tenant).encode("ascii")).digest()
+
+
+def tenant_entry_hash(tenant: str, prev_hash: bytes, seq: int, tseq: int, recorded_at_us: int,
+                      body: bytes) -> bytes:
+    """The link of an entry of ``tenant`` (the v1 link for the default tenant, which does
+    not bind ``tseq``: it is the entry's position in the default chain)."""
+    if tenant == DEFAULT_TENANT:
+        return entry_hash(prev_hash, seq, recorded_at_us, body)
+    if len(prev_hash) != HASH_SIZE or len(body) != HASH_SIZE:
+        raise ValueError("prev_hash and body_hash must be 32 bytes")
+    if not all(0 <= x <= MAX_U63 for x in (seq, tseq, recorded_at_us)):
+        raise ValueError("seq, tseq and recorded_at_us must be in [0, 2**63-1]")
+    t = check_tenant(tenant).encode("ascii")
+    return hashlib.sha256(TENANT_ENTRY_TAG + prev_hash + _U64.pack(seq) + _U64.pack(tseq)
+                          + _U64.pack(recorded_at_us) + bytes([len(t)]) + t + body).digest()
+
+
+@dataclass(frozen=True, order=True)
+class TenantHead:
+    """A tenant's chain at a tree size: ``count`` entries, the last one's ``head_hash``."""
+
+    tenant: str
+    count: int
+    head_hash: bytes
+
+    def leaf(self) -> bytes:
+        t = check_tenant(self.tenant).encode("ascii")
+        if len(self.head_hash) != HASH_SIZE or not 0 < self.count <= MAX_U63:
+            raise TenantError("a tenant head has a positive count and a 32-byte hash")
+        return bytes([len(t)]) + t + _U64.pack(self.count) + self.head_hash
+
+    def leaf_hash(self) -> bytes:
+        return hashlib.sha256(LEAF_PREFIX + self.leaf()).digest()
+
+    def to_json(self) -> dict[str, object]:
+        return {"tenant": self.tenant, "count": self.count,
+                "head_hash": "sha256:" + self.head_hash.hex()}
+
+
+def sorted_heads(heads: Iterable[TenantHead]) -> list[TenantHead]:
+    """The heads in leaf order (tenant id, ASCII); raises TenantError on a repeated id."""
+    out = sorted(heads, key=lambda h: h.tenant.encode("ascii"))
+    for a, b in zip(out, out[1:], strict=False):
+        if a.tenant == b.tenant:
+            raise TenantError(f"tenant {a.tenant!r} has two heads")
+    return out
+
+
+def heads_root(heads: Sequence[TenantHead]) -> bytes:
+    """MTH over the head leaves in leaf order (``heads`` must already be sorted)."""
+    return hash_range_rfc([h.leaf_hash() for h in heads])
+
+
+def hash_range_rfc(leaf_hashes: Sequence[bytes]) -> bytes:
+    """RFC 6962 MTH of already-hashed leaves (the empty tree: SHA-256 of nothing)."""
+    if not leaf_hashes:
+        return hashlib.sha256(b"").digest()
+    return _mth(list(leaf_hashes))
+
+
+def _mth(hs: list[bytes]) -> bytes:
+    if len(hs) == 1:
+        return hs[0]
+    k = 1
+    while k * 2 < len(hs):
+        k *= 2
+    return hashlib.sha256(b"\x01" + _mth(hs[:k]) + _mth(hs[k:])).digest()
+
+
+def heads_proof(heads: Sequence[TenantHead], index: int) -> list[bytes]:
+    """RFC 9162 inclusion proof of leaf ``index`` in the heads tree (sorted ``heads``)."""
+    hashes = [h.leaf_hash() for h in heads]
+    out = []
+    for spec in inclusion_nodes(index, len(hashes)):
+        out.append(hash_range_rfc(hashes[spec.start:spec.end]))
+    return out
+
+
+def verify_head(head: TenantHead, index: int, count: int, proof: Sequence[bytes],
+                root: bytes) -> bool:
+    """Whether ``head`` is leaf ``index`` of a heads tree of ``count`` leaves with ``root``."""
+    try:
+        return root_from_inclusion_proof(index, count, head.leaf_hash(), proof) == root
+    except (ValueError, TenantError):
+        return False
+    except Exception:  # noqa: BLE001 -- ProofError and friends: not included
+        return False
+
+
+def extension_line(heads: Sequence[TenantHead]) -> str:
+    """``tenants <n> <base64 heads_root>`` for sorted ``heads``."""
+    return f"{EXTENSION_PREFIX}{len(heads)} {base64.b64encode(heads_root(heads)).decode()}"
+
+
+def needs_extension(heads: Sequence[TenantHead]) -> bool:
+    """A checkpoint carries the line once any tenant but ``default`` has an entry."""
+    return any(h.tenant != DEFAULT_TENANT for h in heads)
+
+
+def parse_extension(extensions: Sequence[str]) -> tuple[int, bytes] | None:
+    """(count, heads_root) from a checkpoint's extension lines; None when it has no
+    tenants line; raises TenantError on a malformed or repeated one."""
+    found = [x for x in extensions if x.startswith(EXTENSION_PREFIX)]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise TenantError("the checkpoint has more than one tenants line")
+    parts = found[0].split(" ")
+    if len(parts) != 3 or not parts[1].isdigit() or (len(parts[1]) > 1 and parts[1][0] == "0"):
+        raise TenantError(f"malformed tenants line {found[0]!r}")
+    try:
+        root = base64.b64decode(parts[2], validate=True)
+    except (binascii.Error, ValueError):
+        raise TenantError(f"malformed tenants line {found[0]!r}") from None
+    if len(root) != HASH_SIZE or base64.b64encode(root).decode() != parts[2]:
+        raise TenantError(f"malformed tenants line {found[0]!r}")
+    return int(parts[1]), root

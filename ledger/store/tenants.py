@@ -1,0 +1,48 @@
+"""Tenant heads read from the entries (docs/tenants.md): never from ``tenant_heads`` alone.
+
+A tenant's head at a tree size N is its last entry below N.  The functions take a DBAPI
+cursor (the append transaction's, to sign under the append lock, or a read's) and whether
+it is PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.store.db import placeholder
+
+# (tenant, count of its entries below the size, the last one's entry hash)
+HeadRow = tuple[str, int, bytes]
+
+
+def _bytes(data: Any) -> bytes:
+    return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+
+
+def heads_at(cur: Any, pg: bool, size: int) -> list[HeadRow]:
+    """The head of every tenant that ``tenant_heads`` names and that has an entry below
+    ``size``: one index lookup per tenant (what a checkpoint signs; the audit checks the
+    set against the entries with :func:`all_heads_at`)."""
+    ph = placeholder(pg)
+    cur.execute("SELECT tenant FROM tenant_heads ORDER BY tenant")
+    tenants = [r[0] for r in cur.fetchall()]
+    out: list[HeadRow] = []
+    for tenant in tenants:
+        cur.execute(f"SELECT seq, tseq, entry_hash FROM entries WHERE tenant = {ph} "
+                    f"AND seq < {ph} ORDER BY seq DESC LIMIT 1", (tenant, size))
+        got = cur.fetchone()
+        if got is not None:
+            seq, tseq, eh = got
+            out.append((tenant, (seq if tseq is None else tseq) + 1, _bytes(eh)))
+    return out
+
+
+def all_heads_at(cur: Any, pg: bool, size: int) -> list[HeadRow]:
+    """The head of every tenant with an entry below ``size``, whatever ``tenant_heads``
+    says: one pass over the ``(tenant, seq)`` index (the audit's)."""
+    ph = placeholder(pg)
+    cur.execute("SELECT e.tenant, e.seq, e.tseq, e.entry_hash FROM entries e JOIN "
+                f"(SELECT tenant, max(seq) AS m FROM entries WHERE seq < {ph} GROUP BY tenant) x "
+                "ON e.tenant = x.tenant AND e.seq = x.m ORDER BY e.tenant", (size,))
+    return [(t, (seq if tseq is None else tseq) + 1, _bytes(eh))
+            for t, seq, tseq, eh in cur.fetchall()]
