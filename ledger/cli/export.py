@@ -42,12 +42,19 @@ def export(obj: CommandObj, /, out_dir: str, start: int, end: int | None, key_fi
     """Write a verifiable bundle of the entries matching the filters to DIR:
     entries.jsonl, entries.csv (a view, not verifiable by itself), key_events.jsonl,
     proofs.jsonl, checkpoint.txt, jwks.json, manifest.json and manifest.jwt (signed
-    by the ledger key).  Check it anywhere with `ledger verify-export DIR --jwks FILE`."""
+    by the ledger key).  Check it anywhere with `ledger verify-export DIR --jwks FILE`.
+    `--tenant T` and no other filter: the tenant's whole chain up to the checkpoint, with the
+    proof that it is complete (docs/tenants.md)."""
     from ledger.crypto.keys import Keyring
     from ledger.facade import Ledger
     from ledger.ops.export import signer_from_keyring, signer_from_pem
+    from ledger.ops.filters import Filters
 
+    tenants = kw["tenant"]
     f = filters_from(kw, start, end)
+    tenant = None
+    if len(tenants) == 1 and f == Filters(tenant=tuple(tenants)):  # the complete export
+        tenant, f = tenants[0], Filters()
     with Ledger.open(obj["db_url"]) as ledger:
         origin = ledger.meta.origin
         signer = (signer_from_pem(key_file, origin, ledger.clock.now_us()) if key_file
@@ -57,7 +64,7 @@ def export(obj: CommandObj, /, out_dir: str, start: int, end: int | None, key_fi
         with click.progressbar(length=total, label="exporting", file=sys.stderr,
                                hidden=not sys.stderr.isatty()) as bar:
             manifest = ledger.export(out_dir, signer=signer, proofs=proofs,
-                                     progress=bar.update, filters=f)
+                                     progress=bar.update, filters=f, tenant=tenant)
     c = manifest["counts"]
     click.echo(f"{out_dir}: {c['entries']} entries "
                f"({', '.join(f'{k} {v}' for k, v in sorted(c['by_status'].items())) or '-'}),"

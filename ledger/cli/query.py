@@ -32,6 +32,8 @@ _HELP = {
     "producer": "Who appended the entry.",
     "att_verdict": "Attestation verdict at append: none, unchecked or valid.",
     "att_kid": "Attestation key id (the token's kid).",
+    "tenant": "Tenant (docs/tenants.md); `ledger export --tenant T` alone is the tenant's "
+              "complete chain.",
 }
 
 

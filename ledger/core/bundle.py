@@ -19,9 +19,14 @@ from typing import Any
 
 from ledger.core.entry import COLUMN_MAP, FORMAT_V2, column_map, parse_hash_hex, payload_map
 from ledger.core.fastjson import dumps_line, is_canonical_line, loads_line, loads_text
+from ledger.core.tenant import DEFAULT_TENANT, is_tenant
 from ledger.core.timestamp import format_us, parse_rfc3339
 
 EXPORT_FORMAT = "ledger-export/1"
+# /2 (docs/tenants.md): every entry line also carries its tenant and tseq, intervals are runs
+# of one tenant, and a tenant export's manifest proves the tenant's chain complete
+EXPORT_FORMAT_V2 = "ledger-export/2"
+EXPORT_FORMATS = (EXPORT_FORMAT, EXPORT_FORMAT_V2)
 MANIFEST, MANIFEST_JWT = "manifest.json", "manifest.jwt"
 ENTRIES, CSV_VIEW, KEY_EVENTS = "entries.jsonl", "entries.csv", "key_events.jsonl"
 PROOFS, CHECKPOINT, JWKS = "proofs.jsonl", "checkpoint.txt", "jwks.json"
@@ -33,6 +38,7 @@ REDACTIONS = "redactions.jsonl"
 PROOF_FILES = (KEY_EVENTS, REDACTIONS, ENTRIES)
 LINE_KEYS = frozenset({"seq", "kind", "recorded_at_us", "envelope", "body_hash", "prev_hash",
                        "entry_hash", "payloads"})
+LINE_KEYS_V2 = LINE_KEYS | {"tenant", "tseq"}
 PROOF_KEYS = frozenset({"file", "first_seq", "seq", "tree_size", "inclusion_path"})
 CSV_HEADER = ["seq", "recorded_at", "kind", "engine", "status", "constraint_id", "proof_ref",
               "subject", "producer", "admission", "att_verdict", "att_kid", "agent_message",
@@ -59,11 +65,12 @@ def dump_line(obj: dict[str, Any]) -> bytes:
 
 def entry_record(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: str,
                  prev: str, entry: str, payloads: dict[str, tuple[str, bytes | None, Extra]],
-                 ) -> dict[str, Any]:
+                 tenant: tuple[str, int] | None = None) -> dict[str, Any]:
     """The ``entries.jsonl`` / ``key_events.jsonl`` object of one entry (hashes as text);
     ``payloads``: name -> (digest, bytes or None, extra keys: ``salt_b64``,
-    ``redacted_by``)."""
-    return {"seq": seq, "kind": kind, "recorded_at_us": recorded_at_us,
+    ``redacted_by``); ``tenant``: (tenant, tseq) in a ``ledger-export/2`` bundle."""
+    more = {} if tenant is None else {"tenant": tenant[0], "tseq": tenant[1]}
+    return {**more, "seq": seq, "kind": kind, "recorded_at_us": recorded_at_us,
             "envelope": envelope.decode("utf-8"), "body_hash": body, "prev_hash": prev,
             "entry_hash": entry,
             "payloads": {name: {"digest": d, "data_b64": None if data is None
@@ -76,14 +83,17 @@ _str = json.encoder.encode_basestring  # the C string encoder json.dumps uses (n
 
 def entry_line(seq: int, kind: str, recorded_at_us: int, envelope: bytes, body: str,
                prev: str, entry: str, payloads: dict[str, tuple[str, bytes | None, Extra]],
-               ) -> bytes:
+               tenant: tuple[str, int] | None = None) -> bytes:
     """``dump_line(entry_record(...))``, byte for byte (the export's hot path; tests
     compare the two).  The record holds only strings, integers, null and objects, for
     which orjson's sorted compact output is the standard encoder's
     (:func:`ledger.core.fastjson.is_canonical_line`); what orjson refuses (a lone
     surrogate, an integer beyond 64 bits) is written by the standard path."""
-    line = dumps_line(entry_record(seq, kind, recorded_at_us, envelope, body, prev, entry,
-                                   payloads))
+    record = entry_record(seq, kind, recorded_at_us, envelope, body, prev, entry, payloads,
+                          tenant)
+    line = dumps_line(record)
+    if line is None and tenant is not None:
+        return dump_line(record)
     return line if line is not None else _entry_line_std(
         seq, kind, recorded_at_us, envelope, body, prev, entry, payloads)
 
@@ -174,7 +184,7 @@ class BundleRow:
     :func:`read_entry`; the other columns are the envelope's fields, unverified JSON values
     (None where the envelope lacks them)."""
 
-    __slots__ = _COLUMNS + ("redacted_by", "envelope_doc")
+    __slots__ = _COLUMNS + ("redacted_by", "envelope_doc", "tenant", "tseq")
     seq: int
     kind: str
     recorded_at: int
@@ -199,11 +209,15 @@ class BundleRow:
     # pass (ChainAuditor.parsed_envelopes), which then does not parse it again
     envelope_doc: Any
 
+    tenant: str | None  # a ledger-export/2 line's (None: /1, the default tenant)
+    tseq: int | None
+
     def __init__(self, values: dict[str, Any]) -> None:
         for c in _COLUMNS:
             setattr(self, c, values.get(c))
         self.redacted_by: dict[str, int] = {}
         self.envelope_doc = None
+        self.tenant = self.tseq = None
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -250,13 +264,18 @@ class BundleLine:
                 return
 
 
-def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | None, bytes]],
-                                             list[tuple[str, str]]]:
-    """(row, {slot: (salt, bytes)}, problems) from an entry line object.  Raises ValueError
+def read_entry(obj: dict[str, Any], v2: bool = False,
+               ) -> tuple[BundleRow, dict[int, tuple[bytes | None, bytes]], list[tuple[str, str]]]:
+    """(row, {slot: (salt, bytes)}, problems) from an entry line object (``v2``: of a
+    ``ledger-export/2`` bundle, with ``tenant`` and ``tseq``).  Raises ValueError
     when the line lacks its fields or their types are wrong.  ``row.redacted_by`` maps the
     names of payloads exported as erased to the redaction seq the record cites."""
-    if obj.keys() != LINE_KEYS:
-        raise ValueError(f"keys are {sorted(obj)}, expected {sorted(LINE_KEYS)}")
+    keys = LINE_KEYS_V2 if v2 else LINE_KEYS
+    if obj.keys() != keys:
+        raise ValueError(f"keys are {sorted(obj)}, expected {sorted(keys)}")
+    if v2 and (not is_tenant(obj["tenant"]) or type(obj["tseq"]) is not int
+               or obj["tseq"] < 0):
+        raise ValueError("tenant must be a tenant id and tseq a non-negative integer")
     seq, kind, t = obj["seq"], obj["kind"], obj["recorded_at_us"]
     if not all(type(v) is int and v >= 0 for v in (seq, t)) or not isinstance(kind, str) \
             or not isinstance(obj["envelope"], str) or not isinstance(obj["payloads"], dict):
@@ -314,6 +333,8 @@ def read_entry(obj: dict[str, Any]) -> tuple[BundleRow, dict[int, tuple[bytes | 
                      else subject[1].decode("utf-8", "replace")})
     row.redacted_by = redacted_by
     row.envelope_doc = parsed
+    if v2:
+        row.tenant, row.tseq = obj["tenant"], obj["tseq"]
     return row, blobs, problems
 
 
@@ -361,6 +382,9 @@ def matches(filters: dict[str, Any], row: BundleRow) -> bool:
                 return False
         elif name == "subject" and isinstance(values, list):
             if (row.subject if row.subject is not None else row.payload_subject) not in values:
+                return False
+        elif name == "tenant" and isinstance(values, list):
+            if (row.tenant or DEFAULT_TENANT) not in values:
                 return False
         elif name in _COLUMNS and isinstance(values, list):
             if getattr(row, name) not in values:

@@ -22,7 +22,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from ledger.core.bundle import (
     CSV_VIEW,
     ENTRIES,
     EXPORT_FORMAT,
+    EXPORT_FORMAT_V2,
     JWKS,
     KEY_EVENTS,
     MANIFEST,
@@ -48,6 +49,14 @@ from ledger.core.digest import digest_text, hasher_text
 from ledger.core.entry import hash_hex
 from ledger.core.erasure import RedactionMap
 from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
+from ledger.core.tenant import (
+    TenantHead,
+    check_tenant,
+    heads_proof,
+    heads_root,
+    parse_extension,
+    sorted_heads,
+)
 from ledger.crypto.bundle_sign import check_note
 from ledger.crypto.jws import sign_manifest
 from ledger.crypto.keys import (
@@ -58,7 +67,7 @@ from ledger.crypto.keys import (
     public_jwk,
     raw_public,
 )
-from ledger.errors import UsageError
+from ledger.errors import CheckpointError, UsageError
 from ledger.ops.checkpoint import StoredTree, anchor_files, latest_checkpoint, make_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.ops.query import Filters, iter_pages, make_filters, with_window
@@ -66,6 +75,7 @@ from ledger.ops.redaction_map import load_redaction_map
 from ledger.ops.view import export_line
 from ledger.store import entries as repo
 from ledger.store.db import connect
+from ledger.store.tenants import heads_at
 from ledger.store.tree import read_store
 
 PAGE = 1000
@@ -154,24 +164,39 @@ def _prove(tree: StoredTree, proofs: _Out, file: str, first: int, last: int, siz
                             "inclusion_path": [h.hex() for h in path]}))
 
 
+@dataclass(frozen=True)
+class _Lines:
+    """How one file's lines are written: the proof mode, ``v2`` lines (with tenant and
+    tseq; intervals then never span two tenants) and the rows kept (None: all)."""
+
+    mode: str = "interval"
+    v2: bool = False
+    keep: Callable[[Any], bool] | None = None
+
+
 def _write_entries(conn: Any, f: Filters, out: _Out, proofs: _Out, tree: StoredTree,
-                   size: int, mode: str, redactions: RedactionMap, view: _Out | None = None,
+                   size: int, how: _Lines, redactions: RedactionMap, view: _Out | None = None,
                    counts: dict[str, Counter[str]] | None = None,
                    progress: Callable[[int], None] | None = None) -> int:
     """Stream the entries matching ``f`` into ``out`` (and the CSV ``view``); one proof
-    per interval of consecutive seqs (or per entry).  Returns the number written."""
+    per interval of consecutive seqs of one tenant (or per entry).  Returns the number
+    written."""
     first = prev = None
-    n = 0
+    n, tenant = 0, None
     for page in iter_pages(conn, f, page=PAGE):
         buf = io.StringIO()
         rows = csv.writer(buf)
         for row, blobs in page:
+            if how.keep is not None and not how.keep(row):
+                continue
             seq = row.seq
-            if prev is not None and (mode == "every" or seq != prev + 1):
+            if prev is not None and (how.mode == "every" or seq != prev + 1
+                                     or (how.v2 and row.tenant != tenant)):
                 _prove(tree, proofs, out.name, first, prev, size)  # type: ignore[arg-type]
                 first = None
             first = seq if first is None else first
-            out.write(export_line(row, blobs, redactions))
+            tenant = row.tenant
+            out.write(export_line(row, blobs, redactions, how.v2))
             if view is not None and counts is not None:
                 msg = agent_message(row.kind, blobs[0][1] if 0 in blobs else None)
                 rows.writerow(csv_row(seq, row.kind, row.recorded_at, row, msg,
@@ -211,7 +236,7 @@ def _write_manifest(ctx: LedgerContext, out: Path, signer: Signer,
     body = dump_line(manifest)
     (out / MANIFEST).write_bytes(body)
     claims = {"iss": ctx.meta.origin, "sub": ctx.meta.ledger_id,
-              "iat": ctx.clock.now_us() // 1_000_000, "format": EXPORT_FORMAT,
+              "iat": ctx.clock.now_us() // 1_000_000, "format": manifest["format"],
               "manifest_sha256": digest_text(body)}
     token = sign_manifest(claims, signer.private_key, signer.kid)
     (out / MANIFEST_JWT).write_bytes(token.encode("ascii"))
@@ -219,17 +244,26 @@ def _write_manifest(ctx: LedgerContext, out: Path, signer: Signer,
 
 def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: Signer,
                   filters: Filters | None = None, *, proofs: str = "interval",
-                  progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+                  progress: Callable[[int], None] | None = None,
+                  tenant: str | None = None) -> dict[str, Any]:
     """Write the bundle of the entries matching ``filters`` (default: all) to ``out_dir``
     (created; must be absent or empty) and return its manifest.
 
     ``proofs``: ``interval`` (one inclusion proof per run of consecutive seqs; the chain
-    links prove the rest) or ``every`` (one per entry).  Raises UsageError (bad
-    arguments, non-empty directory), KeyringError, CheckpointError.
+    links prove the rest) or ``every`` (one per entry).  ``tenant``: the tenant's whole
+    chain up to the checkpoint, with the proof that it is complete (docs/tenants.md; no
+    other filter then).  Raises UsageError (bad arguments, non-empty directory),
+    KeyringError, CheckpointError.
     """
     if proofs not in PROOF_MODES:
         raise UsageError(f"proofs must be one of {', '.join(PROOF_MODES)}", field="proofs")
     f = filters or Filters()
+    if tenant is not None:
+        check_tenant(tenant)
+        if f != Filters():
+            raise UsageError("a tenant export is the tenant's whole chain: it takes no other "
+                             "filter", code="tenant_export_filtered", field="tenant")
+        f = replace(f, tenant=(tenant,))
     out = _prepare_dir(out_dir)
     with connect(ctx.engine) as conn:
         head = repo.read_head(conn)
@@ -240,6 +274,10 @@ def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: S
     # checkpoint must cover them, and redactions.jsonl carries them
     erased_by = [by for (seq, _), by in redactions.items() if f.start <= seq < end]
     cp, files = _write_checkpoint(ctx, out, signer, max([end] + [by + 1 for by in erased_by]))
+    v2 = tenant is not None or parse_extension(cp.extensions) is not None
+    if tenant is not None:  # every entry of the tenant the checkpoint commits to
+        f = with_window(replace(f, end=None), 0, cp.size)
+        end = cp.size
     counts: dict[str, Counter[str]] = {"by_status": Counter(), "by_kind": Counter()}
     names = (KEY_EVENTS, ENTRIES, CSV_VIEW, PROOFS) + ((REDACTIONS,) if erased_by else ())
     outs = {name: _Out(out, name) for name in names}
@@ -247,17 +285,20 @@ def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: S
     with read_store(ctx.engine) as store, connect(ctx.engine) as conn:
         tree = StoredTree(store, cp.size)
         n_events = _write_entries(conn, make_filters(kind="key_event", end=cp.size),
-                                  outs[KEY_EVENTS], outs[PROOFS], tree, cp.size, "interval",
-                                  redactions)
+                                  outs[KEY_EVENTS], outs[PROOFS], tree, cp.size,
+                                  _Lines(v2=v2), redactions)
         if erased_by:
+            wanted = set(erased_by) if tenant is not None else None
             _write_entries(conn, make_filters(kind="redaction", end=cp.size),
-                           outs[REDACTIONS], outs[PROOFS], tree, cp.size, "interval",
-                           redactions)
-        n = _write_entries(conn, f, outs[ENTRIES], outs[PROOFS], tree, cp.size, proofs,
-                           redactions, outs[CSV_VIEW], counts, progress)
+                           outs[REDACTIONS], outs[PROOFS], tree, cp.size,
+                           _Lines(v2=v2, keep=None if wanted is None
+                                  else (lambda r: r.seq in wanted)), redactions)
+        n = _write_entries(conn, f, outs[ENTRIES], outs[PROOFS], tree, cp.size,
+                           _Lines(proofs, v2), redactions, outs[CSV_VIEW], counts, progress)
+        section = None if tenant is None else tenant_section(store, cp, tenant, n)
     files.update({name: o.close() for name, o in outs.items()})
     manifest = {
-        "format": EXPORT_FORMAT, "ledger_id": ctx.meta.ledger_id,
+        "format": EXPORT_FORMAT_V2 if v2 else EXPORT_FORMAT, "ledger_id": ctx.meta.ledger_id,
         "origin": ctx.meta.origin, "created_at": format_us(ctx.clock.now_us()),
         "filters": f.to_doc(), "range": {"start": f.start, "end": end},
         "contiguous": n == end - f.start, "proofs": proofs,
@@ -266,15 +307,46 @@ def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: S
         "checkpoint": {"size": cp.size, "root_hash": cp.root_hash.hex()},
         "files": {k: files[k] for k in sorted(files)}, "signing_kid": signer.kid,
     }
+    if section is not None:
+        manifest["tenant"] = section
     _write_manifest(ctx, out, signer, manifest)
     return manifest
+
+
+def tenant_section(store: Any, cp: Checkpoint, tenant: str, written: int) -> dict[str, Any]:
+    """The manifest's ``tenant`` object: the tenant's head at the checkpoint and the proof
+    that the checkpoint's tenants line commits to it (docs/tenants.md).  Raises
+    CheckpointError when the entries do not give the heads the checkpoint signed (the
+    ledger changed behind the append path: audit it)."""
+    heads = sorted_heads(TenantHead(t, n, h) for t, n, h in heads_at(store.cur, store.pg,
+                                                                     cp.size))
+    line = parse_extension(cp.extensions)
+    mine = [i for i, h in enumerate(heads) if h.tenant == tenant]
+    count = heads[mine[0]].count if mine else 0
+    section: dict[str, Any] = {
+        "id": tenant, "count": count,
+        "head_hash": hash_hex(heads[mine[0]].head_hash) if mine else None, "heads": None}
+    if line is not None:
+        if line != (len(heads), heads_root(heads)):
+            raise CheckpointError("the tenant heads of the entries are not those the "
+                                  f"checkpoint of size {cp.size} committed to; run ledger audit",
+                                  code="tenant_heads_mismatch")
+        if mine:
+            section["heads"] = {"count": len(heads), "index": mine[0],
+                                "path": [h.hex() for h in heads_proof(heads, mine[0])]}
+    if written != count:
+        raise CheckpointError(f"tenant {tenant} has {written} entries below {cp.size} but its "
+                              f"head counts {count}; run ledger audit",
+                              code="tenant_heads_mismatch")
+    return section
 
 
 def export_filtered(ctx: LedgerContext, out_dir: str | os.PathLike[str], *,
                     signer: Signer | None = None, keys: str | os.PathLike[str] | None = None,
                     key_file: str | os.PathLike[str] | None = None, proofs: str = "interval",
                     progress: Callable[[int], None] | None = None,
-                    filters: Filters | None = None, **kw: Any) -> dict[str, Any]:
+                    filters: Filters | None = None, tenant: str | None = None,
+                    **kw: Any) -> dict[str, Any]:
     """``export_bundle`` with the signer given as a ``Signer``, a keyring directory
     (``keys``) or a PEM file (``key_file``), and ``filters`` (or the keywords of
     ``make_filters``)."""
@@ -282,7 +354,7 @@ def export_filtered(ctx: LedgerContext, out_dir: str | os.PathLike[str], *,
         signer = signer_from_pem(key_file, ctx.meta.origin, ctx.clock.now_us()) \
             if key_file else signer_from_keyring(Keyring.load(keys), ctx.meta.origin)
     return export_bundle(ctx, out_dir, signer, filters or make_filters(**kw), proofs=proofs,
-                         progress=progress)
+                         progress=progress, tenant=tenant)
 
 
 def iter_records(ctx: LedgerContext, f: Filters, page: int = 1000) -> Iterator[bytes]:

@@ -17,7 +17,7 @@ from ledger.errors import UsageError
 
 # Filter name -> entries column (equality, several values = IN).
 STRING_FILTERS = ("kind", "engine", "status", "constraint_id", "proof_ref", "subject",
-                  "producer", "att_verdict", "att_kid")
+                  "producer", "att_verdict", "att_kid", "tenant")
 MAX_FILTER_TEXT = 1024
 MAX_LIMIT = 10_000
 
@@ -36,6 +36,7 @@ class Filters:
     producer: tuple[str, ...] = ()
     att_verdict: tuple[str, ...] = ()
     att_kid: tuple[str, ...] = ()
+    tenant: tuple[str, ...] = ()
     since_us: int | None = None
     until_us: int | None = None
     start: int = 0

@@ -31,6 +31,7 @@ from ledger.core.entry import FORMAT_V2, hash_hex, payload_map
 from ledger.core.erasure import RedactionMap
 from ledger.core.fastjson import loads as fast_loads
 from ledger.core.readcheck import CheckedEntry, as_bytes
+from ledger.core.tenant import DEFAULT_TENANT, tseq_of
 from ledger.errors import UsageError
 
 LAYERS = ("agent", "developer", "auditor")
@@ -195,9 +196,16 @@ def export_record(row: Any, blobs: Any, redactions: RedactionMap | None = None,
     return entry_record(*_export_args(row, blobs, redactions))
 
 
-def export_line(row: Any, blobs: Any, redactions: RedactionMap | None = None) -> bytes:
-    """``dump_line(export_record(row, blobs))``, byte for byte (the export's hot path)."""
-    return entry_line(*_export_args(row, blobs, redactions))
+def export_line(row: Any, blobs: Any, redactions: RedactionMap | None = None,
+                v2: bool = False) -> bytes:
+    """``dump_line(export_record(row, blobs))``, byte for byte (the export's hot path);
+    ``v2``: the ``ledger-export/2`` line, with the entry's tenant and tseq."""
+    if not v2:
+        return entry_line(*_export_args(row, blobs, redactions))
+    tenant = getattr(row, "tenant", None) or DEFAULT_TENANT
+    seq, kind, t, env, body, prev, entry, payloads = _export_args(row, blobs, redactions)
+    return entry_line(seq, kind, t, env, body, prev, entry, payloads,
+                      tenant=(tenant, tseq_of(tenant, row.seq, getattr(row, "tseq", None))))
 
 
 def proof_entry(row: Any, blobs: Any) -> dict[str, Any]:

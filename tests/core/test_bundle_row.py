@@ -14,7 +14,8 @@ from ledger.core.bundle import BundleRow, canonical_b64, read_entry
 
 def test_declared_attributes_are_the_slots() -> None:
     assert set(BundleRow.__annotations__) == set(BundleRow.__slots__)
-    assert set(BundleRow.__slots__) == set(bundle._COLUMNS) | {"redacted_by", "envelope_doc"}
+    assert set(BundleRow.__slots__) == set(bundle._COLUMNS) | {"redacted_by", "envelope_doc",
+                                                               "tenant", "tseq"}
 
 
 def test_a_read_line_has_every_column() -> None:

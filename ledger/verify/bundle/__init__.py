@@ -43,6 +43,7 @@ from ledger.verify.bundle.rows import (
     walk,
 )
 from ledger.verify.bundle.sink import FindingSink
+from ledger.verify.bundle.tenant import TenantCheck
 
 __all__ = ["REPORT_FORMAT", "BundleContext", "FindingSink", "RowCounts", "verify_bundle_dir"]
 
@@ -66,6 +67,8 @@ def verify_bundle_dir(directory: str | Path, trusted: list[PublicKeyRef] | None,
     if REDACTIONS in (ctx.manifest.get("files") or {}):
         walk(ctx, sink, carried, cursor, None)  # its rows' findings fail the bundle
     entries = Entries(ctx, sink, key_events.hashes)
+    tenant = TenantCheck(ctx, sink) if "tenant" in ctx.manifest else None
+    entries.tenant_check = tenant
     judge = judge_with(store) if check_attestations else None
     redactions, signatures = bundle_redactions(ctx, carried.docs)
     report_signatures(sink, REDACTIONS, carried.docs, signatures)
@@ -75,4 +78,5 @@ def verify_bundle_dir(directory: str | Path, trusted: list[PublicKeyRef] | None,
     check_csv(ctx, sink, entries)
     check_digests(ctx.files, ctx.manifest, sink)
     check_counts(ctx, sink, entry_counts, event_counts, entries)
-    return build_report(ctx, sink, entry_counts, event_counts)
+    chain_complete = tenant.finish() if tenant is not None else None
+    return build_report(ctx, sink, entry_counts, event_counts, chain_complete)

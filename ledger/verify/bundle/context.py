@@ -33,6 +33,11 @@ class BundleContext:
         """The bundle directory."""
         return self.files.dir
 
+    @property
+    def v2(self) -> bool:
+        """A ``ledger-export/2`` bundle: its lines carry tenant and tseq."""
+        return self.manifest.get("format") == "ledger-export/2"
+
     def proven(self) -> Disposition | None:
         """What the checkpoint's signature lends the rows its proofs lead to: verified
         (trusted key), abstained (only the bundle's key), else None (nothing)."""

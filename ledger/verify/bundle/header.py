@@ -14,7 +14,7 @@ from typing import Any
 
 from ledger.core.bundle import (
     CHECKPOINT,
-    EXPORT_FORMAT,
+    EXPORT_FORMATS,
     JWKS,
     MANIFEST,
     MANIFEST_JWT,
@@ -84,8 +84,10 @@ def _manifest(body: bytes, claims: dict[str, Any] | None, sink: FindingSink) -> 
                   expected=claims.get("manifest_sha256"), actual=digest)
     try:
         doc = loads(body)
-        if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
-            raise StrictError(f"format is not {EXPORT_FORMAT}")
+        if not isinstance(doc, dict) or doc.get("format") not in EXPORT_FORMATS:
+            raise StrictError(f"format is not one of {', '.join(EXPORT_FORMATS)}")
+        if "tenant" in doc and doc["format"] != EXPORT_FORMATS[1]:
+            raise StrictError(f"a tenant export is {EXPORT_FORMATS[1]}")
         if body != dump_line(doc):
             raise StrictError("not in canonical form")
         for key in MANIFEST_KEYS:

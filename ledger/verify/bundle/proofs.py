@@ -30,6 +30,7 @@ class ProofInterval:
         self.first, self.last, self.path, self.lineno = first, last, path, lineno
         self.expected, self.broken = first, path is None
         self.counts: Counter[Disposition] = Counter()
+        self.tenant: str | None = None  # of its first row (ledger-export/2)
 
 
 def settle(iv: ProofInterval, proven: Disposition | None) -> RowCounts:
@@ -129,8 +130,11 @@ class ProofTracker:
         self.cur: ProofInterval | None = None
         self.counts = RowCounts()
 
-    def add(self, seq: int, entry_hash: bytes, disp: Disposition) -> None:
-        """One row of the file, in seq order, with the disposition of its own checks."""
+    def add(self, seq: int, entry_hash: bytes, disp: Disposition,
+            tenant: str | None = None) -> None:
+        """One row of the file, in seq order, with the disposition of its own checks and,
+        in a ``ledger-export/2`` bundle, its tenant (an interval is one tenant's run: its
+        last entry's chain proves only that tenant's entries)."""
         while True:
             if self.cur is None:
                 self.cur = self.cursor.next_for(self.file)
@@ -150,6 +154,14 @@ class ProofTracker:
                            pair=PROOFS)
             iv.broken = True
         iv.expected = seq + 1
+        if seq == iv.first or iv.tenant is None:
+            iv.tenant = tenant
+        elif tenant != iv.tenant:
+            self.sink.fail("proof_interval_mixed", FindingClass.FORKED, f"the interval on line "
+                           f"{iv.lineno} holds entries of tenants {iv.tenant} and {tenant}: "
+                           "its proof does not reach the other tenant's entries", self.file,
+                           seq, pair=PROOFS)
+            iv.broken = True
         iv.counts[disp] += 1
         if seq == iv.last:
             self._prove(iv, seq, entry_hash)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ledger.core.bundle import CSV_VIEW, ENTRIES, KEY_EVENTS
-from ledger.core.finding import FindingClass, outcome
+from ledger.core.finding import Disposition, FindingClass, outcome
 from ledger.verify.bundle.context import BundleContext, RowCounts
 from ledger.verify.bundle.files import BAD_FILE_CODES
 from ledger.verify.bundle.rows import Entries
@@ -42,7 +42,7 @@ def check_counts(ctx: BundleContext, sink: FindingSink, entries: RowCounts,
 
 
 def build_report(ctx: BundleContext, sink: FindingSink, entries: RowCounts,
-                 key_events: RowCounts) -> dict[str, Any]:
+                 key_events: RowCounts, chain_complete: bool | None = None) -> dict[str, Any]:
     """The report: summary, signatures, findings (a disagreement named after the file whose
     digest is bad), abstentions and outcome."""
     m = ctx.manifest
@@ -58,4 +58,14 @@ def build_report(ctx: BundleContext, sink: FindingSink, entries: RowCounts,
         "abstentions": sink.abstention_dicts(),
     }
     report["outcome"] = outcome(report)
+    # complete: the bundle proves it holds every entry of what it exports -- a tenant's whole
+    # chain (a tenant export), or every seq of its range (a contiguous, unfiltered export) --
+    # with no finding and both signatures verified by trusted keys (an abstention on a
+    # payload, e.g. one lawfully redacted, does not make an entry missing)
+    whole = chain_complete if chain_complete is not None else bool(
+        m.get("contiguous") is True and not m.get("filters"))
+    signed = all(ctx.signatures.get(k) == Disposition.VERIFIED for k in ("manifest", "checkpoint"))
+    report["complete"] = bool(whole and signed and not report["findings"])
+    if "tenant" in m and isinstance(m["tenant"], dict):
+        report["tenant"] = m["tenant"].get("id")
     return report

@@ -34,6 +34,7 @@ from ledger.core.bundle import (
 from ledger.core.erasure import RedactionMap, fold_redactions
 from ledger.core.finding import Disposition, FindingClass, row_disposition
 from ledger.core.redaction import parse_request
+from ledger.core.tenant import DEFAULT_TENANT
 from ledger.crypto.jws import SignatureCheck
 from ledger.crypto.redaction_sign import judge_redactions
 from ledger.crypto.trust import TrustStore, row_judge
@@ -179,9 +180,12 @@ class Entries(RowVisitor):
         self.by_kind: Counter[str] = Counter()
         self._csv = hashlib.sha256(csv_bytes([CSV_HEADER]))
         self._csv_rows: list[list[str]] = []
+        self.tenant_check: Any = None  # a tenant export's TenantCheck, fed every row
 
     def visit(self, row: BundleRow, blobs: Slots) -> None:
         sink, seq = self.sink, row.seq
+        if self.tenant_check is not None:
+            self.tenant_check.add(row)
         rng = self.ctx.manifest.get("range") or {}
         end = rng.get("end")
         if end is None:
@@ -250,7 +254,7 @@ def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: Pro
                 failed += 1
                 continue
         try:
-            row, blobs, problems = read_entry(line.obj)
+            row, blobs, problems = read_entry(line.obj, ctx.v2)
         except (ValueError, TypeError, AttributeError) as exc:
             sink.fail("line_malformed", FindingClass.PAYLOAD_MODIFIED,
                       f"line {line.lineno}: {exc}", file, line.seq)
@@ -264,8 +268,12 @@ def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: Pro
             failed += 1
             continue
         if auditor is None or row.seq != last_seq + 1:
-            auditor = ChainAuditor(ledger_id, row.seq, row.prev_hash, last_time, ctx.policy,
-                                   judge, redactions)
+            # a run's first entry of each tenant links to what it says (its interval's proof
+            # vouches for it); the default tenant's chain starts at this row if it is one
+            first_default = row.tenant in (None, DEFAULT_TENANT)
+            auditor = ChainAuditor(ledger_id, row.seq, row.prev_hash if first_default else None,
+                                   last_time, ctx.policy, judge, redactions,
+                                   anchors=lambda _tenant: (None, None))
             auditor.parsed_envelopes = True  # read_entry parsed each envelope
         out = auditor.check_row(row, blobs)
         before = sink.count()
@@ -292,5 +300,6 @@ def walk(ctx: BundleContext, sink: FindingSink, visitor: RowVisitor, cursor: Pro
             sink.abstain("redaction_signature", sig.code, sig.message, file, row.seq)
         row_failed = bool(line.problem or problems) or sink.count() > before
         tracker.add(row.seq, row.entry_hash,
-                    row_disposition(row_failed, bool(out.abstentions) or sig is not None))
+                    row_disposition(row_failed, bool(out.abstentions) or sig is not None),
+                    row.tenant or DEFAULT_TENANT)
     return RowCounts(rows=rows, failed=failed) + tracker.finish()
