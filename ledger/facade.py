@@ -254,6 +254,12 @@ class Ledger:
         """Run an audit and return its report (``progress=`` callback in ``kw``)."""
         return audit_ops.run_audit(self.ctx, opts or audit_ops.AuditOptions(), **kw)
 
+    def audit_tenant(self, tenant: str, *, policy_path: str | None = None,
+                     check_attestations: bool = True) -> dict[str, Any]:
+        """Audit one tenant's chain and its place in the global tree (docs/tenants.md)."""
+        return audit_ops.audit_tenant(self.ctx, tenant, policy_path=policy_path,
+                                      check_attestations=check_attestations)
+
     def reverify(self, opts: reverify_ops.ReverifyOptions | None = None,
                  **kw: Any) -> dict[str, Any]:
         """Re-execute the selected results' engines on their stored inputs and compare

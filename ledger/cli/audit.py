@@ -9,13 +9,14 @@ from __future__ import annotations
 import getpass
 import json
 import sys
+from typing import Any
 
 import click
 
 from ledger.cli.state import CommandObj
 from ledger.cli.witness import anchor_policy_options
 from ledger.core.finding import EXIT_CODES, summary_line
-from ledger.errors import IntegrityError
+from ledger.errors import IntegrityError, UsageError
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, auto_workers
 from ledger.report import write_html
@@ -72,6 +73,9 @@ class Workers(click.ParamType):  # type: ignore[type-arg]
 @click.option("--json-report", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Write the full JSON report here ('-' = stdout).")
 @click.option("--producer", default=None, help="Identity recorded with --record.")
+@click.option("--tenant", default=None, metavar="TENANT",
+              help="Audit only this tenant's chain and its place in the global tree "
+              "(docs/tenants.md); not with --from/--to/--since-last/--resume/--record.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
               help="Also write a self-contained HTML report (summary, findings, charts, "
               "the checkpoint it stands on, commands to re-verify).")
@@ -80,8 +84,21 @@ class Workers(click.ParamType):  # type: ignore[type-arg]
 def audit(obj: CommandObj, start: int, end: int | None, workers: int, policy_path: str | None,
           since_last: bool, resume: bool, record: bool, no_attestations: bool,
           checkpoints: tuple[str, ...], keys: tuple[str, ...], json_report: str | None,
-          producer: str | None, html_file: str | None, anchor_policy: object) -> None:
+          producer: str | None, html_file: str | None, anchor_policy: object,
+          tenant: str | None) -> None:
     """Recompute every hash, proof and attestation; report every finding."""
+    if tenant is not None:
+        for flag, used in (("from", start != 0), ("to", end is not None),
+                           ("since-last", since_last), ("resume", resume), ("record", record),
+                           ("checkpoint", bool(checkpoints)), ("html", bool(html_file))):
+            if used:
+                raise UsageError(f"--tenant audits the tenant's whole chain: not with --{flag}",
+                                 field="tenant")
+        with Ledger.open(obj["db_url"]) as ledger:
+            _finish(ledger.audit_tenant(tenant, policy_path=policy_path,
+                                        check_attestations=not no_attestations),
+                    json_report, None)
+        return
     opts = AuditOptions(start=start, end=end, workers=workers, policy_path=policy_path,
                         check_attestations=not no_attestations, since_last=since_last,
                         resume=resume, record=record, producer=producer,
@@ -96,6 +113,11 @@ def audit(obj: CommandObj, start: int, end: int | None, workers: int, policy_pat
         if html_file:
             write_html(html_file, ledger.report_data(report, title="Audit report",
                                                      command="ledger audit"))
+    _finish(report, json_report, html_file)
+
+
+def _finish(report: dict[str, Any], json_report: str | None, html_file: str | None) -> None:
+    """Write the report where asked, print its summary and findings, exit with its code."""
     if json_report == "-":
         click.echo(json.dumps(report, indent=2))
     elif json_report:

@@ -126,6 +126,9 @@ EXPLANATIONS: dict[str, Explanation] = {
                                "head was rolled back or forged, or a tenant's entries were "
                                "added behind the append path; its next append would fork "
                                "its chain.", _TAMPER),
+    "tenant_not_in_tree": _E(CRITICAL, "The tenant's entry is not the leaf the stored Merkle "
+                             "tree holds at its seq: the entry or the tree changed after the "
+                             "tree was built.", _TAMPER),
     "tenant_heads_mismatch": _E(CRITICAL, "The tenant heads a signed checkpoint committed to "
                                 "are not those of the entries below its size: a tenant's "
                                 "entries were removed, moved, added or rolled back.", _TAMPER),

@@ -324,3 +324,65 @@ def test_a_tenant_left_out_of_the_heads_is_caught(db_url, tmp_path):
         assert [f["code"] for f in findings(ledger.audit())] == ["tenant_head_mismatch"]
         assert {"tenant_heads_mismatch", "tenant_head_mismatch"} == codes(
             ledger.audit(AuditOptions(checkpoints=(str(path),))))
+
+
+# -- ledger audit --tenant ------------------------------------------------------------------------
+
+def test_a_tenant_audit_reads_its_chain_only_and_passes(db_url, tmp_path):
+    with Ledger.init(db_url) as ledger:
+        fill(ledger, PLAN)
+        _checkpoint(ledger, tmp_path)
+        for tenant, n in (("acme", 4), ("globex", 3), ("default", 2), ("nobody", 0)):
+            report = ledger.audit_tenant(tenant)
+            assert report["findings"] == [] and report["outcome"] == "passed", tenant
+            assert report["tenant"] == tenant and report["summary"]["rows"] == n
+
+
+def test_a_tenant_audit_catches_its_own_tampering_and_not_the_others(db_url, tmp_path):
+    with Ledger.init(db_url) as ledger:
+        fill(ledger, PLAN)
+        _checkpoint(ledger, tmp_path)
+    with tamper.unlocked(db_url) as conn:
+        conn.execute(text("UPDATE entries SET recorded_at = recorded_at + 1 WHERE seq = 5"))
+    with Ledger.open(db_url) as ledger:
+        acme = {(f["code"], f["seq"]) for f in ledger.audit_tenant("acme")["findings"]}
+        assert ("entry_hash_mismatch", 5) in acme
+        assert ledger.audit_tenant("globex")["findings"] == []
+
+
+def test_a_tenant_entry_rehashed_is_not_the_leaf_of_the_tree(db_url, tmp_path):
+    """acme's last entry rewritten with a recomputed hash (and its head moved): its own chain
+    holds, but the tree built before holds the old leaf."""
+    with Ledger.init(db_url) as ledger:
+        fill(ledger, PLAN)
+        lid = ledger.meta.ledger_id
+        _checkpoint(ledger, tmp_path)
+    with tamper.unlocked(db_url) as conn:
+        r = tamper.row(conn, 8)  # acme tseq 3
+        eh = tenant_entry_hash("acme", bytes(r.prev_hash), 8, 3, r.recorded_at + 1,
+                               bytes(r.body_hash))
+        conn.execute(text("UPDATE entries SET recorded_at = :t, entry_hash = :e WHERE seq = 8"),
+                     {"t": r.recorded_at + 1, "e": eh})
+        conn.execute(text("UPDATE tenant_heads SET head_hash = :e WHERE tenant = 'acme'"),
+                     {"e": eh})
+    assert lid
+    with Ledger.open(db_url) as ledger:
+        got = {(f["code"], f["seq"]) for f in ledger.audit_tenant("acme")["findings"]}
+    assert ("tenant_not_in_tree", 8) in got and ("tenant_heads_mismatch", 8) in got
+
+
+def test_ledger_audit_tenant_on_the_command_line(db_url, tmp_path):
+    from click.testing import CliRunner
+
+    from ledger.cli.main import cli
+
+    with Ledger.init(db_url) as ledger:
+        fill(ledger, PLAN)
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["--db", db_url, "audit", "--tenant", "acme", "--json-report", "-"])
+    assert ok.exit_code == 0, ok.output
+    assert '"tenant": "acme"' in ok.output
+    bad = runner.invoke(cli, ["--db", db_url, "audit", "--tenant", "Acme"])
+    assert bad.exit_code == 2 and "tenant" in bad.output
+    mixed = runner.invoke(cli, ["--db", db_url, "audit", "--tenant", "acme", "--from", "3"])
+    assert mixed.exit_code == 2 and "--from" in mixed.output

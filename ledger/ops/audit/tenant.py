@@ -1,0 +1,143 @@
+"""``ledger audit --tenant T``: one tenant's chain, and its place in the global tree.
+
+The tenant's entries are read by the ``(tenant, seq)`` index (nothing of the other tenants
+is read but the tree's leaves at the tenant's seqs) and walked as one chain from the tenant's
+genesis with every per-entry check of the whole audit.  Then:
+
+- each entry's leaf hash must be the stored tree's leaf at its seq (``tenant_not_in_tree``:
+  the entry changed since the tree was built, or the tree was rewritten), for the seqs the
+  stored tree covers;
+- the latest stored checkpoint's ``tenants`` line must commit to the heads the entries give
+  at its size (``tenant_heads_mismatch``), so the tenant's head is the one witnesses and
+  timestamps cover;
+- the tenant's ``tenant_heads`` row must equal its last entry (``tenant_head_mismatch``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.clock import format_us
+from ledger.core.audit import DELETED, FORKED, ChainAuditor, Finding, outcome
+from ledger.core.merkle import leaf_hash
+from ledger.core.note import parse_checkpoint_body, parse_note
+from ledger.core.policy import Policy, load_policy
+from ledger.core.tenant import (
+    TenantHead,
+    check_tenant,
+    heads_root,
+    parse_extension,
+    sorted_heads,
+    tenant_genesis,
+)
+from ledger.crypto.trust import row_judge
+from ledger.ops.audit.tally import Tally, tally_row
+from ledger.ops.context import LedgerContext
+from ledger.ops.filters import make_filters
+from ledger.ops.query import iter_pages
+from ledger.ops.redaction_map import load_redaction_map
+from ledger.ops.trust_store import load_trust_store
+from ledger.store import entries as repo
+from ledger.store.db import connect
+from ledger.store.tenants import heads_at
+from ledger.store.tree import read_store
+
+
+def audit_tenant(ctx: LedgerContext, tenant: str, *, policy_path: str | None = None,
+                 check_attestations: bool = True) -> dict[str, Any]:
+    """Audit ``tenant``'s chain (the report of ``ledger audit``, with ``tenant`` and the
+    tenant's rows only).  Raises TenantError for a bad id."""
+    check_tenant(tenant)
+    started = ctx.clock.now_us()
+    policy = load_policy(policy_path)
+    store = load_trust_store(ctx.engine) if check_attestations else None
+    with connect(ctx.engine) as conn:
+        head = repo.read_head(conn)
+        end = head.size if head is not None else 0
+        tally, last = _walk(conn, ctx.meta.ledger_id, tenant, end, policy, store)
+        recorded = repo.read_tenant_heads(conn).get(tenant)
+    extra = _head_findings(tenant, recorded, last) + _tree_findings(ctx, tenant, tally.leaves)
+    tally.findings += [f.to_dict() for f in extra]
+    report: dict[str, Any] = {
+        "format": "ledger-audit-report/1", "ledger_id": ctx.meta.ledger_id,
+        "origin": ctx.meta.origin,
+        "tenant": tenant, "range": {"start": 0, "end": end}, "summary": tally.counts(),
+        "findings": sorted(tally.findings, key=lambda f: (f["seq"] is None, f["seq"] or 0)),
+        "abstentions": tally.abstentions, "policy": policy.source,
+        "attestations_checked": check_attestations, "workers": 1,
+        "started_at": format_us(started), "finished_at": format_us(ctx.clock.now_us()),
+        "run_id": None}
+    report["outcome"] = outcome(report)
+    return report
+
+
+class _TenantTally(Tally):
+    leaves: dict[int, bytes]
+
+
+def _walk(conn: Any, ledger_id: str, tenant: str, end: int, policy: Policy, store: Any,
+          ) -> tuple[_TenantTally, tuple[int, int, bytes] | None]:
+    """The tenant's rows through the checks; (tally with the leaf of each seq, (seq, tseq,
+    hash) of its last entry)."""
+    tally = _TenantTally()
+    tally.leaves = {}
+    genesis = tenant_genesis(ledger_id, tenant)
+    auditor = ChainAuditor(ledger_id, 0, genesis, 0, policy,
+                           row_judge(store) if store is not None else None,
+                           redactions=load_redaction_map(conn),
+                           anchors=lambda t: (tenant_genesis(ledger_id, t), 0))
+    auditor.sparse = True
+    last = None
+    for page in iter_pages(conn, make_filters(tenant=tenant, end=end)):
+        for r, blobs in page:
+            tally_row(tally, auditor.check_plain(r, blobs), r)
+            eh = bytes(r.entry_hash)
+            tally.leaves[r.seq] = leaf_hash(eh) if len(eh) == 32 else b""
+            last = (r.seq, r.seq if r.tseq is None else r.tseq, eh)
+    return tally, last
+
+
+def _head_findings(tenant: str, recorded: tuple[int, bytes] | None,
+                   last: tuple[int, int, bytes] | None) -> list[Finding]:
+    want = (0, None) if last is None else (last[1] + 1, last[2])
+    got = recorded or (0, None)
+    if got[0] == 0 and want[0] == 0:
+        return []
+    if got != want:
+        return [Finding("tenant_head_mismatch", last[0] if last else 0, FORKED,
+                        f"the head of tenant {tenant} is not its last entry",
+                        f"{got[0]} {got[1].hex() if got[1] else None}",
+                        f"{want[0]} {want[1].hex() if want[1] else None}")]
+    return []
+
+
+def _tree_findings(ctx: LedgerContext, tenant: str, leaves: dict[int, bytes]) -> list[Finding]:
+    out: list[Finding] = []
+    with read_store(ctx.engine) as store:
+        size = store.tree_size()
+        seqs = [s for s in sorted(leaves) if s < size]
+        for i in range(0, len(seqs), 500):
+            chunk = seqs[i:i + 500]
+            nodes = store.get_nodes([(0, s) for s in chunk])
+            for s in chunk:
+                stored = nodes.get((0, s))
+                if stored != leaves[s]:
+                    out.append(Finding(
+                        "tenant_not_in_tree", s, DELETED if stored is None else FORKED,
+                        "the entry is not the leaf the stored tree holds at its seq",
+                        None if stored is None else stored.hex(), leaves[s].hex()))
+        latest = store.latest_checkpoint()
+        if latest is None:
+            return out
+        cp = parse_checkpoint_body(parse_note(latest.note).text)
+        heads = sorted_heads(TenantHead(t, n, h)
+                             for t, n, h in heads_at(store.cur, store.pg, cp.size))
+        line = parse_extension(cp.extensions)
+        mine = any(h.tenant == tenant for h in heads)
+        if mine and line is not None and line != (len(heads), heads_root(heads)):
+            out.append(Finding("tenant_heads_mismatch", max(cp.size - 1, 0), FORKED,
+                               f"the latest checkpoint (size {cp.size}) commits to other tenant "
+                               "heads than the entries give",
+                               {"tenants": line[0], "root": line[1].hex()},
+                               {"tenants": len(heads), "root": heads_root(heads).hex()}))
+    return out
