@@ -60,6 +60,7 @@ from ledger.core.finding import (
 from ledger.core.policy import Policy
 from ledger.core.tenant import (
     DEFAULT_TENANT,
+    TENANT_ENTRY_TAG,
     is_tenant,
     tenant_entry_hash,
     tenant_genesis,
@@ -145,6 +146,8 @@ _TWO_U64 = struct.Struct(">QQ")  # seq and recorded_at in the entry hash's preim
 # and the tag is not concatenated to the data first (never updated themselves: safe to share)
 _ENVELOPE_H = hashlib.sha256(ENVELOPE_TAG)
 _ENTRY_H = hashlib.sha256(ENTRY_TAG)
+_TENANT_ENTRY_H = hashlib.sha256(TENANT_ENTRY_TAG)
+_U64 = struct.Struct(">Q")
 _PAYLOAD_H = hashlib.sha256(PAYLOAD_TAG)
 _V2_ENV_GET, _V2_ROW_GET = _GETTERS[("result", FORMAT_V2)]
 _POLICY_MEMO = 4096  # (engine, status, constraint id) -> no rule matches, per walk
@@ -423,18 +426,28 @@ class ChainAuditor:
         stored_hash, seq, t = row.entry_hash, row.seq, row.recorded_at
         # (the substring test: a v1 envelope -- every row of an older ledger -- never gets as
         # far as the hashes and the parse, which the plain path would then do again)
+        if self.sparse:
+            self.expected_seq = seq
         if type(envelope) is not bytes or type(body) is not bytes or type(prev) is not bytes \
                 or type(stored_hash) is not bytes or row.kind != "result" \
                 or _V2_MARK not in envelope \
-                or seq != self.expected_seq or prev != self.prev_hash \
+                or seq != self.expected_seq \
                 or type(t) is not int or t < self.last_time or seq in self._redacted_seqs:
             return 0
-        # the default tenant's chain only (another tenant's link is the plain path's)
         tseq = getattr(row, "tseq", None)
         tseq = seq if tseq is None else tseq
-        if getattr(row, "tenant", DEFAULT_TENANT) != DEFAULT_TENANT \
-                or (self.default_tseq is not None and tseq != self.default_tseq):
-            return 0
+        tenant = getattr(row, "tenant", DEFAULT_TENANT)
+        chain = None
+        if tenant == DEFAULT_TENANT:
+            if prev != self.prev_hash or (self.default_tseq is not None
+                                          and tseq != self.default_tseq):
+                return 0
+        else:  # another tenant's chain: only where it stands known and whole
+            chain = self.chains.get(tenant)
+            if chain is None or chain.prev_hash is None or prev != chain.prev_hash \
+                    or chain.prev_failed or tseq != chain.next_tseq \
+                    or self.missing != chain.missing:
+                return 0
         sha = hashlib.sha256
         # ledger.core.entry.entry_hash, inlined (a negative seq or time makes the pack raise:
         # the plain path then reports the row)
@@ -444,8 +457,14 @@ class ChainAuditor:
         h.update(envelope)
         if h.digest() != body:
             return 0
-        h = _ENTRY_H.copy()
-        h.update(prev + _TWO_U64.pack(seq, t) + body)
+        if chain is None:
+            h = _ENTRY_H.copy()
+            h.update(prev + _TWO_U64.pack(seq, t) + body)
+        else:  # ledger.core.tenant.tenant_entry_hash, inlined
+            name = tenant.encode("ascii")
+            h = _TENANT_ENTRY_H.copy()
+            h.update(prev + _TWO_U64.pack(seq, tseq) + _U64.pack(t) + bytes((len(name),)) + name
+                     + body)
         if h.digest() != stored_hash:
             return 0
         # orjson itself, without ledger.core.fastjson's guard for integers beyond 64 bits
@@ -510,9 +529,12 @@ class ChainAuditor:
                 return 0  # the plain path judges it again and words the outcome
             checks += 1
         self.expected_seq = seq + 1
-        self.prev_hash = stored_hash
-        self.prev_failed_hash = False
-        self.default_tseq = tseq + 1
+        if chain is None:
+            self.prev_hash = stored_hash
+            self.prev_failed_hash = False
+            self.default_tseq = tseq + 1
+        else:
+            chain.prev_hash, chain.next_tseq, chain.last_seq = stored_hash, tseq + 1, seq
         self.last_time = t
         return checks
 

@@ -90,7 +90,7 @@ def _walk(conn: Any, ledger_id: str, tenant: str, end: int, policy: Policy, stor
     last = None
     for page in iter_pages(conn, make_filters(tenant=tenant, end=end)):
         for r, blobs in page:
-            tally_row(tally, auditor.check_plain(r, blobs), r)
+            tally_row(tally, auditor.check_row(r, blobs), r)
             eh = bytes(r.entry_hash)
             tally.leaves[r.seq] = leaf_hash(eh) if len(eh) == 32 else b""
             last = (r.seq, r.seq if r.tseq is None else r.tseq, eh)
