@@ -42,6 +42,7 @@ from ledger.ops.context import (
     QuarantineLimits,
     TrustStore,
 )
+from ledger.ops.filters import TimeBound
 
 
 class Ledger:
@@ -170,7 +171,7 @@ class Ledger:
         return query_ops.query(self.ctx, f, after=after, limit=limit, layer=layer,
                                order=order, before=before)
 
-    def aggregates(self, layer: str, *, since: Any = None, until: Any = None,
+    def aggregates(self, layer: str, *, since: TimeBound = None, until: TimeBound = None,
                    bucket: str = "auto", engines: Iterable[str] = (),
                    producers: Iterable[str] = ()) -> dict[str, Any]:
         """Bucketed counts over the whole ledger for charts (``ledger.ops.aggregates``)."""
