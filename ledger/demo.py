@@ -18,6 +18,7 @@ from ledger.demo_tour import write_tour_inputs
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, summary_line
 from ledger.ops.custody import Ask, write_report
+from ledger.ops.export import ExportOptions
 from ledger.ops.samples import attested, realistic, rejected_examples
 from ledger.report import write_html
 from ledger.verify.export import summary_line as export_line
@@ -97,7 +98,7 @@ def _checkpoint_and_proof(ledger: Ledger, ring: Keyring, directory: Path) -> Ite
 def _export(ledger: Ledger, ring: Keyring, directory: Path) -> Iterator[str]:
     out = directory / "export"
     shutil.rmtree(out, ignore_errors=True)
-    m = ledger.export(out, keys=ring.path)
+    m = ledger.export(out, ExportOptions(keys=ring.path))
     yield (f"exported {m['counts']['entries']} entries and {m['counts']['key_events']} key "
            f"event(s) to {out} (checkpoint size {m['checkpoint']['size']}, signed manifest)")
     yield export_line(verify_export(out, ring.path / "jwks.json")) + \

@@ -6,9 +6,10 @@ of ``ledger.ops`` (one line each); it holds no policy of its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Unpack
 
 from ledger.clock import Clock
 from ledger.ops import aggregates as aggregates_ops
@@ -41,6 +42,7 @@ from ledger.ops.context import (
     QuarantineLimits,
     TrustStore,
 )
+from ledger.ops.filters import TimeBound
 
 DEFAULT_TENANT = append_ops.DEFAULT_TENANT
 
@@ -157,23 +159,31 @@ class Ledger:
     def iter_entries(self, start: int = 0, end: int | None = None) -> Iterable[Any]:
         return read.iter_entries(self.ctx, start, end)
 
-    def query(self, **filters: Any) -> Any:
+    def query(self, **args: Unpack[query_ops.QueryArgs]) -> query_ops.QueryPage:
         """One keyset page (``QueryPage``: ``rows``, ``next_after``) of the entries matching
-        ``filters`` (see ``ledger.ops.query.make_filters``), with ``after=``, ``limit=`` and
-        ``layer=`` (agent, developer, auditor; default agent).  Raises UsageError."""
-        return query_ops.query_filtered(self.ctx, **filters)
+        the filters of ``args`` (``ledger.ops.query.QueryArgs``: the keywords of
+        ``make_filters``), with ``after=``, ``limit=``, ``layer=`` (agent, developer,
+        auditor; default agent), ``order=`` and ``before=``.  Raises UsageError."""
+        return query_ops.query_filtered(self.ctx, **args)
 
-    def iter_query(self, f: query_ops.Filters, **kw: Any) -> Iterable[dict[str, Any]]:
+    def iter_query(self, f: query_ops.Filters, *, after: int = -1, layer: str = "agent",
+                   page: int = 1000) -> Iterable[dict[str, Any]]:
         """Every entry matching ``f`` as views of ``layer`` (streaming)."""
-        return query_ops.iter_query(self.ctx, f, **kw)
+        return query_ops.iter_query(self.ctx, f, after=after, layer=layer, page=page)
 
-    def query_page(self, f: query_ops.Filters, **kw: Any) -> query_ops.QueryPage:
+    def query_page(self, f: query_ops.Filters, *, after: int = -1, limit: int = 100,
+                   layer: str = "agent", order: str = "asc", before: int | None = None,
+                   ) -> query_ops.QueryPage:
         """One keyset page of the entries matching ``f``."""
-        return query_ops.query(self.ctx, f, **kw)
+        return query_ops.query(self.ctx, f, after=after, limit=limit, layer=layer,
+                               order=order, before=before)
 
-    def aggregates(self, layer: str, **kw: Any) -> dict[str, Any]:
+    def aggregates(self, layer: str, *, since: TimeBound = None, until: TimeBound = None,
+                   bucket: str = "auto", engines: Iterable[str] = (),
+                   producers: Iterable[str] = ()) -> dict[str, Any]:
         """Bucketed counts over the whole ledger for charts (``ledger.ops.aggregates``)."""
-        return aggregates_ops.aggregates(self.ctx, layer, **kw)
+        return aggregates_ops.aggregates(self.ctx, layer, since=since, until=until,
+                                         bucket=bucket, engines=engines, producers=producers)
 
     def count_index_matches(self, f: query_ops.Filters) -> int:
         """How many entries the indexed columns select for ``f`` (candidates, unchecked)."""
@@ -187,9 +197,10 @@ class Ledger:
         """The seq whose stored entry hash is ``text`` (hex), or None."""
         return query_ops.seq_of_entry_hash(self.ctx, text)
 
-    def explain(self, f: query_ops.Filters, **kw: Any) -> Any:
+    def explain(self, f: query_ops.Filters, *, after: int = -1, limit: int = 100,
+                layer: str = "agent") -> list[str]:
         """The database's plan for a query."""
-        return query_ops.explain(self.ctx.engine, f, **kw)
+        return query_ops.explain(self.ctx.engine, f, after=after, limit=limit, layer=layer)
 
     # -- checkpoints, proofs, audits and exports ---------------------------------
     def checkpoint(self, keyring: Keyring) -> str:
@@ -250,9 +261,10 @@ class Ledger:
         """The consistency-proof bundle between two signed checkpoints of this ledger."""
         return checkpoint_ops.consistency_bundle(self.ctx, old, new)
 
-    def audit(self, opts: audit_ops.AuditOptions | None = None, **kw: Any) -> dict[str, Any]:
-        """Run an audit and return its report (``progress=`` callback in ``kw``)."""
-        return audit_ops.run_audit(self.ctx, opts or audit_ops.AuditOptions(), **kw)
+    def audit(self, opts: audit_ops.AuditOptions | None = None, *,
+              progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Run an audit and return its report (``progress``: called with the seqs walked)."""
+        return audit_ops.run_audit(self.ctx, opts or audit_ops.AuditOptions(), progress)
 
     def audit_tenant(self, tenant: str, *, policy_path: str | None = None,
                      check_attestations: bool = True) -> dict[str, Any]:
@@ -260,11 +272,14 @@ class Ledger:
         return audit_ops.audit_tenant(self.ctx, tenant, policy_path=policy_path,
                                       check_attestations=check_attestations)
 
-    def reverify(self, opts: reverify_ops.ReverifyOptions | None = None,
-                 **kw: Any) -> dict[str, Any]:
+    def reverify(self, opts: reverify_ops.ReverifyOptions | None = None, *,
+                 progress: Callable[[int], None] | None = None,
+                 total: Callable[[int], None] | None = None) -> dict[str, Any]:
         """Re-execute the selected results' engines on their stored inputs and compare
-        (docs/reverify.md); ``progress=`` callback in ``kw``."""
-        return reverify_ops.run_reverify(self.ctx, opts or reverify_ops.ReverifyOptions(), **kw)
+        (docs/reverify.md); ``total`` is told how many seqs the run walks, ``progress``
+        advanced by the seqs passed."""
+        return reverify_ops.run_reverify(self.ctx, opts or reverify_ops.ReverifyOptions(),
+                                         progress, total)
 
     def reverify_runs(self, before: int | None = None, limit: int = 20) -> dict[str, Any]:
         """The recorded re-verification runs (``reverify_run`` entries), newest first, each
@@ -276,24 +291,34 @@ class Ledger:
         outcomes.  Raises NotFound or UsageError (not a reverify_run entry)."""
         return reverify_history.recorded_run(self.ctx, seq)
 
-    def report_data(self, audit: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    def report_data(self, audit: dict[str, Any], *, title: str, since: str | None = None,
+                    until: str | None = None, command: str = "ledger audit",
+                    ) -> dict[str, Any]:
         """The figures of an HTML report over the range of the audit report ``audit``."""
-        return report_ops.report_data(self.ctx, audit, **kw)
+        return report_ops.report_data(self.ctx, audit, title=title, since=since, until=until,
+                                      command=command)
 
-    def period_report(self, since: str | None, until: str | None, **kw: Any,
-                      ) -> dict[str, Any]:
+    def period_report(self, since: str | None, until: str | None, *,
+                      check_attestations: bool = True) -> dict[str, Any]:
         """Audit the entries recorded in ``[since, until)`` and gather the report figures."""
-        return report_ops.period_report(self.ctx, since, until, **kw)
+        return report_ops.period_report(self.ctx, since, until,
+                                        check_attestations=check_attestations)
 
-    def export(self, out_dir: Any, **kw: Any) -> dict[str, Any]:
-        """Write a verifiable export bundle to ``out_dir`` and return its manifest.  ``kw``:
-        ``signer`` (``ledger.ops.export.Signer``) or ``keys`` (keyring directory) or
-        ``key_file`` (PEM); ``proofs``; ``progress``; and the filters of :meth:`query`."""
-        return export_ops.export_filtered(self.ctx, out_dir, **kw)
+    def export(self, out_dir: str | os.PathLike[str],
+               opts: export_ops.ExportOptions | None = None, *,
+               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Write a verifiable export bundle to ``out_dir`` and return its manifest; ``opts``
+        (``ledger.ops.export.ExportOptions``): the filters, the proofs and the signer;
+        ``progress``: called with the entries written."""
+        return export_ops.export_filtered(self.ctx, out_dir, opts, progress=progress)
 
-    def import_qwed(self, rows: Iterable[dict[str, Any]], **kw: Any) -> Any:
+    def import_qwed(self, rows: Iterable[dict[str, Any]], *, source: str,
+                    secret: bytes | None = None, namespace: str = "default",
+                    dry_run: bool = False, label: str | None = None,
+                    ) -> qwed_import.ImportReport:
         """Import QWED ``VerificationLog`` rows (see ``ledger.ops.qwed_import``)."""
-        return qwed_import.import_qwed(self.ctx, rows, **kw)
+        return qwed_import.import_qwed(self.ctx, rows, source=source, secret=secret,
+                                       namespace=namespace, dry_run=dry_run, label=label)
 
     def export_zip(self, keys: Any, f: query_ops.Filters, work_dir: Any) -> Any:
         """The signed export bundle of ``f`` packed as a zip under ``work_dir``: (path,
@@ -321,19 +346,31 @@ class Ledger:
         return tiles.write_tiles(self.ctx, out_dir)
 
     # -- redaction, legal holds and retention (docs/redaction.md) -----------------------
-    def redact(self, ask: custody.Ask, **kw: Any) -> custody.RedactionOutcome:
-        """Erase payloads through redaction entries (``subject=``, ``seqs=``, ``payloads=``,
-        ``keep_attestation=``, ``override_minimum=``, ``retention=``, ``dry_run=``)."""
-        return custody.redact(self.ctx, ask, **kw)
+    def redact(self, ask: custody.Ask, *, subject: str | None = None,
+               seqs: Iterable[int] = (), payloads: Iterable[str] = ("all",),
+               keep_attestation: bool = False, override_minimum: str | None = None,
+               retention: custody.RetentionPolicy | None = None, dry_run: bool = False,
+               keyring: Keyring | None = None) -> custody.RedactionOutcome:
+        """Erase payloads of the entries of ``subject`` and/or ``seqs`` through redaction
+        entries signed with ``keyring`` (``ledger.ops.custody.redact``)."""
+        return custody.redact(self.ctx, ask, subject=subject, seqs=seqs, payloads=payloads,
+                              keep_attestation=keep_attestation,
+                              override_minimum=override_minimum, retention=retention,
+                              dry_run=dry_run, keyring=keyring)
 
     def erasure_report(self, outcome: custody.RedactionOutcome, ask: custody.Ask,
-                       keyring: Keyring, **kw: Any) -> dict[str, Any]:
+                       keyring: Keyring, *, keep_attestation: bool = False,
+                       override_minimum: str | None = None) -> dict[str, Any]:
         """The signed erasure report of ``outcome`` (checkpoint signed after it)."""
-        return custody.erasure_report(self.ctx, outcome, ask, keyring, **kw)
+        return custody.erasure_report(self.ctx, outcome, ask, keyring,
+                                      keep_attestation=keep_attestation,
+                                      override_minimum=override_minimum)
 
-    def hold_add(self, ask: custody.Ask, **kw: Any) -> int:
-        """Put entries (``subject=``, ``seqs=``) under a legal hold; the hold entry's seq."""
-        return custody.hold_add(self.ctx, ask, **kw)
+    def hold_add(self, ask: custody.Ask, *, subject: str | None = None,
+                 seqs: Iterable[int] = ()) -> int:
+        """Put the entries of ``subject`` and/or ``seqs`` under a legal hold; the hold
+        entry's seq."""
+        return custody.hold_add(self.ctx, ask, subject=subject, seqs=seqs)
 
     def hold_release(self, ask: custody.Ask, hold_seq: int) -> int:
         """Release the hold ``hold_seq``; the release entry's seq."""
@@ -343,9 +380,14 @@ class Ledger:
         """hold seq -> held entries, for every hold in force."""
         return custody.holds_in_force(self.ctx)
 
-    def apply_retention(self, policy: Any, **kw: Any) -> custody.RetentionRun:
-        """Erase what ``policy`` says has expired (``dry_run=``, ``progress=``)."""
-        return custody.apply_retention(self.ctx, policy, **kw)
+    def apply_retention(self, policy: custody.RetentionPolicy, *, dry_run: bool = False,
+                        producer: str | None = None, role: str = "operator",
+                        progress: Callable[[int, int], None] | None = None,
+                        keyring: Keyring | None = None) -> custody.RetentionRun:
+        """Erase what ``policy`` says has expired, signed with ``keyring`` (unless
+        ``dry_run``); ``progress(done, total)`` after each page."""
+        return custody.apply_retention(self.ctx, policy, dry_run=dry_run, producer=producer,
+                                       role=role, progress=progress, keyring=keyring)
 
     # -- operations: monitoring and backups (docs/operations.md) ----------------------
     def monitor_status(self, findings: bool = True) -> monitor_ops.Status:
@@ -366,10 +408,11 @@ class Ledger:
         """Position and lag of ``replica`` (``ledger.ops.replica.status``)."""
         return replica_ops.status(self.ctx, replica.ctx)
 
-    def readiness(self, **kw: Any) -> monitor_ops.Readiness:
-        """Store, key, queue and schema checks (``key_loaded=``, ``pending=``,
-        ``queue_max=``)."""
-        return monitor_ops.readiness(self.ctx, **kw)
+    def readiness(self, *, key_loaded: bool, pending: int, queue_max: int,
+                  ) -> monitor_ops.Readiness:
+        """Store, key, queue and schema checks."""
+        return monitor_ops.readiness(self.ctx, key_loaded=key_loaded, pending=pending,
+                                     queue_max=queue_max)
 
     def backup(self, out: Any) -> dict[str, Any]:
         """A consistent copy of a SQLite ledger (the online backup API) at ``out``."""

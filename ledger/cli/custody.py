@@ -105,6 +105,7 @@ def retention_apply(obj: CommandObj, policy_path: str, dry_run: bool, producer: 
     Held entries are skipped.  Resumable: run it again after an interruption.  Prints
     one JSON line per entry, then a summary on stderr (a progress bar on a TTY)."""
     policy = load_retention(policy_path)
+    assert policy is not None  # None only for no path, and --policy is required
     with Ledger.open(obj["db_url"]) as ledger:
         bar = click.progressbar(length=1, label="retention", file=sys.stderr,
                                 hidden=not sys.stderr.isatty())

@@ -47,7 +47,7 @@ def export(obj: CommandObj, /, out_dir: str, start: int, end: int | None, key_fi
     proof that it is complete (docs/tenants.md)."""
     from ledger.crypto.keys import Keyring
     from ledger.facade import Ledger
-    from ledger.ops.export import signer_from_keyring, signer_from_pem
+    from ledger.ops.export import ExportOptions, signer_from_keyring, signer_from_pem
     from ledger.ops.filters import Filters
 
     tenants = kw["tenant"]
@@ -63,8 +63,9 @@ def export(obj: CommandObj, /, out_dir: str, start: int, end: int | None, key_fi
         total = max(1, min(end if end is not None else size, size) - start)  # an upper bound
         with click.progressbar(length=total, label="exporting", file=sys.stderr,
                                hidden=not sys.stderr.isatty()) as bar:
-            manifest = ledger.export(out_dir, signer=signer, proofs=proofs,
-                                     progress=bar.update, filters=f, tenant=tenant)
+            manifest = ledger.export(out_dir, ExportOptions(filters=f, proofs=proofs,
+                                                            signer=signer, tenant=tenant),
+                                     progress=bar.update)
     c = manifest["counts"]
     click.echo(f"{out_dir}: {c['entries']} entries "
                f"({', '.join(f'{k} {v}' for k, v in sorted(c['by_status'].items())) or '-'}),"

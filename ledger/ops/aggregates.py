@@ -24,7 +24,7 @@ from sqlalchemy import Connection
 from ledger.clock import format_us
 from ledger.errors import UsageError
 from ledger.ops.context import LedgerContext
-from ledger.ops.filters import _time
+from ledger.ops.filters import TimeBound, _time
 from ledger.ops.verified import checked_headers
 from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
@@ -181,8 +181,8 @@ def _bucket_width(tally: _Tally, bucket: str, lo_us: int | None, hi_us: int | No
     return label, width
 
 
-def aggregates(ctx: LedgerContext, layer: str, *, since: Any = None, until: Any = None,
-               bucket: str = "auto", engines: Iterable[str] = (),
+def aggregates(ctx: LedgerContext, layer: str, *, since: TimeBound = None,
+               until: TimeBound = None, bucket: str = "auto", engines: Iterable[str] = (),
                producers: Iterable[str] = ()) -> dict[str, Any]:
     """Bucketed counts of the result entries for ``layer`` (see the module docstring):
     ``{"covers", "bucket", "buckets": [{"start", "results": [[status, engine?, producer?,

@@ -22,7 +22,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -341,20 +341,34 @@ def tenant_section(store: Any, cp: Checkpoint, tenant: str, written: int) -> dic
     return section
 
 
-def export_filtered(ctx: LedgerContext, out_dir: str | os.PathLike[str], *,
-                    signer: Signer | None = None, keys: str | os.PathLike[str] | None = None,
-                    key_file: str | os.PathLike[str] | None = None, proofs: str = "interval",
-                    progress: Callable[[int], None] | None = None,
-                    filters: Filters | None = None, tenant: str | None = None,
-                    **kw: Any) -> dict[str, Any]:
-    """``export_bundle`` with the signer given as a ``Signer``, a keyring directory
-    (``keys``) or a PEM file (``key_file``), and ``filters`` (or the keywords of
-    ``make_filters``)."""
+@dataclass(frozen=True)
+class ExportOptions:
+    """What :func:`export_filtered` exports and how the bundle is signed.
+
+    ``filters``: the entries (default: all; ``make_filters``).  ``proofs``: ``interval`` or
+    ``every`` (see ``export_bundle``).  The signer: ``signer`` (a ``Signer``), else the PEM
+    private key ``key_file``, else the keyring directory ``keys`` (None: the default
+    keyring)."""
+
+    filters: Filters = field(default_factory=Filters)
+    proofs: str = "interval"
+    signer: Signer | None = None
+    keys: str | os.PathLike[str] | None = None
+    key_file: str | os.PathLike[str] | None = None
+    tenant: str | None = None  # the tenant's complete chain (no filters then)
+
+
+def export_filtered(ctx: LedgerContext, out_dir: str | os.PathLike[str],
+                    opts: ExportOptions | None = None, *,
+                    progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """``export_bundle`` with the options of ``opts`` (:class:`ExportOptions`)."""
+    opts = opts or ExportOptions()
+    signer = opts.signer
     if signer is None:
-        signer = signer_from_pem(key_file, ctx.meta.origin, ctx.clock.now_us()) \
-            if key_file else signer_from_keyring(Keyring.load(keys), ctx.meta.origin)
-    return export_bundle(ctx, out_dir, signer, filters or make_filters(**kw), proofs=proofs,
-                         progress=progress, tenant=tenant)
+        signer = signer_from_pem(opts.key_file, ctx.meta.origin, ctx.clock.now_us()) \
+            if opts.key_file else signer_from_keyring(Keyring.load(opts.keys), ctx.meta.origin)
+    return export_bundle(ctx, out_dir, signer, opts.filters, proofs=opts.proofs,
+                         progress=progress, tenant=opts.tenant)
 
 
 def iter_records(ctx: LedgerContext, f: Filters, page: int = 1000) -> Iterator[bytes]:

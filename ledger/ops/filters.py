@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from ledger.clock import format_us, parse_rfc3339
 from ledger.errors import UsageError
@@ -63,6 +63,31 @@ class Filters:
                    for name, want in ((n, getattr(self, n)) for n in STRING_FILTERS))
 
 
+TextFilter = str | list[str] | tuple[str, ...] | set[str] | frozenset[str] | None
+TimeBound = str | dt.datetime | int | None
+
+
+class FilterArgs(TypedDict, total=False):
+    """The keywords of :func:`make_filters`, so that a type checker checks every call; the
+    values are still validated at run time (they often come from a request)."""
+
+    kind: TextFilter
+    engine: TextFilter
+    status: TextFilter
+    constraint_id: TextFilter
+    proof_ref: TextFilter
+    subject: TextFilter
+    producer: TextFilter
+    att_verdict: TextFilter
+    att_kid: TextFilter
+    tenant: TextFilter
+    since: TimeBound
+    until: TimeBound
+    start: int | None
+    end: int | None
+    has_findings: bool | None
+
+
 def _text_values(name: str, value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -103,10 +128,11 @@ def _time(name: str, value: Any) -> int | None:
     raise UsageError(f"{name} must be RFC 3339 text or µs", field=name)
 
 
-def make_filters(**kw: Any) -> Filters:
-    """Validated :class:`Filters` from keyword arguments (a value or a list of values per
-    text filter; ``since``/``until`` as RFC 3339 text, aware datetimes or µs; ``start``,
-    ``end`` seqs).  Raises UsageError for an unknown name or a bad value."""
+def make_filters(**kw: Unpack[FilterArgs]) -> Filters:
+    """Validated :class:`Filters` from keyword arguments (:class:`FilterArgs`: a value or a
+    list of values per text filter; ``since``/``until`` as RFC 3339 text, aware datetimes or
+    µs; ``start``, ``end`` seqs).  Raises UsageError for an unknown name (a caller that
+    passes a mapping it was given) or a bad value."""
     unknown = set(kw) - set(STRING_FILTERS) - {"since", "until", "start", "end",
                                                 "has_findings"}
     if unknown:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy import Connection, Engine
 
@@ -32,6 +32,7 @@ from ledger.errors import UsageError
 from ledger.ops.context import LedgerContext
 from ledger.ops.filters import MAX_LIMIT as MAX_LIMIT  # the filters, re-exported
 from ledger.ops.filters import STRING_FILTERS as STRING_FILTERS
+from ledger.ops.filters import FilterArgs as FilterArgs
 from ledger.ops.filters import Filters as Filters
 from ledger.ops.filters import make_filters as make_filters
 from ledger.ops.filters import with_window as with_window
@@ -331,9 +332,23 @@ def explain(engine: Engine, f: Filters, *, after: int = -1, limit: int = 100,
                                _payload_names(layer), _finding_runs(conn, f))
 
 
-def query_filtered(ctx: LedgerContext, **filters: Any) -> QueryPage:
-    """``query`` with the filters of ``make_filters`` and ``after``/``limit``/``layer``
-    as keywords (the Python API's form).  Raises UsageError."""
-    page = {k: filters.pop(k) for k in ("after", "limit", "layer", "order", "before")
-            if k in filters}
-    return query(ctx, make_filters(**filters), **page)
+class QueryArgs(FilterArgs, total=False):
+    """The keywords of :func:`query_filtered`: the filters and the page's."""
+
+    after: int
+    limit: int
+    layer: str
+    order: str
+    before: int | None
+
+
+PAGE_ARGS = ("after", "limit", "layer", "order", "before")
+
+
+def query_filtered(ctx: LedgerContext, **args: Unpack[QueryArgs]) -> QueryPage:
+    """``query`` with the filters of ``make_filters`` and ``after``/``limit``/``layer``/
+    ``order``/``before`` as keywords (the Python API's form).  Raises UsageError (also for
+    an unknown name)."""
+    given: dict[str, Any] = dict(args)
+    page = {k: given.pop(k) for k in PAGE_ARGS if k in given}
+    return query(ctx, make_filters(**given), **page)

@@ -32,7 +32,7 @@ from ledger.core.merkle import leaf_hash, verify_inclusion
 from ledger.crypto.keys import Keyring, KeyringError
 from ledger.errors import UsageError
 from ledger.ops.checkpoint import latest_checkpoint
-from ledger.ops.export import export_bundle, signer_from_keyring
+from ledger.ops.export import ExportOptions, export_bundle, signer_from_keyring
 from ledger.ops.query import make_filters
 from ledger.ops.samples import realistic
 from ledger.verify.export import verify_export
@@ -79,10 +79,11 @@ def source(request, tmp_path_factory):
         fill(led, clock)
         ring = Keyring.load(tmp / "keys")
         ring.generate(ORIGIN, T0)
-        led.export(tmp / "full", keys=ring.path)
-        led.export(tmp / "filtered", keys=ring.path, engine=["math", "logic"],
-                   status="VERIFIED")
-        led.export(tmp / "every", keys=ring.path, proofs="every", start=10, end=40)
+        led.export(tmp / "full", ExportOptions(keys=ring.path))
+        led.export(tmp / "filtered", ExportOptions(
+            keys=ring.path, filters=make_filters(engine=["math", "logic"], status="VERIFIED")))
+        led.export(tmp / "every", ExportOptions(keys=ring.path, proofs="every",
+                                                filters=make_filters(start=10, end=40)))
     yield {"url": url, "keys": ring.path, "jwks": ring.path / "jwks.json", "tmp": tmp,
            "full": tmp / "full", "filtered": tmp / "filtered", "every": tmp / "every"}
 
@@ -190,12 +191,13 @@ def test_attestations_are_judged_from_the_bundle_key_events(source):
 def test_export_usage_errors(source, tmp_path):
     with Ledger.open(source["url"]) as led:
         with pytest.raises(UsageError):
-            led.export(source["full"], keys=source["keys"])  # not empty
+            led.export(source["full"], ExportOptions(keys=source["keys"]))  # not empty
         with pytest.raises(KeyringError):
-            led.export(tmp_path / "b", keys=tmp_path / "no-keys")
+            led.export(tmp_path / "b", ExportOptions(keys=tmp_path / "no-keys"))
         with pytest.raises(UsageError):
-            led.export(tmp_path / "c", keys=source["keys"], proofs="some")
-        m = led.export(tmp_path / "empty", keys=source["keys"], subject="no such subject")
+            led.export(tmp_path / "c", ExportOptions(keys=source["keys"], proofs="some"))
+        m = led.export(tmp_path / "empty", ExportOptions(
+            keys=source["keys"], filters=make_filters(subject="no such subject")))
     assert m["counts"]["entries"] == 0
     passes(tmp_path / "empty", source["jwks"])
 
@@ -209,7 +211,8 @@ def test_export_with_a_pem_key_signs_a_checkpoint_its_jwks_verifies(source, tmp_
                                       serialization.PrivateFormat.PKCS8,
                                       serialization.NoEncryption()))
     with Ledger.open(source["url"]) as led:
-        led.export(tmp_path / "b", key_file=pem, kind="key_event")
+        led.export(tmp_path / "b", ExportOptions(key_file=pem,
+                                                filters=make_filters(kind="key_event")))
     passes(tmp_path / "b", tmp_path / "b" / "jwks.json")
     report = verify_export(tmp_path / "b", source["jwks"])  # other keys: not the ledger's
     assert {f["code"] for f in report["findings"]} == {"manifest_signature_invalid",
@@ -293,7 +296,8 @@ def test_every_corruption_of_every_file_fails_naming_it(source, tmp_path, name, 
 def test_swapped_or_forged_manifest_signatures_fail(source, tmp_path):
     other = tmp_path / "other"
     with Ledger.open(source["url"]) as led:
-        led.export(other, keys=source["keys"], kind="key_event")
+        led.export(other, ExportOptions(keys=source["keys"],
+                                       filters=make_filters(kind="key_event")))
     for token in (
         (other / MANIFEST_JWT).read_bytes(),  # a valid token of another bundle
         (source["full"] / MANIFEST_JWT).read_bytes().rsplit(b".", 1)[0] + b"." +
@@ -412,7 +416,8 @@ def test_flipping_any_byte_of_a_small_bundle_fails_naming_the_file_and_seq(sourc
                                                                           mask):
     small = tmp_path / "small"
     with Ledger.open(source["url"]) as led:
-        led.export(small, keys=source["keys"], kind="key_event")
+        led.export(small, ExportOptions(keys=source["keys"],
+                                       filters=make_filters(kind="key_event")))
     missed = []
     for name in ALL_FILES:
         data = (small / name).read_bytes()

@@ -23,6 +23,7 @@ from ledger.core.canonical import canonical_json
 from ledger.core.reverify_run import outcomes_digest
 from ledger.crypto.keys import Keyring
 from ledger.ops.audit import AuditOptions, run_audit
+from ledger.ops.export import ExportOptions
 from ledger.verify.export import verify_export
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"
@@ -63,7 +64,7 @@ def _export(url: str, tmp: Path, name: str) -> tuple[Path, Path]:
     if not ring.path.joinpath("jwks.json").exists():
         ring.generate(ORIGIN, T0)
     with Ledger.open(url) as led:
-        led.export(tmp / name, keys=ring.path)
+        led.export(tmp / name, ExportOptions(keys=ring.path))
     return tmp / name, ring.path / "jwks.json"
 
 

@@ -13,6 +13,7 @@ from sqlalchemy import text
 from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions
+from ledger.ops.export import ExportOptions
 from ledger.ops.samples import math_verified
 from ledger.verify.export import verify_export
 
@@ -78,6 +79,6 @@ def test_eight_writers_over_four_tenants(db_url, tmp_path):
         assert report["findings"] == [] and report["outcome"] == "passed"
         for t in TENANTS:
             assert ledger.audit_tenant(t)["findings"] == []
-            ledger.export(tmp_path / t, keys=ring.path, tenant=t)
+            ledger.export(tmp_path / t, ExportOptions(keys=ring.path, tenant=t))
             v = verify_export(tmp_path / t, ring.path / "jwks.json")
             assert v["findings"] == [] and v["complete"] is True

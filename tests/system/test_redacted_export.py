@@ -14,6 +14,7 @@ from ledger.clock import SystemClock
 from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
 from ledger.ops.custody import Ask
+from ledger.ops.export import ExportOptions
 from ledger.ops.samples import math_verified
 from ledger.verify.export import verify_export
 
@@ -34,7 +35,7 @@ def test_redacted_export_verifies_with_both_verifiers(db_url, tmp_path):
         out = lg.redact(Ask("GDPR Art. 17", "DSR-3"), subject="frank",
                         payloads=["query", "evidence"], keyring=ring)
         assert len(out.targets) == 3
-        lg.export(tmp_path / "bundle", keys=ring.path)
+        lg.export(tmp_path / "bundle", ExportOptions(keys=ring.path))
     jwks = ring.path / "jwks.json"
     report = verify_export(tmp_path / "bundle", jwks)
     assert report["findings"] == [], report["findings"]

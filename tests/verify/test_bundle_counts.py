@@ -19,6 +19,7 @@ from ledger.clock import FixedClock
 from ledger.core.bundle import ENTRIES, PROOFS, dump_line
 from ledger.core.finding import Disposition
 from ledger.crypto.keys import Keyring
+from ledger.ops.export import ExportOptions
 from ledger.ops.samples import realistic
 from ledger.verify.bundle.context import RowCounts
 from ledger.verify.bundle.proofs import ProofInterval, settle
@@ -40,7 +41,7 @@ def bundle(tmp_path_factory) -> dict[str, Path]:
         assert all(r.ok for r in led.append_many(subs + realistic(5, start=100)))
         ring = Keyring.load(tmp / "keys")
         ring.generate(ORIGIN, T.FIXTURE_TIME_US)
-        led.export(tmp / "b", keys=ring.path)
+        led.export(tmp / "b", ExportOptions(keys=ring.path))
     return {"dir": tmp / "b", "jwks": ring.path / "jwks.json", "tmp": tmp}
 
 

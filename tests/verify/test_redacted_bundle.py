@@ -18,6 +18,8 @@ from ledger import Ledger
 from ledger.clock import FixedClock
 from ledger.crypto.keys import Keyring
 from ledger.ops.append import commit_redaction, prepare_event
+from ledger.ops.export import ExportOptions
+from ledger.ops.filters import make_filters
 from ledger.ops.samples import bench_submission
 from ledger.verify.export import verify_export
 
@@ -56,7 +58,7 @@ def _redacted_bundle(url: str, tmp: Path, *, signed: bool = True,
         p = prepare_event("redaction", {"producer": "dpo", "role": "operator"}, "request",
                           req.to_doc())
         commit_redaction(L.ctx, [p], [[(2, "query"), (2, "subject")]])
-        L.export(tmp / "bundle", keys=ring.path, **export)
+        L.export(tmp / "bundle", ExportOptions(keys=ring.path, filters=make_filters(**export)))
     return tmp / "bundle", ring.path / "jwks.json"
 
 
@@ -111,7 +113,7 @@ def _signed_bundle(url: str, tmp: Path, *, forged: str) -> tuple[Path, Path, int
             req = sign_request(ledger_signer(other, ORIGIN), L.meta.ledger_id, req)
         p, pairs = prepare_redaction(req, Ask("forged", role="custodian"))
         seq = commit_redaction(L.ctx, [p], [pairs])[0].result.seq
-        L.export(tmp / "bundle", keys=ring.path)
+        L.export(tmp / "bundle", ExportOptions(keys=ring.path))
     return tmp / "bundle", ring.path / "jwks.json", seq
 
 
@@ -200,7 +202,7 @@ def test_an_export_of_a_ledger_without_erasures_has_the_six_files(sqlite_url, tm
         L.append_many([bench_submission(i, random.Random(i)) for i in range(3)])
         ring = Keyring.load(tmp_path / "keys")
         ring.generate(ORIGIN, T0)
-        L.export(tmp_path / "b", keys=ring.path)
+        L.export(tmp_path / "b", ExportOptions(keys=ring.path))
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert sorted(manifest["files"]) == sorted(
         ["entries.jsonl", "entries.csv", "key_events.jsonl", "proofs.jsonl", "checkpoint.txt",

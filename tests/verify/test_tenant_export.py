@@ -17,6 +17,8 @@ import pytest
 from ledger.crypto.jws import sign_manifest
 from ledger.crypto.keys import Keyring, public_jwk, raw_public
 from ledger.facade import Ledger
+from ledger.ops.export import ExportOptions
+from ledger.ops.filters import make_filters
 from ledger.ops.samples import math_verified
 from ledger.verify.export import verify_export
 
@@ -39,12 +41,14 @@ def bundles(db_url, tmp_path):
             assert ledger.append(sub(f"{t}-{i}"), tenant=t).ok
         out = {t: tmp_path / t for t in ("acme", "globex", "default", "nobody")}
         for t, d in out.items():
-            ledger.export(d, keys=ring.path, tenant=t)
+            ledger.export(d, ExportOptions(keys=ring.path, tenant=t))
         for t in ("acme", "globex"):
             out[f"{t}-every"] = tmp_path / f"{t}-every"
-            ledger.export(out[f"{t}-every"], keys=ring.path, tenant=t, proofs="every")
-        ledger.export(tmp_path / "all", keys=ring.path)
-        ledger.export(tmp_path / "filtered", keys=ring.path, status="VERIFIED")
+            ledger.export(out[f"{t}-every"],
+                          ExportOptions(keys=ring.path, tenant=t, proofs="every"))
+        ledger.export(tmp_path / "all", ExportOptions(keys=ring.path))
+        ledger.export(tmp_path / "filtered",
+                      ExportOptions(keys=ring.path, filters=make_filters(status="VERIFIED")))
     out["all"] = tmp_path / "all"
     out["filtered"] = tmp_path / "filtered"
     out["jwks"] = ring.path / "jwks.json"

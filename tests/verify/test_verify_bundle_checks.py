@@ -30,7 +30,7 @@ from ledger.crypto.cosign import cosign, cosigner_vkey
 from ledger.crypto.jws import sign_manifest
 from ledger.crypto.keys import Keyring
 from ledger.crypto.trust import TrustStore, check_attestation, jwk_thumbprint
-from ledger.ops.export import signer_from_keyring
+from ledger.ops.export import ExportOptions, signer_from_keyring
 from ledger.ops.samples import realistic
 from ledger.store.anchors import COSIGNATURE, AnchorRow, add_anchor
 from ledger.verify.anchor import AnchorPolicy
@@ -86,7 +86,7 @@ def anchored(db_url, tmp_path):
             add_anchor(led.engine, AnchorRow(size, COSIGNATURE, name,
                                              cosign(text, name, key, 1_790_000_000 + i),
                                              None, T0))
-        led.export(tmp_path / "bundle", keys=ring.path)
+        led.export(tmp_path / "bundle", ExportOptions(keys=ring.path))
     files = []
     for i, (name, key) in enumerate(witnesses):
         files.append(tmp_path / f"w{i}.vkey")

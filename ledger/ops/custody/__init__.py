@@ -10,6 +10,7 @@ the trust store read it, below the append path the family writes through.
 
 from __future__ import annotations
 
+from ledger.core.retention import RetentionPolicy
 from ledger.ops.custody.erasure import erasure_report, verify_report, write_report
 from ledger.ops.custody.redaction import (
     Ask,
@@ -22,6 +23,6 @@ from ledger.ops.custody.redaction import (
 )
 from ledger.ops.custody.retention import RetentionRun, apply_retention, load_retention
 
-__all__ = ["Ask", "RedactionOutcome", "RetentionRun", "apply_retention", "erasure_report",
-           "hold_add", "hold_release", "holds_in_force", "load_retention", "prepare_redaction",
-           "redact", "verify_report", "write_report"]
+__all__ = ["Ask", "RedactionOutcome", "RetentionPolicy", "RetentionRun", "apply_retention",
+           "erasure_report", "hold_add", "hold_release", "holds_in_force", "load_retention",
+           "prepare_redaction", "redact", "verify_report", "write_report"]
