@@ -38,7 +38,7 @@ from ledger.ops.append.judge import check_hints, judge_attestation
 from ledger.ops.append.prepare import AppendResult, Prepared
 from ledger.ops.context import LedgerContext
 from ledger.ops.trust_store import last_key_event_seq
-from ledger.store import db, postgres
+from ledger.store import db, layout, postgres
 from ledger.store.append import AppendTxn, append_transaction
 from ledger.store.entries import Head
 
@@ -183,8 +183,8 @@ class BatchWriter:
         row.update(seq=self.size, kind=p.kind, recorded_at=self.now, envelope=p.envelope,
                    body_hash=e.body_hash, prev_hash=self.prev, entry_hash=e.entry_hash)
         rows.append(row)
-        base = self.size * 8
-        blobs.extend((base + slot, salt, how, kept) for slot, salt, how, kept in p.stored_rows())
+        blobs.extend((layout.pid(self.size, slot), salt, how, kept)
+                     for slot, salt, how, kept in p.stored_rows())
         res = AppendResult(True, self.size, hash_hex(e.entry_hash), format_us(self.now),
                            index=p.index)
         if key is not None:
