@@ -40,7 +40,11 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
 * one place per fact: the payload table's layout (a payload row's key from its entry's
   seq and its slot, and back) is computed only in ``store/layout.py``, in Python and in SQL
   text alike (:data:`LAYOUT_HOME`); the demo, which tampers its own SQLite copies by key,
-  may import that one pure module of the store (:data:`LAYOUT_USERS`).
+  may import that one pure module of the store (:data:`LAYOUT_USERS`);
+* ``ops`` never reads the wall clock (``time.time()``, ``datetime.now()``, a
+  ``SystemClock`` of its own): recorded and reported times come from the context's
+  injected clock; timers for durations (``time.monotonic``, ``time.perf_counter``) are
+  fine.
 """
 
 from __future__ import annotations
@@ -528,3 +532,53 @@ def test_the_demo_may_import_the_layout_and_nothing_else_of_the_store(tmp_path):
     probe = _probe(tmp_path, "cli/_layer_probe.py", "from ledger.store.layout import pid\n")
     assert _violations(*probe) == ["ledger.store.layout"]
 
+
+# -- the injected clock -------------------------------------------------------------
+# ops reads time only from ctx.clock; where a context is built (the default clock) it may
+# name SystemClock
+CLOCK_MAKERS = frozenset({"ops/context.py", "ops/lifecycle.py"})
+_WALL_CALLS = frozenset({"time", "time_ns", "now", "utcnow", "today", "localtime", "gmtime",
+                         "ctime", "asctime"})
+_WALL_OWNERS = ("time", "datetime", "date", "dt")
+
+
+def wall_clock_reads(path: Path, rel: Path | None = None) -> list[str]:
+    """``line: call`` for every direct read of the wall clock in ``path``: a call of
+    ``time.time()``, ``time.time_ns()``, ``datetime.now()``/``utcnow()``/``today()``
+    (under any alias of the module), an import of those functions by name, and a
+    ``SystemClock`` outside the modules that build the context."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    where = str(_rel(path, rel))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in _WALL_CALLS:
+            owner = ast.unparse(node.func.value).split(".")[-1]
+            if owner in _WALL_OWNERS:
+                out.append(f"{node.lineno}: {ast.unparse(node.func)}")
+        elif isinstance(node, ast.ImportFrom) and node.module in ("time", "datetime"):
+            out += [f"{node.lineno}: from {node.module} import {a.name}" for a in node.names
+                    if a.name in _WALL_CALLS]
+        elif isinstance(node, ast.Name | ast.alias) and where not in CLOCK_MAKERS:
+            name = node.id if isinstance(node, ast.Name) else node.name
+            if name == "SystemClock":
+                out.append(f"{node.lineno}: SystemClock")
+    return sorted(out, key=lambda t: int(t.split(":")[0]))
+
+
+def test_ops_reads_time_only_from_the_injected_clock():
+    found = {str(p.relative_to(PKG)): got for p in sorted((PKG / "ops").rglob("*.py"))
+             if (got := wall_clock_reads(p))}
+    assert found == {}
+
+
+def test_a_wall_clock_read_in_ops_is_reported(tmp_path):
+    text = ("import time\nimport datetime as dt\nfrom datetime import datetime\n"
+            "from time import time_ns\nfrom ledger.clock import SystemClock\n"
+            "a = int(time.time())\nb = dt.datetime.now(dt.UTC)\nc = datetime.utcnow()\n"
+            "d = SystemClock().now_us()\n"
+            "e = time.monotonic() + time.perf_counter()\n")  # timers: fine
+    assert wall_clock_reads(*_probe(tmp_path, "ops/_clock_probe.py", text)) == [
+        "4: from time import time_ns", "5: SystemClock", "6: time.time",
+        "7: dt.datetime.now", "8: datetime.utcnow", "9: SystemClock"]
+    assert wall_clock_reads(*_probe(tmp_path, "ops/context.py", text))[-1] == "8: datetime.utcnow"
