@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+from ledger.core.entry import SLOTS
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring, load_public_keys
 from ledger.crypto.tokens import new_es256_key
@@ -21,6 +22,7 @@ from ledger.ops.custody import Ask, write_report
 from ledger.ops.export import ExportOptions
 from ledger.ops.samples import attested, realistic, rejected_examples
 from ledger.report import write_html
+from ledger.store.layout import pid
 from ledger.verify.export import summary_line as export_line
 from ledger.verify.export import verify_export
 from ledger.verify.proof import verify_bundle
@@ -165,9 +167,10 @@ def _tampered_copy(directory: Path) -> Iterator[str]:
         for trigger in ("entries_no_update", "payloads_no_update"):
             c.execute(f"DROP TRIGGER {trigger}")
         c.execute("UPDATE entries SET status = 'VERIFIED' WHERE seq = 3")
-        # seq 0, slot 1: the evidence, written back as plain bytes (codec 0)
-        c.execute("UPDATE payloads SET codec = 0, data = ? WHERE pid = 1",
-                  (evidence.replace('"converged": true', '"converged": false').encode(),))
+        # entry 0's evidence, written back as plain bytes (codec 0)
+        c.execute("UPDATE payloads SET codec = 0, data = ? WHERE pid = ?",
+                  (evidence.replace('"converged": true', '"converged": false').encode(),
+                   pid(0, SLOTS["preimage"])))
     yield f"tampered copy {dst.name}: raw SQL changed entry 3's status and entry 0's evidence"
     with Ledger.open(f"sqlite:///{dst}") as t:
         report = t.audit(AuditOptions())
@@ -196,14 +199,14 @@ def _data_subject_request(ledger: Ledger, ring: Keyring, directory: Path) -> Ite
     victim = 2  # an entry nobody asked to erase
     try:
         with sqlite3.connect(directory / "ledger.db") as c:
-            c.execute("DELETE FROM payloads WHERE pid = ?", (victim * 8,))
+            c.execute("DELETE FROM payloads WHERE pid = ?", (pid(victim),))
         yield "  raw DELETE of a payload without a redaction: not refused (unexpected)"
     except sqlite3.DatabaseError as exc:
         yield f"  raw DELETE of a payload without a redaction: refused by the database ({exc})"
     dst = _copy_db(directory, "erased-by-superuser.db")
     with sqlite3.connect(dst) as c:  # a superuser turns the guard off
         c.execute("DROP TRIGGER payloads_no_delete")
-        c.execute("DELETE FROM payloads WHERE pid = ?", (victim * 8,))
+        c.execute("DELETE FROM payloads WHERE pid = ?", (pid(victim),))
     with Ledger.open(f"sqlite:///{dst}") as t:
         report = t.audit(AuditOptions())
     yield f"copy {dst.name}: a superuser dropped the trigger and deleted entry {victim}'s result"

@@ -18,6 +18,7 @@ from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, summary_line
 from ledger.ops.checkpoint import AnchorConfig, WitnessEndpoint
 from ledger.ops.samples import realistic
+from ledger.store.layout import pid
 from ledger.verify.anchor import AnchorPolicy
 from ledger.witness.local import LocalWitness
 from ledger.witness.local_tsa import LocalTsa
@@ -80,7 +81,7 @@ def _rewritten_copy(directory: Path, folder: Path) -> Path:
                      "payloads_no_delete", "redacted_payloads_no_delete"):
             c.execute(f"DROP TRIGGER IF EXISTS {name}")
         c.execute("DELETE FROM entries WHERE seq >= ?", (k,))
-        c.execute("DELETE FROM payloads WHERE pid >= ?", (k * 8,))  # payloads by entry
+        c.execute("DELETE FROM payloads WHERE pid >= ?", (pid(k),))  # payloads by entry
         c.execute("DELETE FROM redacted_payloads WHERE redaction_seq >= ?", (k,))
         c.execute("DELETE FROM merkle_nodes WHERE ((idx + 1) << level) > ?", (k,))
         c.execute("DELETE FROM checkpoints WHERE size > ?", (k,))

@@ -36,12 +36,21 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
   (private) modules, and the facade imports only top-level ``ops`` modules and faces;
 * only ``crypto`` imports cryptography, PyJWT or rfc3161-client, and the client's one boundary module
   ``client/receipt.py`` (the client verifies receipts without the server's key code);
-* no import cycle among the modules of ``ledger/``.
+* no import cycle among the modules of ``ledger/``;
+* one place per fact: the payload table's layout (a payload row's key from its entry's
+  seq and its slot, and back) is computed only in ``store/layout.py``, in Python and in SQL
+  text alike (:data:`LAYOUT_HOME`); the demo, which tampers its own SQLite copies by key,
+  may import that one pure module of the store (:data:`LAYOUT_USERS`);
+* ``ops`` never reads the wall clock (``time.time()``, ``datetime.now()``, a
+  ``SystemClock`` of its own): recorded and reported times come from the context's
+  injected clock; timers for durations (``time.monotonic``, ``time.perf_counter``) are
+  fine.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +110,11 @@ CRYPTO_BOUNDARIES = {"client/receipt.py": "the producer client's own receipt che
 FAMILIES = ("append", "audit", "checkpoint", "custody", "reverify")
 # layers that reach a ledger through the facade only, never through Ledger.ctx
 NO_CTX = ("cli", "api", "service", "demo")
+# the one home of the payload table's layout, and the layers outside the store that may
+# import it: it is pure (no database access, no statement run), and the demo tampers its
+# own SQLite copies with raw SQL by key
+LAYOUT_HOME = "store/layout.py"
+LAYOUT_USERS = ("demo",)
 
 
 def _rel(path: Path, rel: Path | None = None) -> Path:
@@ -179,6 +193,8 @@ def _violations(path: Path, rel: Path | None = None) -> list[str]:
         if module in EXACT.get(layer, ()):
             continue
         if top in CORE_EXTRA.get(where, ()):
+            continue
+        if module == "ledger.store.layout" and layer in LAYOUT_USERS:
             continue
         if where in READER_MODULES and \
                 any(_matches(module, p) for p in READER_ALLOWED):
@@ -468,3 +484,101 @@ def test_the_report_rule(tmp_path):
                                    "ledger.store", "ledger.store.db", "sqlalchemy"]
     probe = _probe(tmp_path, "ops/_layer_probe.py", "from ledger.report import render_html\n")
     assert _violations(*probe) == ["ledger.report"]
+
+
+# -- one place per fact -------------------------------------------------------------
+# The payload table's layout written out: multiplying or dividing by the slot count (the
+# literal 8 or the name SLOT_COUNT), taking it modulo, or its bit forms (>> 3, & 7), in code,
+# SQL text, comments and docstrings alike (a comment that restates it goes stale with it).
+# The factor first counts when a seq or a size follows (``8 * 1024`` is a size in bytes).
+_LAYOUT = re.compile(r"[*/%]\s*(?:8|SLOT_COUNT)\b|\b(?:8|SLOT_COUNT)\s*\*\s*[\w.]*(?:seq|size)"
+                     r"|>>\s*3\b|&\s*7\b|divmod\([^)]*SLOT_COUNT")
+
+
+def layout_restated(path: Path, rel: Path | None = None) -> list[int]:
+    """The lines of ``path`` that write the payload layout out (none in its home)."""
+    if str(_rel(path, rel)) == LAYOUT_HOME:
+        return []
+    return [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if _LAYOUT.search(line)]
+
+
+def test_the_payload_layout_has_one_home():
+    found = {str(p.relative_to(PKG)): lines for p in _modules()
+             if (lines := layout_restated(p))}
+    assert found == {}, f"the payload layout is written out outside {LAYOUT_HOME}: {found}"
+
+
+def test_a_restated_layout_is_reported(tmp_path):
+    text = ("base = seq * 8 + slot\n"
+            "WHERE = text('pid % 8 = 5')\n"
+            "seq = pid // SLOT_COUNT\n"
+            "SQL = 'SELECT g.size * 8 + v.s'\n"
+            "slot = pid & 7\n"
+            "seq, slot = divmod(pid, SLOT_COUNT)\n"
+            "ttl = 366 * 86_400\n"  # not the layout
+            "big = 8 * 1024 * 1024\n")
+    assert layout_restated(*_probe(tmp_path, "store/_layout_probe.py", text)) == [1, 2, 3, 4,
+                                                                                  5, 6]
+    assert layout_restated(*_probe(tmp_path, "ops/_layout_probe.py", "lo = 8 * seq\n")) == [1]
+    assert layout_restated(*_probe(tmp_path, LAYOUT_HOME, text)) == []
+
+
+def test_the_demo_may_import_the_layout_and_nothing_else_of_the_store(tmp_path):
+    probe = _probe(tmp_path, "demo_layer_probe.py",
+                   "from ledger.store.layout import pid\nfrom ledger.store import layout\n"
+                   "from ledger.store.db import connect\n")
+    assert _violations(*probe) == ["ledger.store", "ledger.store.db"]
+    probe = _probe(tmp_path, "cli/_layer_probe.py", "from ledger.store.layout import pid\n")
+    assert _violations(*probe) == ["ledger.store.layout"]
+
+
+# -- the injected clock -------------------------------------------------------------
+# ops reads time only from ctx.clock; where a context is built (the default clock) it may
+# name SystemClock
+CLOCK_MAKERS = frozenset({"ops/context.py", "ops/lifecycle.py"})
+_WALL_CALLS = frozenset({"time", "time_ns", "now", "utcnow", "today", "localtime", "gmtime",
+                         "ctime", "asctime"})
+_WALL_OWNERS = ("time", "datetime", "date", "dt")
+
+
+def wall_clock_reads(path: Path, rel: Path | None = None) -> list[str]:
+    """``line: call`` for every direct read of the wall clock in ``path``: a call of
+    ``time.time()``, ``time.time_ns()``, ``datetime.now()``/``utcnow()``/``today()``
+    (under any alias of the module), an import of those functions by name, and a
+    ``SystemClock`` outside the modules that build the context."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    where = str(_rel(path, rel))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in _WALL_CALLS:
+            owner = ast.unparse(node.func.value).split(".")[-1]
+            if owner in _WALL_OWNERS:
+                out.append(f"{node.lineno}: {ast.unparse(node.func)}")
+        elif isinstance(node, ast.ImportFrom) and node.module in ("time", "datetime"):
+            out += [f"{node.lineno}: from {node.module} import {a.name}" for a in node.names
+                    if a.name in _WALL_CALLS]
+        elif isinstance(node, ast.Name | ast.alias) and where not in CLOCK_MAKERS:
+            name = node.id if isinstance(node, ast.Name) else node.name
+            if name == "SystemClock":
+                out.append(f"{node.lineno}: SystemClock")
+    return sorted(out, key=lambda t: int(t.split(":")[0]))
+
+
+def test_ops_reads_time_only_from_the_injected_clock():
+    found = {str(p.relative_to(PKG)): got for p in sorted((PKG / "ops").rglob("*.py"))
+             if (got := wall_clock_reads(p))}
+    assert found == {}
+
+
+def test_a_wall_clock_read_in_ops_is_reported(tmp_path):
+    text = ("import time\nimport datetime as dt\nfrom datetime import datetime\n"
+            "from time import time_ns\nfrom ledger.clock import SystemClock\n"
+            "a = int(time.time())\nb = dt.datetime.now(dt.UTC)\nc = datetime.utcnow()\n"
+            "d = SystemClock().now_us()\n"
+            "e = time.monotonic() + time.perf_counter()\n")  # timers: fine
+    assert wall_clock_reads(*_probe(tmp_path, "ops/_clock_probe.py", text)) == [
+        "4: from time import time_ns", "5: SystemClock", "6: time.time",
+        "7: dt.datetime.now", "8: datetime.utcnow", "9: SystemClock"]
+    assert wall_clock_reads(*_probe(tmp_path, "ops/context.py", text))[-1] == "8: datetime.utcnow"

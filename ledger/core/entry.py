@@ -49,11 +49,11 @@ KINDS = ("result", "key_event", "audit_run", "redaction", "hold", "import", "rev
 # The kinds written as v2 envelopes (key_event, audit_run, import and reverify_run keep v1).
 V2_KINDS = ("result", "redaction", "hold")
 
-# Payload name -> storage slot (``pid = seq * 8 + slot``).  The single document of the
-# other kinds uses slot 0.
+# Payload name -> storage slot (the payload table's key is built from the entry's seq and
+# the slot: ledger.store.layout, which also says how many slots an entry has).  The single
+# document of the other kinds uses slot 0.
 SLOTS: dict[str, int] = {"result": 0, "preimage": 1, "attestation": 2, "query": 3, "meta": 4,
                          "subject": 5}
-SLOT_COUNT = 8
 SUBJECT_SLOT = SLOTS["subject"]
 
 # Envelope field -> queryable entries column, per kind.  Every listed field is

@@ -145,12 +145,254 @@ def only_redactions(report: dict[str, Any]) -> bool:
     return not report["findings"] and bool(abstentions) and all(
         a.get("reason") == REDACTED and a.get("seq") is not None for a in abstentions)
 
+
+# -- the finding codes --------------------------------------------------------------
+# Every code ``ledger audit`` reports, with its class, what its seq points at and what it
+# means, written once: docs/audit.md's two tables of findings are rendered from here
+# (:func:`render_code_table`; tests/core/test_finding.py keeps them equal and checks that
+# the checks construct each code with its class here).  The anchoring policy's codes are
+# docs/anchoring.md's.
+
+
+@dataclass(frozen=True)
+class CodeDoc:
+    """One finding code: its class, what its ``seq`` is, what it means (with what its
+    ``expected`` / ``actual`` hold) and whether it is about the ledger as a whole rather
+    than a row present (not counted as a failed row)."""
+
+    cls: FindingClass
+    seq: str
+    meaning: str
+    ledger_level: bool = False
+
+
+_C = CodeDoc
+_K = FindingClass
+# ``ledger audit``'s finding codes (the table of docs/audit.md's "Findings", in its order)
+AUDIT_CODES: dict[str, CodeDoc] = {
+    "seq_gap": _C(_K.DELETED, "the first missing seq",
+        "entries are missing before a row, or at the end of the range (first missing seq "
+        "/ the next seq present, null at the end)", True),
+    "envelope_hash_mismatch": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "the envelope does not hash to the stored `body_hash` (stored / recomputed)"),
+    "entry_out_of_place": _C(_K.REORDERED, "the row",
+        "the entry was hashed at another seq within ±16 (this seq / the seq it was hashed"
+        " at)"),
+    "entry_hash_mismatch": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "`entry_hash` does not recompute from prev/seq/time/body (recomputed / stored)"),
+    "hash_not_committed": _C(_K.FORKED, "the previous row",
+        "the previous entry is not the one this row links to: rewritten with a recomputed"
+        " hash, or a fork (this row's `prev_hash` / the previous row's stored hash)"),
+    "broken_link": _C(_K.FORKED, "the row",
+        "`prev_hash` is not the previous entry's hash (previous hash or genesis / "
+        "`prev_hash`)"),
+    "tenant_seq_mismatch": _C(_K.REORDERED, "the row",
+        "the row's `tseq` is not the next place in its tenant's chain (expected / `tseq`;"
+        " a jump over entries missing from the ledger is the `seq_gap`'s)"),
+    "tenant_invalid": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "the row's tenant id or `tseq` breaks its rule ([tenants.md](tenants.md))"),
+    "tenant_not_in_tree": _C(_K.FORKED, "the row",
+        "`ledger audit --tenant`: the entry's leaf is not the stored tree's leaf at its seq"
+        " (stored leaf or null / the entry's leaf)"),
+    "time_reversed": _C(_K.REORDERED, "the row",
+        "`recorded_at` is earlier than an earlier row's (latest earlier time / this "
+        "row's)"),
+    "row_unreadable": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "stored values have types the checks cannot read"),
+    "envelope_unreadable": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "the envelope is not JSON"),
+    "foreign_envelope": _C(_K.FORKED, "the row",
+        "envelope version, ledger id or kind does not match (`[1, ledger id, row kind]` /"
+        " the envelope's)"),
+    "column_mismatch": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "a queryable or digest column differs from the hashed envelope (envelope value / "
+        "column value)"),
+    "payload_missing": _C(_K.DELETED, "the row",
+        "a payload named by the envelope is not stored and no redaction names it (digest "
+        "/ null)"),
+    "redaction_not_applied": _C(_K.POLICY_VIOLATION, "the row",
+        "a payload is still stored although an earlier redaction entry erased it (null / "
+        "the redaction seq)"),
+    "redaction_invalid": _C(_K.CONTRACT_VIOLATION, "the redaction",
+        "its `request` document is not `ledger-redaction/1` (strict reading: closed "
+        "format, sorted targets, valid payload names, a non-empty reason)"),
+    "redaction_role_invalid": _C(_K.POLICY_VIOLATION, "the redaction",
+        "the envelope's `role` is not `custodian` or `operator` (allowed / role)"),
+    "redaction_target_invalid": _C(_K.CONTRACT_VIOLATION, "the redaction",
+        "a target does not exist, is not a result entry, or is not earlier than the "
+        "redaction (`result` / the target's kind)"),
+    "redaction_of_held_entry": _C(_K.POLICY_VIOLATION, "the redaction",
+        "a target was under a legal hold in force at the redaction (null / the hold seqs)"),
+    "redaction_signature_invalid": _C(_K.SIGNATURE_INVALID, "the redaction",
+        "its `ledger-redaction/2` signature does not verify with the `--key` ledger keys,"
+        " or its claims are not this ledger and this request document (docs/format.md, "
+        '"Redaction signatures"): a redaction written without the ledger key'),
+    "redaction_unsigned": _C(_K.SIGNATURE_INVALID, "the redaction",
+        "an unsigned `ledger-redaction/1` request after a signed redaction in the chain"),
+    "redaction_under_unreadable_hold": _C(_K.POLICY_VIOLATION, "the redaction",
+        "a target is earlier than a hold entry in force at the redaction whose order "
+        "cannot be read (not stored, not the document its envelope commits to, or not a "
+        "valid `ledger-hold/1`): such a hold may have held it, so it counts as holding "
+        "every earlier entry until a release names it (null / the hold seqs)"),
+    "hold_invalid": _C(_K.CONTRACT_VIOLATION, "the hold",
+        "its `order` document is not `ledger-hold/1`, or its action differs from the "
+        "envelope"),
+    "hold_role_invalid": _C(_K.POLICY_VIOLATION, "the hold",
+        "the envelope's `role` is not `custodian` or `operator`"),
+    "hold_target_invalid": _C(_K.CONTRACT_VIOLATION, "the hold",
+        "a held entry does not exist, is not a result entry or is not earlier; or a "
+        "release names no hold in force"),
+    "payload_digest_mismatch": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "a payload's bytes do not hash to its digest (digest / actual)"),
+    "invalid_status": _C(_K.CONTRACT_VIOLATION, "the row",
+        "status is not VERIFIED, UNVERIFIABLE or BLOCKED"),
+    "proof_on_non_verified": _C(_K.CONTRACT_VIOLATION, "the row",
+        "a non-VERIFIED row carries a proof_ref"),
+    "verified_without_proof": _C(_K.CONTRACT_VIOLATION, "the row",
+        "a VERIFIED row has no proof_ref"),
+    "verified_without_evidence": _C(_K.CONTRACT_VIOLATION, "the row",
+        "a VERIFIED row stores no evidence preimage"),
+    "proof_mismatch": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "SHA-256 of the stored preimage is not the proof_ref (proof_ref / recomputed)"),
+    "result_unreadable": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "the result document is not JSON, or not an object"),
+    "result_envelope_mismatch": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "`result.status` or `result.proof_ref` differs from the envelope"),
+    "document_unreadable": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "a `key_event`, `audit_run`, `import` or `reverify_run` document is not a JSON "
+        "object"),
+    "document_envelope_mismatch": _C(_K.PAYLOAD_MODIFIED, "the row",
+        "a `key_event` document's action/issuer/kid/thumbprint, an `audit_run` or "
+        "`reverify_run` document's outcome, or an `import` document's outcome or source, "
+        "differs from the envelope"),
+    "authoritative_inconsistent": _C(_K.CONTRACT_VIOLATION, "the row",
+        "`is_authoritative` is not `proof_ref != null`"),
+    "empty_agent_message": _C(_K.CONTRACT_VIOLATION, "the row",
+        "`agent_message` is missing or empty"),
+    "non_advisory_check": _C(_K.CONTRACT_VIOLATION, "the row",
+        "an advisory check's `advisory_only` is not true"),
+    "policy:": _C(_K.POLICY_VIOLATION, "the row",
+        'a rule of the engine policy matches (null / `{"engine", "status"}`), e.g. '
+        "`policy:fact-never-verified`"),
+    "attestation_on_non_verified": _C(_K.CONTRACT_VIOLATION, "the row",
+        "a non-VERIFIED row stores an attestation"),
+    "attestation_malformed": _C(_K.SIGNATURE_INVALID, "the row",
+        "the stored token does not decode"),
+    "attestation_alg_not_allowed": _C(_K.SIGNATURE_INVALID, "the row",
+        "`alg` is not ES256"),
+    "attestation_typ": _C(_K.SIGNATURE_INVALID, "the row",
+        "`typ` is not `qwed-attestation+jwt`"),
+    "attestation_crit": _C(_K.SIGNATURE_INVALID, "the row",
+        "the header has `crit`"),
+    "attestation_unknown_kid": _C(_K.SIGNATURE_INVALID, "the row",
+        "the issuer has trusted keys, but none active at this row under the token's kid "
+        "(unknown, retired or revoked)"),
+    "attestation_signature_invalid": _C(_K.SIGNATURE_INVALID, "the row",
+        "no active key under the kid verifies the signature"),
+    "attestation_claims_missing": _C(_K.SIGNATURE_INVALID, "the row",
+        "a required claim (`iss sub iat exp jti qwed`) is missing, `iat`/`exp` are not "
+        "integers, or `qwed.result` is not an object"),
+    "attestation_key_compromised": _C(_K.SIGNATURE_INVALID, "the row",
+        "the verifying key was revoked as compromised since a time at or before the row's"
+        " `recorded_at`"),
+    "attestation_not_yet_valid": _C(_K.SIGNATURE_INVALID, "the row",
+        "`iat` is more than 5 minutes after the row's `recorded_at`"),
+    "attestation_expired_at_record": _C(_K.SIGNATURE_INVALID, "the row",
+        "`exp` is at or before the row's `recorded_at`"),
+    "attestation_status_mismatch": _C(_K.SIGNATURE_INVALID, "the row",
+        "the signed status is not VERIFIED"),
+    "attestation_proof_mismatch": _C(_K.SIGNATURE_INVALID, "the row",
+        "`qwed.proof_hash` is not the row's proof_ref"),
+    "attestation_query_mismatch": _C(_K.SIGNATURE_INVALID, "the row",
+        "`qwed.query_hash` does not hash the stored query"),
+    "attestation_admission_mismatch": _C(_K.SIGNATURE_INVALID, "the row",
+        "`qwed.admission` differs from the row's admission"),
+    "attestation_issuer_mismatch": _C(_K.SIGNATURE_INVALID, "the row",
+        "the signature verifies with a key trusted at this row for another issuer than "
+        "the token's `iss` (a forgery attempt)"),
+    "attestation_nbf_after_record": _C(_K.SIGNATURE_INVALID, "the row",
+        "`nbf` is more than 5 minutes after the row's `recorded_at`"),
+    "attestation_version_unsupported": _C(_K.SIGNATURE_INVALID, "the row",
+        '`qwed.version` is present and not `"1.0"`'),
+    "attestation_subject_mismatch": _C(_K.SIGNATURE_INVALID, "the row",
+        "`sub` is not the signed `qwed.query_hash`"),
+    "attestation_engine_mismatch": _C(_K.SIGNATURE_INVALID, "the row",
+        "the signed `qwed.result.engine` is not the row's engine"),
+    "head_missing": _C(_K.TRUNCATED, "0",
+        "the head row is missing", True),
+    "entries_beyond_head": _C(_K.FORKED, "the head size",
+        "entries exist past the recorded head, i.e. inserted behind the append path (head"
+        " size / entries)", True),
+    "head_beyond_entries": _C(_K.TRUNCATED, "the entry count",
+        "the head records more entries than exist (head size / entries)", True),
+    "head_hash_mismatch": _C(_K.FORKED, "the last seq",
+        "the head hash is not the last entry's hash (head / last entry)", True),
+    "tenant_head_mismatch": _C(_K.FORKED, "the tenant's last entry (0 when it has none)",
+        "a tenant's `tenant_heads` row is not its last entry (recorded `count hash` / the "
+        "entries' `count hash`)", True),
+    "rewritten_since_audit": _C(_K.FORKED, "the last seq the previous recorded audit covered",
+        "that entry's hash differs from the `head_hash` the audit recorded (recorded / "
+        "current, null if the entry is gone)", True),
+}
+
+# The findings of ``ledger audit --checkpoint`` (ledger/ops/checkpoint/check.py; all ledger-level)
+CHECKPOINT_CODES: dict[str, CodeDoc] = {
+    "checkpoint_truncated": _C(_K.TRUNCATED, "the ledger's size: the first missing seq",
+        "the ledger has fewer entries than the checkpoint committed to (`{size, root}` of"
+        " the checkpoint / `{size}` of the ledger)", True),
+    "checkpoint_inconsistent": _C(_K.REWRITTEN, "`range`'s start",
+        "the first `size` entries no longer hash to the checkpoint's root; `range` is "
+        "`[start, end)` holding the first difference, exact when `end = start + 1` — "
+        "except when the stored nodes could not be used to locate it: then `range` is "
+        "`[size - 1, size)` and locates nothing ([merkle.md](merkle.md#what-checkpoints-"
+        "catch-and-how)) (`{size, root}` of the checkpoint / of the entries)", True),
+    "stored_tree_inconsistent": _C(_K.FORKED, "the checkpoint's `size - 1` (0 when empty)",
+        "the stored Merkle tree (what proofs are served from) is not a consistent "
+        "extension of the checkpoint over the current entries (`{size, root}` of the "
+        "checkpoint / of the entries at the stored tree's size)", True),
+    "tree_larger_than_ledger": _C(_K.TRUNCATED, "the ledger's size",
+        "the stored tree covers more entries than exist (`{size}` of the tree / of the "
+        "ledger)", True),
+    "tenant_heads_mismatch": _C(_K.FORKED, "the checkpoint's `size - 1` (0 when empty)",
+        "the checkpoint's `tenants` line does not commit to the tenant heads the entries give"
+        " at its size, or is missing while tenants other than default have entries "
+        "(`{tenants, root}` of the checkpoint / of the entries)", True),
+    "entries_gap": _C(_K.DELETED, "the missing seq",
+        "a seq is missing in the entries (up to 10 reported)", True),
+    "checkpoint_unverified": _C(_K.SIGNATURE_INVALID, "0",
+        "the checkpoint does not parse, or its signature does not verify with the `--key`"
+        " keys", True),
+    "checkpoint_origin_mismatch": _C(_K.SIGNATURE_INVALID,
+        "the checkpoint's `size - 1` (0 when empty)",
+        "the checkpoint is for another ledger (`{origin}` of the checkpoint / of this "
+        "ledger)", True),
+}
+
+FINDING_CODES: dict[str, CodeDoc] = {**AUDIT_CODES, **CHECKPOINT_CODES}
 # Audit findings about the ledger as a whole, not a row present (not counted as failed rows).
-LEDGER_LEVEL_CODES = frozenset({
-    "seq_gap", "head_missing", "entries_beyond_head", "head_beyond_entries",
-    "head_hash_mismatch", "rewritten_since_audit", "checkpoint_truncated",
-    "checkpoint_inconsistent", "checkpoint_unverified", "checkpoint_origin_mismatch",
-    "stored_tree_inconsistent", "tree_larger_than_ledger", "entries_gap"})
+LEDGER_LEVEL_CODES = frozenset(c for c, d in FINDING_CODES.items() if d.ledger_level)
+# the tables of docs/audit.md rendered from the registries: name -> (codes, begin, end)
+CODE_TABLES: dict[str, dict[str, CodeDoc]] = {"audit": AUDIT_CODES,
+                                              "checkpoint": CHECKPOINT_CODES}
+
+
+def code_table_marks(name: str) -> tuple[str, str]:
+    """The comments around the table ``name`` of :data:`CODE_TABLES` in docs/audit.md."""
+    return (f"<!-- {name} findings: generated from ledger/core/finding.py, do not edit -->",
+            f"<!-- end of the {name} findings -->")
+
+
+def render_code_table(name: str) -> str:
+    """The table ``name`` of :data:`CODE_TABLES` as docs/audit.md shows it, between its
+    marks; in the audit's table a ledger-level code says so (every checkpoint finding is
+    ledger-level, which the text above that table says once)."""
+    begin, end = code_table_marks(name)
+    lines = [begin, "| code | class | seq | meaning (`expected` / `actual`) |", "|---|---|---|---|"]
+    for code, d in CODE_TABLES[name].items():
+        shown = "policy:<rule id>" if code == "policy:" else code
+        note = " (ledger-level)" if d.ledger_level and name == "audit" else ""
+        lines.append(f"| `{shown}` | `{d.cls.value}` | {d.seq} | {d.meaning}{note} |")
+    return "\n".join([*lines, end])
 
 
 @dataclass(frozen=True)

@@ -14,20 +14,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.core.finding import Finding, FindingClass
+from ledger.core.finding import FINDING_CODES, Finding, FindingClass
 from ledger.core.redaction import ROLES, Holds, parse_hold, parse_request, read_order
 from ledger.errors import UsageError
 
-CODES = {
-    "redaction_invalid": FindingClass.CONTRACT_VIOLATION,
-    "redaction_role_invalid": FindingClass.POLICY_VIOLATION,
-    "redaction_target_invalid": FindingClass.CONTRACT_VIOLATION,
-    "redaction_of_held_entry": FindingClass.POLICY_VIOLATION,
-    "redaction_under_unreadable_hold": FindingClass.POLICY_VIOLATION,
-    "hold_invalid": FindingClass.CONTRACT_VIOLATION,
-    "hold_role_invalid": FindingClass.POLICY_VIOLATION,
-    "hold_target_invalid": FindingClass.CONTRACT_VIOLATION,
-}
+# the codes of this walk, each with its class from the registry (ledger.core.finding)
+CODES: dict[str, FindingClass] = {c: FINDING_CODES[c].cls for c in (
+    "redaction_invalid", "redaction_role_invalid", "redaction_target_invalid",
+    "redaction_of_held_entry", "redaction_under_unreadable_hold", "hold_invalid",
+    "hold_role_invalid", "hold_target_invalid")}
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from ledger.store import audit_runs as runs_repo
 from ledger.store import entries
 from ledger.store import query as sq
 from ledger.store.db import connect
+from ledger.store.layout import MAX_SEQ
 
 # Columns of the table and CSV outputs (CSV cells holding objects are JSON text).
 TABLE_COLUMNS = {
@@ -93,7 +94,7 @@ def csv_lines(rows: Iterable[dict[str, Any]], layer: str) -> Iterator[bytes]:
 # commitment on the way out whether or not the layer is shown its bytes, so that a
 # tampered payload flags the entry in every layer (docs/reads.md).
 _ALL_SLOTS = tuple(range(6))
-_NO_END = 2**62  # an open seq range (seq * 8 + slot still fits a signed 64-bit key)
+_NO_END = MAX_SEQ + 1  # an open seq range (every pid of it still fits a signed 64-bit key)
 
 
 @dataclass

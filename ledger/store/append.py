@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from ledger.store import layout
 from ledger.store.custody import DOCUMENTS_SQL
 from ledger.store.db import driver_cursor, is_pg, placeholder
 from ledger.store.entries import ENTRY_COLUMNS, Head
@@ -96,7 +97,7 @@ class AppendTxn:
         self.cur.execute(self.sql.set_head, (new.size, new.head_hash, new.last_recorded_at))
 
     def insert_payloads(self, rows: Sequence[tuple[int, bytes | None, int, bytes]]) -> None:
-        """Payload rows ``(pid, salt, codec, stored bytes)``, ``pid = seq * 8 + slot``, the
+        """Payload rows ``(pid, salt, codec, stored bytes)``, ``pid = layout.pid(seq, slot)``, the
         bytes already in the form ``codec`` names (:func:`ledger.store.codec.encode`)."""
         if rows:
             self.cur.executemany(self.sql.insert_payload, list(rows))
@@ -138,8 +139,9 @@ class AppendTxn:
             for key, seq, env, eh, t in self.cur.fetchall():
                 out[key] = Stored(seq, bytes(env), bytes(eh), t, {})
         for stored in out.values():
-            self.cur.execute(self.sql.salts, (stored.seq * 8, stored.seq * 8 + 8))
-            stored.salts.update((pid % 8, bytes(salt)) for pid, salt in self.cur.fetchall())
+            self.cur.execute(self.sql.salts, layout.pid_range(stored.seq, stored.seq + 1))
+            stored.salts.update((layout.slot_of(pid), bytes(salt))
+                                for pid, salt in self.cur.fetchall())
         return out
 
 
@@ -163,7 +165,7 @@ def erase_payloads(txn: AppendTxn, targets: Iterable[tuple[int, int]], redaction
     # which of the named rows are stored: looked up by primary key (the targets of a
     # subject's request are spread over the whole ledger, so a range scan between the
     # first and the last would read most of the table)
-    pids = [s * 8 + slot for s, slot in pairs]
+    pids = [layout.pid(s, slot) for s, slot in pairs]
     present: set[int] = set()
     ph = txn.sql.ph
     for i in range(0, len(pids), IDEMPOTENCY_CHUNK):
@@ -172,9 +174,9 @@ def erase_payloads(txn: AppendTxn, targets: Iterable[tuple[int, int]], redaction
                         chunk)
         present.update(int(r[0]) for r in txn.cur.fetchall())
     txn.cur.executemany(txn.sql.guard, [(s, slot, redaction_seq) for s, slot in pairs])
-    erased = [(s, slot) for s, slot in pairs if s * 8 + slot in present]
+    erased = [(s, slot) for s, slot in pairs if layout.pid(s, slot) in present]
     if erased:
-        txn.cur.executemany(txn.sql.erase, [(s * 8 + slot,) for s, slot in erased])
+        txn.cur.executemany(txn.sql.erase, [(layout.pid(s, slot),) for s, slot in erased])
     return erased
 
 

@@ -27,10 +27,10 @@ import zlib
 from importlib.resources import files
 
 from ledger.errors import UsageError
+from ledger.store.layout import SUBJECT_SLOT, slot_of
 
 RAW = 0
 DEFLATE_D1 = 1
-SUBJECT_SLOT = 5  # ledger.core.entry.SLOTS["subject"] (the store does not import core)
 # Below this a payload stays as it is: compressing a 50-byte query or meta document saves
 # some 40 bytes and costs a reader as much time as a 700-byte result (docs/performance.md).
 MIN_SIZE = 128
@@ -96,8 +96,8 @@ _WRITE: list[int] = []
 
 
 def encode(pid: int, salt: bytes | None, data: bytes) -> tuple[int, bytes]:
-    """(codec, stored bytes) of the payload row ``pid`` (``seq * 8 + slot``)."""
-    if salt is None or pid & 7 == SUBJECT_SLOT or len(data) < MIN_SIZE \
+    """(codec, stored bytes) of the payload row ``pid`` (``ledger.store.layout``)."""
+    if salt is None or slot_of(pid) == SUBJECT_SLOT or len(data) < MIN_SIZE \
             or (_WRITE[0] if _WRITE else write_codec()) == RAW:
         return RAW, data
     packed = deflate(data)

@@ -1,7 +1,7 @@
 """Reads of the redaction, hold and retention use cases (payload bytes by entry).
 
-``pid = seq * 8 + slot`` (docs/storage.md): the payloads of one entry are the eight
-primary keys from ``seq * 8``.  Never hashes; never parses an envelope.
+``ledger.store.layout`` (docs/storage.md): the payloads of one entry are the
+``SLOT_COUNT`` primary keys of ``entry_pids(seq)``.  Never hashes; never parses an envelope.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from ledger.store.db import is_pg, placeholder
+from ledger.store.layout import entry_pids, pid_sql, split
 
-SLOT_COUNT = 8
-CHUNK = 900  # seqs per IN list (x 8 pids stays below every engine's parameter limit)
+# seqs per IN list (x SLOT_COUNT pids stays below every engine's parameter limit)
+CHUNK = 900
 
 
 @dataclass(frozen=True)
@@ -65,17 +66,18 @@ def present_slots(conn: Connection, seqs: Sequence[int]) -> dict[int, set[int]]:
     """seq -> the slots whose payload bytes are stored (absent seqs: nothing stored)."""
     out: dict[int, set[int]] = {}
     for chunk in _chunks(seqs):
-        pids = [s * SLOT_COUNT + k for s in chunk for k in range(SLOT_COUNT)]
+        pids = [p for s in chunk for p in entry_pids(s)]
         rows = conn.exec_driver_sql(
             f"SELECT pid FROM payloads WHERE pid IN ({_ph(conn, len(pids))})",
             tuple(pids)).fetchall()
         for (pid,) in rows:
-            out.setdefault(pid // SLOT_COUNT, set()).add(pid % SLOT_COUNT)
+            seq, slot = split(pid)
+            out.setdefault(seq, set()).add(slot)
     return out
 
 
 DOCUMENTS_SQL = ("SELECT e.seq, e.envelope, p.data FROM entries e "
-                 "LEFT JOIN payloads p ON p.pid = e.seq * 8 WHERE e.kind = {ph}")
+                 f"LEFT JOIN payloads p ON p.pid = {pid_sql('e.seq')} WHERE e.kind = {{ph}}")
 
 
 def documents(conn: Connection, kind: str, before: int | None = None,
@@ -99,7 +101,7 @@ def custody_rows(conn: Connection, start: int, end: int,
     ph = placeholder(is_pg(conn))
     rows = conn.exec_driver_sql(
         "SELECT e.seq, e.kind, e.envelope, p.data FROM entries e "
-        "LEFT JOIN payloads p ON p.pid = e.seq * 8 "
+        f"LEFT JOIN payloads p ON p.pid = {pid_sql('e.seq')} "
         f"WHERE e.kind IN ('redaction', 'hold') AND e.seq >= {ph} AND e.seq < {ph} "
         "ORDER BY e.seq", (start, end)).fetchall()
     return [(s, k, bytes(env), None if d is None else bytes(d)) for s, k, env, d in rows]

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, Row, String, and_, func, select, text, union_all
 
 from ledger.errors import IntegrityError
+from ledger.store import layout
 from ledger.store.codec import decode
 from ledger.store.db import (
     NOT_UTF8,
@@ -22,6 +23,7 @@ from ledger.store.db import (
     placeholder,
     translate_errors,
 )
+from ledger.store.layout import SUBJECT_SLOT, pid_col, pid_range, seq_col
 from ledger.store.schema import (
     audit_runs,
     entries,
@@ -81,8 +83,6 @@ class Payload(NamedTuple):
     data: bytes
 
 
-SLOT_COUNT = 8  # pid = seq * SLOT_COUNT + slot (ledger.core.entry.SLOTS)
-SUBJECT_SLOT = 5
 ENTRY_COLUMNS = [c.name for c in entries.columns]
 
 
@@ -205,7 +205,7 @@ def doc_refs(conn: Connection, kind: str, *, after: int = -1,
     seq > ``after``, in seq order."""
     doc = payloads.alias("doc")
     stmt = select(entries.c.seq, entries.c.envelope, doc.c.data).select_from(
-        entries.outerjoin(doc, doc.c.pid == entries.c.seq * SLOT_COUNT)).where(
+        entries.outerjoin(doc, doc.c.pid == pid_col(entries.c.seq))).where(
         entries.c.kind == kind, entries.c.seq > after)
     if status is not None:
         stmt = stmt.where(entries.c.status == status)
@@ -215,7 +215,7 @@ def doc_refs(conn: Connection, kind: str, *, after: int = -1,
 
 # The predicate of the partial index ix_payloads_subject, as literal SQL: a planner uses a
 # partial index only when the query states its predicate with the same constants.
-_IS_SUBJECT = text("payloads.pid % 8 = 5")
+_IS_SUBJECT = text(layout.is_slot_sql("payloads.pid", SUBJECT_SLOT))
 
 
 def subject_seqs(conn: Connection, subject: str, *, after: int = -1,
@@ -224,14 +224,14 @@ def subject_seqs(conn: Connection, subject: str, *, after: int = -1,
     v1 rows by their ``subject`` column, v2 rows by their subject payload (slot 5,
     bytes = UTF-8 of the subject; the partial index ``ix_payloads_subject``).  An erased
     subject payload no longer finds its entry."""
-    hi = end if end is not None else 2**59  # pid = seq * 8 stays a bigint
+    hi = end if end is not None else layout.MAX_SEQ  # every pid of it stays a bigint
     v1 = select(entries.c.seq).where(entries.c.subject == subject, entries.c.seq > after,
                                      entries.c.seq < hi)
-    v2 = select((payloads.c.pid // SLOT_COUNT).label("seq")).where(
+    v2 = select(seq_col(payloads.c.pid).label("seq")).where(
         _IS_SUBJECT,
         payloads.c.data == subject.encode("utf-8"),
-        payloads.c.pid > after * SLOT_COUNT + SUBJECT_SLOT,
-        payloads.c.pid < hi * SLOT_COUNT)
+        payloads.c.pid > layout.pid(after, SUBJECT_SLOT),
+        payloads.c.pid < layout.pid(hi))
     seqs = {int(r[0]) for r in conn.execute(v1)} | {int(r[0]) for r in conn.execute(v2)}
     return sorted(seqs)
 
@@ -244,7 +244,7 @@ def subject_condition(values: tuple[str, ...]) -> Any:
     planners give up the index order."""
     col = entries.c.subject == values[0] if len(values) == 1 else entries.c.subject.in_(values)
     blobs = [v.encode("utf-8") for v in values]
-    v2 = select((payloads.c.pid // SLOT_COUNT).label("seq")).where(
+    v2 = select(seq_col(payloads.c.pid).label("seq")).where(
         _IS_SUBJECT,
         payloads.c.data == blobs[0] if len(blobs) == 1 else payloads.c.data.in_(blobs))
     return entries.c.seq.in_(union_all(select(entries.c.seq.label("seq")).where(col), v2))
@@ -287,11 +287,12 @@ def get_entry(conn: Connection, seq: int) -> EntryRow | None:
 
 def get_payloads(conn: Connection, seq: int, slots: tuple[int, ...] | None = None) -> Slots:
     """The stored payloads of the entry at ``seq`` (of ``slots``, default all)."""
+    lo, hi = layout.pid_range(seq, seq + 1)
     stmt = select(payloads.c.pid, payloads.c.salt, payloads.c.codec, payloads.c.data).where(
-        payloads.c.pid >= seq * SLOT_COUNT, payloads.c.pid < (seq + 1) * SLOT_COUNT)
+        payloads.c.pid >= lo, payloads.c.pid < hi)
     out: Slots = {}
     for r in map(lambda t: _PayloadRow(*t), rows_as_stored(conn, stmt)):
-        slot = r.pid % SLOT_COUNT
+        slot = layout.slot_of(r.pid)
         if slots is None or slot in slots:
             out[slot] = Payload(None if r.salt is None else _bytes(r.salt),
                                 decode(r.codec, _bytes(r.data)))
@@ -303,12 +304,13 @@ def payload_rows(conn: Connection, start: int, end: int,
     """seq -> {slot: payload} for ``start <= seq < end``: one ordered range read of the
     primary key (``slots`` restricts which are returned, not what is read)."""
     out: dict[int, Slots] = {}
+    lo, hi = layout.pid_range(start, end)
     rows = conn.execute(select(payloads.c.pid, payloads.c.salt, payloads.c.codec,
                                payloads.c.data).where(
-        and_(payloads.c.pid >= start * SLOT_COUNT, payloads.c.pid < end * SLOT_COUNT))
+        and_(payloads.c.pid >= lo, payloads.c.pid < hi))
         .order_by(payloads.c.pid))
     for pid, salt, how, data in rows:
-        seq, slot = divmod(pid, SLOT_COUNT)
+        seq, slot = layout.split(pid)
         if slots is None or slot in slots:
             out.setdefault(seq, {})[slot] = Payload(None if salt is None else _bytes(salt),
                                                     decode(how, _bytes(data)))
@@ -360,7 +362,7 @@ def iter_entry_pages(conn: Connection, start: int, end: int, page: int = 2000, *
     order.
 
     Two ordered range reads per page -- the entries of a window of ``page`` seqs, then the
-    payload rows ``[first seq * 8, (last seq + 1) * 8)`` of the payload table, which is
+    payload rows ``layout.pid_range(first seq, last seq + 1)`` of the payload table, which is
     laid out by entry -- and no per-row round trip.  This is the audit's streaming read:
     memory is one page.  A missing payload is absent from its entry's dict
     (``with_payloads=False``: no payload is read, every dict is empty).
@@ -400,8 +402,7 @@ def _read_window(cur: Any, sql: tuple[str, str, str], pos: int, end: int, page: 
             hi = min(end, pos + page)
             raw = _fetch(cur, esql, (pos, hi), page)
             if raw:
-                return raw, _fetch(cur, psql, (raw[0][0] * SLOT_COUNT,
-                                               (raw[-1][0] + 1) * SLOT_COUNT)) \
+                return raw, _fetch(cur, psql, layout.pid_range(raw[0][0], raw[-1][0] + 1)) \
                     if with_payloads else [], hi
             # a gap of a whole window (rows deleted behind the ledger's back): on to the
             # next stored row, if any
@@ -483,9 +484,10 @@ class Page:
             seq = t[0]
             # slot -> a plain (salt, data) pair, not a Payload: the hot path
             slots: dict[int, tuple[bytes | None, bytes]] = {}
-            while nxt is not None and nxt[0] >> 3 < seq:  # of no stored entry (SLOT_COUNT 8)
+            lo, hi = pid_range(seq, seq + 1)
+            while nxt is not None and nxt[0] < lo:  # of no stored entry
                 nxt = next(rows, None)
-            while nxt is not None and nxt[0] >> 3 == seq:
+            while nxt is not None and nxt[0] < hi:
                 pid, salt, data, how = nxt
                 if type(data) is not bytes:
                     data = _bytes(data)
@@ -493,7 +495,9 @@ class Page:
                     data = decode(how, data)
                 if salt is not None and type(salt) is not bytes:
                     salt = _bytes(salt)
-                slots[pid & 7] = (salt, data)  # a plain (salt, data) pair: the hot path
+                # the slot is the row's offset in its entry's range; a plain (salt, data)
+                # pair: the hot path
+                slots[pid - lo] = (salt, data)
                 nxt = next(rows, None)
             yield EntryRow(*t), slots
 

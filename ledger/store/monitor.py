@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine, func, select
 
 from ledger.store.db import connect, current_revision, migrations_dir, translate_errors
-from ledger.store.entries import SLOT_COUNT, DocRef, _bytes
+from ledger.store.entries import DocRef, _bytes
+from ledger.store.layout import pid_col
 from ledger.store.schema import audit_findings, audit_runs, checkpoint_anchors, entries, payloads
 
 
@@ -30,7 +31,7 @@ def last_doc_of_kind(conn: Connection, kind: str) -> DocRef | None:
     """(seq, envelope, document) of the newest entry of ``kind``, or None."""
     doc = payloads.alias("doc")
     r = conn.execute(select(entries.c.seq, entries.c.envelope, doc.c.data).select_from(
-        entries.outerjoin(doc, doc.c.pid == entries.c.seq * SLOT_COUNT)).where(
+        entries.outerjoin(doc, doc.c.pid == pid_col(entries.c.seq))).where(
         entries.c.kind == kind).order_by(entries.c.seq.desc()).limit(1)).first()
     if r is None:
         return None

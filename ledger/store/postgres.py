@@ -29,6 +29,7 @@ from sqlalchemy import Engine
 from ledger.errors import LedgerError
 from ledger.store.db import driver_cursor
 from ledger.store.entries import ENTRY_COLUMNS
+from ledger.store.layout import pid_sql
 
 MAX_BIGINT = 2**63 - 1
 # Columns the caller provides; the statement fills seq, recorded_at, prev_hash, entry_hash.
@@ -56,7 +57,8 @@ v AS (UPDATE tenant_heads SET size = e.tseq + 1, head_hash = e.entry_hash
       FROM e WHERE tenant_heads.tenant = 'default')
 SELECT seq, recorded_at, prev_hash, entry_hash, tseq FROM e
 """
-_PAYLOADS = ("p AS (INSERT INTO payloads (pid, salt, codec, data) SELECT g.size * 8 + v.s, "
+_PAYLOADS = ("p AS (INSERT INTO payloads (pid, salt, codec, data) SELECT "
+             f"{pid_sql('g.size', 'v.s')}, "
              "v.salt, v.c, v.b FROM g, (VALUES {rows}) AS v(s, salt, c, b)),")
 
 
@@ -78,8 +80,8 @@ def append_one(engine: Engine, row: dict[str, Any],
     """Append one entry in one statement and commit it if ``link`` agrees.
 
     ``row`` holds every entries column but seq/recorded_at/prev_hash/entry_hash;
-    ``items`` the payloads ``(slot, salt, codec, stored bytes)`` (their pid is
-    ``seq * 8 + slot``).
+    ``items`` the payloads ``(slot, salt, codec, stored bytes)`` (their pid:
+    ``ledger.store.layout``).
     ``guard`` = (recorded_at must stay
     below this µs, no key_event after this seq): when it does not hold nothing is
     written and None is returned.  Raises LedgerError ``link_mismatch`` (rolled back),

@@ -19,7 +19,6 @@ from ledger.store.codec import decode
 from ledger.store.db import STORED_TEXT_UNREADABLE
 from ledger.store.entries import (
     ENTRY_COLUMNS,
-    SLOT_COUNT,
     STATE_COLUMNS,
     TEXT_COLUMNS,
     EntryRow,
@@ -31,6 +30,7 @@ from ledger.store.entries import (
     state_of,
     subject_condition,
 )
+from ledger.store.layout import pid_col
 from ledger.store.schema import entries, payloads
 
 Equal = Mapping[str, tuple[str, ...]]  # entries column -> accepted values (empty: any)
@@ -67,8 +67,8 @@ def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | No
               extra: Sequence[Any] = (), before: int | None = None,
               descending: bool = False) -> Any:
     """The SELECT of one page: entries columns plus the joined payload salt and bytes of
-    ``slots`` (labelled ``s<slot>_salt`` / ``s<slot>_data`` / ``s<slot>_codec``; ``pid = seq * 8
-    + slot``).
+    ``slots`` (labelled ``s<slot>_salt`` / ``s<slot>_data`` / ``s<slot>_codec``; joined on
+    ``layout.pid_col``).
     ``subject`` matches the v1 column or the v2 subject payload; ``finding_runs`` (not None)
     keeps only the entries the findings of those audit runs are about; ``extra`` columns
     follow the payloads'."""
@@ -76,7 +76,7 @@ def statement(equal: Equal, lo: int, hi: int | None, after: int, limit: int | No
     cols: list[FromClause | ColumnElement[Any]] = [entries]
     for slot in slots:
         p = payloads.alias(f"p_{slot}")
-        joined = joined.outerjoin(p, p.c.pid == entries.c.seq * SLOT_COUNT + slot)
+        joined = joined.outerjoin(p, p.c.pid == pid_col(entries.c.seq, slot))
         cols += [p.c.salt.label(f"s{slot}_salt"), p.c.data.label(f"s{slot}_data"),
                  p.c.codec.label(f"s{slot}_codec")]
     conds = _conditions(equal, lo, hi, after, finding_runs, before)

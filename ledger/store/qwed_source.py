@@ -19,9 +19,9 @@ from sqlalchemy.exc import DBAPIError, NoSuchTableError, SQLAlchemyError
 from ledger.errors import StoreUnavailable, UsageError
 from ledger.store.codec import decode
 from ledger.store.db import connect, normalize_url
+from ledger.store.layout import META_SLOT, pid_col
 from ledger.store.schema import entries, payloads
 
-META_SLOT = 4  # ledger.core.entry.SLOTS['meta'] (the store does not import core)
 MAX_ID = 2**53 - 1  # ledger.core.canonical.MAX_SAFE_INTEGER: an import entry's head_id
 
 TABLE = "verificationlog"
@@ -102,10 +102,10 @@ def imported_meta(engine: Engine, keys: list[str]) -> dict[str, bytes | None]:
     with connect(engine) as conn:
         for start in range(0, len(keys), 500):
             chunk = keys[start:start + 500]
-            # the meta payload of an entry is its slot 4: pid = seq * 8 + 4
+            # the meta payload of an entry (its slot META_SLOT)
             stmt = select(entries.c.idempotency_key, payloads.c.codec,
                           payloads.c.data).select_from(
-                entries.outerjoin(payloads, payloads.c.pid == entries.c.seq * 8 + META_SLOT)
+                entries.outerjoin(payloads, payloads.c.pid == pid_col(entries.c.seq, META_SLOT))
             ).where(entries.c.idempotency_key.in_(chunk))
             for key, how, data in conn.execute(stmt):
                 out[key] = decode(how, bytes(data)) if data is not None else None

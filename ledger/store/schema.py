@@ -5,7 +5,7 @@ metadata that ``alembic check`` compares the migrations against, and the
 column objects the store modules build statements from.  Every hash column
 holds raw 32-byte digests.  Payload digests and commitments are stored only in the
 envelope (``sha256:<hex>`` text there); the payload bytes are laid out by entry
-(``pid = seq * 8 + slot``), see docs/storage.md.
+(``ledger.store.layout``), see docs/storage.md.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from sqlalchemy import (
     Text,
     text,
 )
+
+from ledger.store.layout import SUBJECT_WHERE
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -106,7 +108,7 @@ Index("ix_entries_producer_idempotency_key", entries.c.producer, entries.c.idemp
 Index("ix_entries_idempotency_key_no_producer", entries.c.idempotency_key, unique=True,
       sqlite_where=entries.c.producer.is_(None), postgresql_where=entries.c.producer.is_(None))
 
-# Payload bytes by entry: pid = seq * 8 + slot (ledger.core.entry.SLOTS), so the payloads
+# Payload bytes by entry: pid = layout.pid(seq, slot) (ledger.store.layout), so the payloads
 # of a seq range are one ordered range of the primary key (a rowid table on SQLite).
 # ``salt`` is the 32-byte salt of a v2 result payload's commitment (NULL: a plain digest).
 # ``codec`` says how ``data`` is stored (ledger.store.codec: 0 as is, 1 DEFLATE with the
@@ -119,9 +121,9 @@ payloads = Table(
     Column("salt", LargeBinary),
     Column("data", LargeBinary, nullable=False),
     Column("codec", SmallInteger, nullable=False, server_default="0"),
-    # v2 subjects (slot 5) by value: ledger.store.entries.subject_seqs
-    Index("ix_payloads_subject", "data", sqlite_where=text("pid % 8 = 5"),
-          postgresql_where=text("pid % 8 = 5")),
+    # v2 subjects (SUBJECT_SLOT) by value: ledger.store.entries.subject_seqs
+    Index("ix_payloads_subject", "data", sqlite_where=text(SUBJECT_WHERE),
+          postgresql_where=text(SUBJECT_WHERE)),
 )
 
 # The guard of erasure: (seq, slot) erased by the redaction entry at redaction_seq.

@@ -522,3 +522,16 @@ def test_a_gap_across_three_worker_ranges_is_one_finding(db_url):
     assert [(f["code"], f["seq"], f["actual"]) for f in one["findings"]] == [("seq_gap", 5, 23)]
     assert three["summary"] == one["summary"] == {"rows": 12, "verified": 12, "failed": 0,
                                                   "unverified": 0}
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_run_row_takes_its_times_from_the_ledger_clock(db_url, workers):
+    """The run's row (started and last saved, sequential or in parts) is timed by the
+    injected clock, never the wall clock."""
+    t0 = 1_000_000_000_000_000  # 2001-09-09: far from any wall clock this runs under
+    with Ledger.init(db_url, clock=FixedClock(t0, step_us=1)) as L:
+        L.append_many(realistic(12))
+        assert audit(L, workers=workers)["outcome"] == "passed"
+        with L.ctx.engine.connect() as conn:
+            rows = conn.execute(text("SELECT started_at, updated_at FROM audit_runs")).all()
+    assert rows and all(t0 <= t < t0 + 1_000_000 for row in rows for t in row)

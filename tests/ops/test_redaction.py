@@ -206,6 +206,20 @@ def test_erasure_report_is_signed(ledger, ring):
     assert getattr(e.value, "code", None) == "erasure_report_invalid"
 
 
+def test_erasure_report_times_come_from_the_ledger_clock(db_url, tmp_path):
+    """The report's erasure time and its signature's ``iat`` are the injected clock's."""
+    t0 = 1_000_000_000_000_000  # 2001-09-09: far from any wall clock this runs under
+    with Ledger.init(db_url, origin="test.example/redaction",
+                     clock=FixedClock(t0, step_us=1)) as lg:
+        ring = ledger_keyring(lg, tmp_path / "keys")
+        _seed(lg)
+        out = lg.redact(ASK, keyring=ring, subject="bob")
+        report = lg.erasure_report(out, ASK, ring)
+    claims = verify_report(report, json.loads((ring.path / "jwks.json").read_text()))
+    assert claims["iat"] == t0 // 1_000_000
+    assert report["erased_at"].startswith("2001-09-09T")
+
+
 def test_a_raw_delete_without_redaction_is_refused(ledger, db_url):
     _seed(ledger)
     eng = _raw(db_url)

@@ -38,7 +38,7 @@ from ledger.ops.append.judge import check_hints, judge_attestation
 from ledger.ops.append.prepare import AppendResult, Prepared
 from ledger.ops.context import LedgerContext
 from ledger.ops.trust_store import last_key_event_seq
-from ledger.store import db, postgres
+from ledger.store import db, layout, postgres
 from ledger.store.append import AppendTxn, append_transaction
 from ledger.store.entries import Head
 
@@ -188,8 +188,8 @@ class BatchWriter:
                    body_hash=body, prev_hash=prev, entry_hash=eh, tenant=p.tenant, tseq=tseq)
         rows.append(row)
         self.chains[p.tenant] = (tseq + 1, eh)
-        base = self.size * 8
-        blobs.extend((base + slot, salt, how, kept) for slot, salt, how, kept in p.stored_rows())
+        blobs.extend((layout.pid(self.size, slot), salt, how, kept)
+                     for slot, salt, how, kept in p.stored_rows())
         res = AppendResult(True, self.size, hash_hex(eh), format_us(self.now),
                            index=p.index, tenant=p.tenant, tseq=tseq)
         if key is not None:

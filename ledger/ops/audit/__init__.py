@@ -125,10 +125,11 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
             parts = split(start, end, opts.workers)
         run_id = None if read_only else new_run(engine, ctx, opts, start, end, parts)
     if parts:
-        tally = run_parts(engine, ctx.meta.ledger_id, run_id, parts, tally, opts, progress)
+        tally = run_parts(engine, ctx.meta.ledger_id, run_id, parts, tally, opts, progress,
+                          ctx.clock)
     else:
         run_whole(engine, ctx.meta.ledger_id, run_id, start, end, policy, store, tally,
-                  progress, state)
+                  progress, state, ctx.clock)
     if tally.agg is not None and run_id is not None:  # (an unrecorded run stores nothing)
         save_aggregates(engine, run_id, tally.agg)
     add_custody_findings(tally, engine, opts.start if not opts.since_last else start, end,

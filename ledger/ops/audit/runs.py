@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from ledger.clock import Clock
 from ledger.core.audit import FORKED, ChainAuditor, Finding
 from ledger.core.digest import digest_text
 from ledger.core.entry import hash_hex, parse_hash_hex
@@ -111,7 +112,7 @@ def new_run(engine: Any, ctx: LedgerContext, opts: AuditOptions, start: int, end
 
 
 def save_progress(engine: Any, run_id: int, pos: int, tally: Tally, auditor: ChainAuditor | None,
-          saved: dict[str, int], state: str = "running") -> None:
+          saved: dict[str, int], state: str = "running", *, clock: Clock) -> None:
     rows = [{"run_id": run_id, "seq": f["seq"], "kind": "finding", "body": json.dumps(f)}
             for f in tally.findings[saved["findings"]:]]
     rows += [{"run_id": run_id, "seq": a["seq"], "kind": "abstention", "body": json.dumps(a)}
@@ -122,7 +123,7 @@ def save_progress(engine: Any, run_id: int, pos: int, tally: Tally, auditor: Cha
         opts = json.loads(runs.run_options(conn, run_id))
         opts["state"] = st
         runs.update_run(conn, run_id, next_seq=pos, counts=json.dumps(tally.counts()),
-                        state=state, options=json.dumps(opts), updated_at=_now_us())
+                        state=state, options=json.dumps(opts), updated_at=clock.now_us())
     saved.update(findings=len(tally.findings), abstentions=len(tally.abstentions),
                  at=tally.rows)
 
@@ -138,22 +139,16 @@ def save_aggregates(engine: Any, run_id: int, agg: dict[tuple[Any, ...], int]) -
         return
 
 
-def _now_us() -> int:
-    from ledger.clock import SystemClock
-
-    return SystemClock().now_us()
-
-
-def finish_run(engine: Any, run_id: int, end: int, tally: Tally) -> None:
+def finish_run(engine: Any, run_id: int, end: int, tally: Tally, clock: Clock) -> None:
     with connect(engine) as conn:
         saved = runs.count_findings(conn, run_id, "finding")
         saved_a = runs.count_findings(conn, run_id, "abstention")
     save_progress(engine, run_id, end, tally, None, {"findings": saved, "abstentions": saved_a,
-                                             "at": 0}, state="complete")
+                                             "at": 0}, state="complete", clock=clock)
 
 
 def save_parts(engine: Any, run_id: int, parts: list[dict[str, Any]], tally: Tally,
-                unsaved: list[tuple[str, dict[str, Any]]] | None) -> None:
+                unsaved: list[tuple[str, dict[str, Any]]] | None, clock: Clock) -> None:
     """Save a parallel run: each part's position and walk state, the whole run's counts,
     and the findings and abstentions in ``unsaved``; ``unsaved`` None: the run is complete
     and ``tally`` holds all of them (gaps joined), which replace what was saved."""
@@ -174,7 +169,7 @@ def save_parts(engine: Any, run_id: int, parts: list[dict[str, Any]], tally: Tal
                             "next_seq"] < p["end"]] or [parts[-1]["end"]]),
                         counts=json.dumps(tally.counts()),
                         state="complete" if done else "running", options=json.dumps(opts),
-                        updated_at=_now_us())
+                        updated_at=clock.now_us())
 
 
 def resume(engine: Any, opts: AuditOptions,

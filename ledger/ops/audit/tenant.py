@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ledger.clock import format_us
-from ledger.core.audit import DELETED, FORKED, ChainAuditor, Finding, outcome
+from ledger.core.audit import FORKED, ChainAuditor, Finding, outcome
 from ledger.core.merkle import leaf_hash
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.core.policy import Policy, load_policy
@@ -123,7 +123,7 @@ def _tree_findings(ctx: LedgerContext, tenant: str, leaves: dict[int, bytes]) ->
                 stored = nodes.get((0, s))
                 if stored != leaves[s]:
                     out.append(Finding(
-                        "tenant_not_in_tree", s, DELETED if stored is None else FORKED,
+                        "tenant_not_in_tree", s, FORKED,
                         "the entry is not the leaf the stored tree holds at its seq",
                         None if stored is None else stored.hex(), leaves[s].hex()))
         latest = store.latest_checkpoint()

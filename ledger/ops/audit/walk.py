@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from ledger.clock import Clock
 from ledger.core.audit import DELETED, FORKED, TRUNCATED, Anchors, ChainAuditor, Finding
 from ledger.core.entry import genesis_hash, hash_hex
 from ledger.core.policy import Policy, load_policy
@@ -159,17 +160,17 @@ def check_tenant_heads(conn: Connection, size: int) -> list[Finding]:
 
 def run_whole(engine: Any, ledger_id: str, run_id: int | None, start: int, end: int,
               policy: Policy, store: TrustStore | None, tally: Tally,
-              progress: Callable[[int], None] | None, state: dict[str, Any]) -> None:
+              progress: Callable[[int], None] | None, state: dict[str, Any], clock: Clock) -> None:
     """Audit ``[start, end)`` in this process into ``tally`` (which holds what a resumed
     run saved before), saving progress and completing the run ``run_id`` (None: a
     read-only replica, nothing saved)."""
-    saver = None if run_id is None else progress_saver(engine, run_id, tally)
+    saver = None if run_id is None else progress_saver(engine, run_id, tally, clock)
     tally.add(audit_range(engine, ledger_id, start, end, policy, store, progress, saver, state))
     if run_id is not None:
-        finish_run(engine, run_id, end, tally)
+        finish_run(engine, run_id, end, tally, clock)
 
 
-def progress_saver(engine: Any, run_id: int, base: Tally,
+def progress_saver(engine: Any, run_id: int, base: Tally, clock: Clock,
                    ) -> Callable[[int, Tally, ChainAuditor], None]:
     """Progress saver for one segment; ``base`` is what earlier segments (a resumed
     run) already saved, so the stored counts always cover the whole run."""
@@ -182,7 +183,7 @@ def progress_saver(engine: Any, run_id: int, base: Tally,
         whole = Tally(agg=None)  # progress only: the counts are saved once, at the end
         whole.add(base)
         whole.add(segment)
-        save_progress(engine, run_id, pos, whole, auditor, saved)
+        save_progress(engine, run_id, pos, whole, auditor, saved, clock=clock)
     return save
 
 
@@ -247,7 +248,7 @@ def _submit(pool: Any, pipe: Any, i: int, url: str, ledger_id: str, part: dict[s
 
 def run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict[str, Any]],
                base: Tally, opts: AuditOptions, progress: Callable[[int], None] | None,
-               ) -> Tally:
+               clock: Clock) -> Tally:
     """Audit every part of ``parts`` not yet done, one process each; ``base`` is what the
     run saved before (a resumed run).  Returns the whole run's tally, gaps joined, and
     leaves the run complete."""
@@ -294,10 +295,10 @@ def run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict[
             elif msg[0] in running:  # (a late message of a finished part: the result has it)
                 moved(*msg)
             if since_save >= PROGRESS_EVERY and running and run_id is not None:
-                save_parts(engine, run_id, parts, _whole(base, live, parts_fresh), unsaved)
+                save_parts(engine, run_id, parts, _whole(base, live, parts_fresh), unsaved, clock)
                 unsaved, since_save = [], 0
     tally = _whole(base, live, parts_fresh)
     join_gaps(tally.findings, [p["start"] for p in parts] + [parts[-1]["end"]])
     if run_id is not None:  # (None: a read-only replica, nothing saved)
-        save_parts(engine, run_id, parts, tally, None)
+        save_parts(engine, run_id, parts, tally, None, clock)
     return tally

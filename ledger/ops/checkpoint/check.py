@@ -183,7 +183,7 @@ def _check_tenants(store: TreeStore, cp: Checkpoint) -> list[Finding]:
     try:
         line = parse_extension(cp.extensions)
     except LedgerError as exc:
-        return [_finding("tenant_heads_mismatch", FindingClass.SIGNATURE_INVALID, at,
+        return [_finding("tenant_heads_mismatch", FindingClass.FORKED, at,
                          f"the checkpoint's tenants line cannot be read: {exc}")]
     if line is None:
         if needs_extension(heads):

@@ -19,7 +19,6 @@ erased data and no subject text.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +55,7 @@ def erasure_report(ctx: LedgerContext, outcome: RedactionOutcome, ask: Ask, keyr
                     for line in outcome.lines()],
         "checkpoint": {"size": cp.size, "root_hash": hash_hex(cp.root_hash), "note": note},
     }
-    claims = {"iss": ctx.origin, "iat": int(time.time()),
+    claims = {"iss": ctx.origin, "iat": ctx.clock.now_us() // 1_000_000,
               "report_digest": digest_text(canonical_json(report))}
     return {**report, "signature": signer.sign_jwt(claims, REPORT_TYP)}
 
