@@ -114,7 +114,9 @@ class Ledger:
     def _append_alone(self, submissions: Sequence[Any], scope: append_ops.Scope,
                       ) -> list[AppendResult]:
         """One group of ``append`` calls in one transaction; each result as a lone call's."""
-        producer, tenant = scope if isinstance(scope, tuple) else (scope, DEFAULT_TENANT)
+        if not isinstance(scope, tuple):  # the default tenant: the call it always was
+            return [replace(r, index=0) for r in self.append_many(submissions, producer=scope)]
+        producer, tenant = scope
         return [replace(r, index=0)
                 for r in self.append_many(submissions, producer=producer, tenant=tenant)]
 

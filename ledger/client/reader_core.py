@@ -57,6 +57,7 @@ from ledger.core.readcheck import (
     Problem,
     check_entry,
 )
+from ledger.core.tenant import DEFAULT_TENANT
 from ledger.crypto.cosign import check_cosignatures
 from ledger.errors import (
     CheckpointRejected,
@@ -278,8 +279,8 @@ def _b64(value: Any, where: str) -> bytes | None:
 
 def _stored_row(entry: dict[str, Any], bundle_entry: dict[str, Any], seq: int, kind: Any,
                 v: Any) -> SimpleNamespace:
-    """The stored row as the server describes it: hashes and envelope from the bundle; the
-    indexed columns as served, except where the server reports the stored column differs
+    """The stored row as the server describes it: hashes, envelope, tenant and tseq from the
+    bundle; the indexed columns as served, except where the server reports the stored column differs
     (its ``column_mismatch`` problems: the value actually stored).  A v2 result's subject
     is a payload, never a column."""
     columns = {col: entry.get(col) for col in INDEXED_COLUMNS}
@@ -296,8 +297,12 @@ def _stored_row(entry: dict[str, Any], bundle_entry: dict[str, Any], seq: int, k
     except (KeyError, TypeError, ValueError) as exc:
         raise ProofRejected("the bundle's entry is malformed", code="proof_malformed",
                             field="proof.entry") from exc
+    # an entry of a tenant other than the default one: its tenant and tseq, which its tenant
+    # link binds, from the bundle (docs/format-checkpoint.md); without them: the default
+    # tenant's v1 link
+    tenant = bundle_entry.get("tenant", DEFAULT_TENANT)
     return SimpleNamespace(seq=seq, kind=kind, recorded_at=recorded_at, envelope=envelope,
-                           **hashes, **columns)
+                           tenant=tenant, tseq=bundle_entry.get("tseq"), **hashes, **columns)
 
 
 def _verify_bundle(state: TrustedState, seq: int, layer: str, entry: dict[str, Any],
@@ -373,7 +378,7 @@ def _served_mismatches(entry: dict[str, Any], c: CheckedEntry,
         "meta": meta(), "document": doc if result is None else None,
         "payloads": c.commitments, "envelope": bentry.get("envelope"),
         "body_hash": bentry.get("body_hash"), "prev_hash": bentry.get("prev_hash"),
-        "entry_hash": bentry.get("entry_hash"),
+        "entry_hash": bentry.get("entry_hash"), "tenant": c.tenant,
         **{col: c.values[col] for col in INDEXED_COLUMNS}}
     return [Problem(SERVED_MISMATCH, key, value, entry.get(key))
             for key, value in proven.items() if key in entry and entry[key] != value]

@@ -56,6 +56,7 @@ from ledger.core.merkle import (
     resolve_proof,
 )
 from ledger.core.merkle import verify_consistency as merkle_consistency
+from ledger.core.tenant import DEFAULT_TENANT
 from ledger.core.tiles import (
     CHECKPOINT,
     HASH_SIZE,
@@ -74,7 +75,13 @@ from ledger.errors import (
     RolledBack,
     TileRejected,
 )
-from ledger.verify.proof import ENTRY_KEYS, INCLUSION_FORMAT, PAYLOAD_KEYS, verify_inclusion_bundle
+from ledger.verify.proof import (
+    ENTRY_KEYS,
+    INCLUSION_FORMAT,
+    PAYLOAD_KEYS,
+    TENANT_ENTRY_KEYS,
+    verify_inclusion_bundle,
+)
 
 TILES_LAYER = "tiles"  # VerifiedEntry.layer of an entry read from an entry bundle
 
@@ -279,6 +286,8 @@ def proof_bundle(state: TrustedState, seq: int, record: dict[str, Any],
     path computed from tiles and the trusted checkpoint (verified by
     ``ledger.verify.proof.verify_inclusion_bundle`` as any proof bundle is)."""
     entry = {k: record.get(k) for k in ENTRY_KEYS if k != "payloads"}
+    if record.get("tenant", DEFAULT_TENANT) != DEFAULT_TENANT:  # a record that names its
+        entry.update({k: record.get(k) for k in TENANT_ENTRY_KEYS})  # tenant and tseq
     payloads = record.get("payloads")
     if isinstance(payloads, dict):
         entry["payloads"] = {n: ({k: v for k, v in p.items() if k in PAYLOAD_KEYS}

@@ -7,6 +7,11 @@ const enc = new TextEncoder();
 const ENVELOPE_TAG = enc.encode("ledger.envelope.v1\0");
 const ENTRY_TAG = enc.encode("ledger.entry.v1\0");
 const PAYLOAD_TAG = enc.encode("ledger.payload.v2\0");
+// An entry of a tenant other than "default" (ledger/core/tenant.py): its bundle entry
+// carries "tenant" and "tseq", and its hash is the tenant link, which binds both.
+const TENANT_ENTRY_TAG = enc.encode("ledger.entry.tenant.v1\0");
+const TENANT_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+const MAX_U63 = (1n << 63n) - 1n;
 
 export class ProofFailure extends Error {
   constructor(code, message) { super(message); this.code = code; }
@@ -64,6 +69,23 @@ function u64be(n) {
   const b = new Uint8Array(8);
   new DataView(b.buffer).setBigUint64(0, BigInt(n));
   return b;
+}
+
+// The entry hash a bundle's entry must have: the v1 link, or for another tenant's entry
+// SHA-256(TENANT_ENTRY_TAG || prev || u64be(seq) || u64be(tseq) || u64be(recorded_at_us) ||
+// u8(len(tenant)) || ascii(tenant) || body_hash).
+export async function entryLink(e, seq, prev, body) {
+  const has = ["tenant", "tseq"].filter((k) => Object.prototype.hasOwnProperty.call(e, k));
+  if (!has.length) return sha256(concat(ENTRY_TAG, prev, u64be(seq), u64be(e.recorded_at_us), body));
+  if (has.length !== 2) fail("proof_malformed", "the entry has one of tenant and tseq without the other");
+  if (typeof e.tenant !== "string" || !TENANT_RE.test(e.tenant) || e.tenant === "default") {
+    fail("proof_malformed", "entry.tenant is not the id of a tenant other than 'default'");
+  }
+  if (!Number.isSafeInteger(e.tseq) || e.tseq < 0) fail("proof_malformed", "entry.tseq is not a non-negative integer");
+  if ([seq, e.tseq, e.recorded_at_us].some((n) => n < 0 || BigInt(n) > MAX_U63)) return new Uint8Array(0);
+  const t = enc.encode(e.tenant);
+  return sha256(concat(TENANT_ENTRY_TAG, prev, u64be(seq), u64be(e.tseq), u64be(e.recorded_at_us),
+    Uint8Array.of(t.length), t, body));
 }
 
 function equal(a, b) {
@@ -198,9 +220,10 @@ export async function verifyProof(bundle, jwks) {
       const prev = sha256Field(e.prev_hash, "prev_hash");
       entryHash = sha256Field(e.entry_hash, "entry_hash");
       if (!Number.isSafeInteger(e.recorded_at_us)) fail("proof_malformed", "recorded_at_us is not an integer");
-      const link = await sha256(concat(ENTRY_TAG, prev, u64be(bundle.seq), u64be(e.recorded_at_us), body));
-      if (!equal(link, entryHash)) fail("entry_hash_mismatch", "prev_hash, seq, recorded_at_us and body_hash do not hash to entry_hash");
-      step("entry_hash", "recomputed from prev_hash, seq, time and body_hash");
+      const link = await entryLink(e, bundle.seq, prev, body);
+      const tenant = e.tenant === undefined ? "" : `tenant ${e.tenant}, tseq ${e.tseq}, `;
+      if (!equal(link, entryHash)) fail("entry_hash_mismatch", `${tenant}prev_hash, seq, recorded_at_us and body_hash do not hash to entry_hash`);
+      step("entry_hash", `recomputed from ${tenant}prev_hash, seq, time and body_hash`);
     } else {
       if (bundle.leaf_index !== bundle.seq) fail("leaf_index_mismatch", `leaf_index ${bundle.leaf_index} is not seq ${bundle.seq}`);
       entryHash = sha256Field(bundle.entry_hash, "entry_hash");

@@ -5,10 +5,12 @@ reports, the reader client) shapes an entry from :func:`check_entry`, never from
 indexed columns: the columns only find rows.  :func:`check_entry` recomputes, from what is
 stored,
 
-* the body hash of the envelope and the entry hash (``prev_hash || seq || recorded_at ||
-  body``), and compares them with the stored hashes;
-* when the caller gives it, the hash the *next* entry links to (or the head hash after the
-  last entry): the entry hash must be the one the chain carries on;
+* the body hash of the envelope and the entry hash, and compares them with the stored
+  hashes: the v1 link (``prev_hash || seq || recorded_at || body``) for an entry of the
+  default tenant, the tenant link (``ledger.core.tenant``: it also binds the tenant and
+  the entry's place ``tseq`` in the tenant's chain) for an entry of any other tenant;
+* when the caller gives it, the hash the *next* entry of the same tenant links to (or the
+  head hash after the last entry): the entry hash must be the one the chain carries on;
 * each payload the envelope commits to against its digest (v1, and the documents of the
   other kinds) or its salted commitment (v2 results);
 * the main document against the envelope (a result's ``status`` and ``proof_ref``; an
@@ -49,10 +51,14 @@ from ledger.core.entry import (
 from ledger.core.erasure import RedactionMap
 from ledger.core.fastjson import loads as fast_loads
 from ledger.core.fastjson import orjson_loads
+from ledger.core.tenant import DEFAULT_TENANT, is_tenant, tenant_entry_hash, tseq_of
 
 # The indexed copies of envelope fields in the entries table (every string column); a
 # column that copies no field of an entry's kind must be NULL.
 INDEXED_COLUMNS = RESULT_FIELDS
+# The proven value that is no envelope field: the entry's tenant, bound by its entry hash
+# (the v1 link is the default tenant's, the tenant link every other tenant's)
+TENANT_VALUE = "tenant"
 
 # The stable codes of a read verdict (docs/reads.md); each names what it covers.
 ROW_UNREADABLE = "row_unreadable"              # stored values of the wrong type
@@ -132,7 +138,10 @@ class CheckedEntry:
     """An entry as a reader may see it.
 
     ``values``: every indexed column's *envelope* value (None where the kind has no such
-    field; a v2 result's ``subject`` from its checked subject payload); ``texts``: the
+    field; a v2 result's ``subject`` from its checked subject payload) and ``tenant``, the
+    tenant the entry hash binds (None when the entry hash does not recompute); ``tseq``:
+    the entry's place in its tenant's chain, when the entry hash binds it (tenants other
+    than the default one); ``texts``: the
     bytes of each payload that matched its commitment (an unchecked, missing or erased one
     is absent); ``document``: the parsed main document when it checked and is a JSON
     object; ``stored``: every stored payload by name, checked or not (the auditor's
@@ -151,6 +160,44 @@ class CheckedEntry:
     integrity: Integrity
     version: int | None = None
     salts: dict[str, bytes] = field(default_factory=dict)
+    tseq: int | None = None
+
+    @property
+    def tenant(self) -> str | None:
+        """The proven tenant (None: the entry hash did not recompute)."""
+        value = self.values.get(TENANT_VALUE)
+        return value if isinstance(value, str) else None
+
+
+def row_tenant(row: Any) -> Any:
+    """The stored tenant of ``row`` (``default`` for a row that has none: an entry read
+    from a source from before tenants)."""
+    return getattr(row, "tenant", DEFAULT_TENANT)
+
+
+def row_tseq(row: Any) -> int | None:
+    """The place of ``row`` in its tenant's chain as stored (a NULL ``tseq`` of the
+    default tenant is its seq); None when it has none or it is not an integer."""
+    tenant, seq, tseq = row_tenant(row), getattr(row, "seq", None), getattr(row, "tseq", None)
+    if type(seq) is not int or tseq is not None and type(tseq) is not int \
+            or not isinstance(tenant, str):
+        return None
+    got = tseq_of(tenant, seq, tseq)
+    return got if got >= 0 else None
+
+
+def link_of(row: Any, prev: bytes, body: bytes) -> bytes | None:
+    """The entry hash ``row`` must have: the v1 link for the default tenant, the tenant
+    link for another; None when its tenant is no tenant id or its tseq no non-negative
+    integer (nothing can hash to such an entry).  Raises ValueError (TypeError,
+    OverflowError) for stored values of the wrong type."""
+    tenant = row_tenant(row)
+    if tenant == DEFAULT_TENANT:
+        return entry_hash(prev, row.seq, row.recorded_at, body)
+    tseq = getattr(row, "tseq", None)
+    if not is_tenant(tenant) or type(tseq) is not int or tseq < 0:
+        return None
+    return tenant_entry_hash(tenant, prev, row.seq, tseq, row.recorded_at, body)
 
 
 def as_bytes(value: Any) -> bytes:
@@ -171,8 +218,8 @@ def check_entry(row: Any, blobs: dict[int, Any], ledger_id: str, *,
 
     ``redactions``: the redaction map (an absent payload a redaction names is ``redacted``,
     any other absent committed payload is ``payload_missing``); ``next_prev``: the
-    ``prev_hash`` of the entry after this one, or the head hash when this is the last
-    (None: not checked); ``slots``: the payload slots that were read (None: all) -- a
+    ``prev_hash`` of the next entry of the same tenant, or the head hash when this is the
+    last (None: not checked); ``slots``: the payload slots that were read (None: all) -- a
     payload in another slot is neither checked nor served, and the verdict covers only what
     is served.  Never raises for stored data."""
     problems: list[Problem] = []
@@ -182,15 +229,18 @@ def check_entry(row: Any, blobs: dict[int, Any], ledger_id: str, *,
     try:
         envelope, body = as_bytes(row.envelope), as_bytes(row.body_hash)
         prev, stored_hash = as_bytes(row.prev_hash), as_bytes(row.entry_hash)
-        recomputed = entry_hash(prev, row.seq, row.recorded_at, body)
+        recomputed = link_of(row, prev, body)
     except (TypeError, ValueError, OverflowError) as exc:
         problems.append(Problem(ROW_UNREADABLE, "entry_hash", None, str(exc)))
-        return CheckedEntry(seq, kind, t, {}, dict.fromkeys(INDEXED_COLUMNS), {}, None, {},
-                            {}, Integrity(tuple(problems)))
+        return CheckedEntry(seq, kind, t, {}, dict.fromkeys((*INDEXED_COLUMNS, TENANT_VALUE)),
+                            {}, None, {}, {}, Integrity(tuple(problems)))
     if body_hash(envelope) != body:
         problems.append(Problem(ENVELOPE_HASH_MISMATCH, "envelope", hash_hex(body),
                                 hash_hex(body_hash(envelope))))
-    if recomputed != stored_hash:
+    if recomputed is None:
+        problems.append(Problem(ENTRY_HASH_MISMATCH, "tenant", None,
+                                [_jsonable(row_tenant(row)), getattr(row, "tseq", None)]))
+    elif recomputed != stored_hash:
         problems.append(Problem(ENTRY_HASH_MISMATCH, "entry_hash", hash_hex(recomputed),
                                 hash_hex(stored_hash)))
     if next_prev is not None and next_prev != stored_hash:
@@ -243,10 +293,15 @@ def check_entry(row: Any, blobs: dict[int, Any], ledger_id: str, *,
             else:
                 texts[name] = data
     values = _values(row, kind, v, env, texts, problems)
+    linked = recomputed == stored_hash
+    tenant = row_tenant(row)
+    values[TENANT_VALUE] = tenant if linked else None
     document = _document(kind, env, texts, problems)
     return CheckedEntry(seq, kind, t, env, values, texts, document, commitments, stored,
                         Integrity(tuple(problems), tuple(redacted)),
-                        v or None, salts)
+                        v or None, salts,
+                        getattr(row, "tseq", None) if linked and tenant != DEFAULT_TENANT
+                        else None)
 
 
 def _envelope(envelope: bytes, problems: list[Problem]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ LAYERS = ("agent", "developer", "auditor")
 # ``findings`` (developers: codes, auditors: the findings) what the audit found on the entry.
 AGENT_FIELDS = ("seq", "recorded_at", "kind", "status", "agent_message", "integrity")
 DEVELOPER_FIELDS = AGENT_FIELDS + ("engine", "constraint_id", "subject", "admission",
-                                   "developer_fields", "findings")
+                                   "developer_fields", "findings", "tenant")
 AUDITOR_FIELDS = DEVELOPER_FIELDS + (
     "producer", "idempotency_key", "proof_ref", "att_verdict", "att_kid", "att_iss",
     "preimage", "attestation", "query", "meta", "document", "payloads", "envelope",
@@ -94,7 +94,7 @@ def row_view(row: Any, c: CheckedEntry) -> dict[str, Any]:
     v, t = c.values, c.texts
     return {
         "seq": c.seq, "recorded_at": format_us(c.recorded_at), "kind": c.kind,
-        "status": v["status"],
+        "status": v["status"], "tenant": c.tenant,
         "agent_message": result.get("agent_message") if result else None,
         "engine": v["engine"], "constraint_id": v["constraint_id"],
         "subject": v["subject"], "admission": v["admission"],
@@ -155,6 +155,7 @@ def entry_detail(row: Any, c: CheckedEntry,
     v = c.values
     return {
         "seq": c.seq, "kind": c.kind, "recorded_at": format_us(c.recorded_at),
+        "tenant": c.tenant, "tseq": c.tseq,
         "engine": v["engine"], "status": v["status"], "constraint_id": v["constraint_id"],
         "proof_ref": v["proof_ref"], "subject": v["subject"], "producer": v["producer"],
         "idempotency_key": v["idempotency_key"], "admission": v["admission"],
@@ -211,7 +212,9 @@ def export_line(row: Any, blobs: Any, redactions: RedactionMap | None = None,
 def proof_entry(row: Any, blobs: Any) -> dict[str, Any]:
     """The ``entry`` object of an inclusion-proof bundle (docs/format-checkpoint.md): the
     envelope, the committed payloads' bytes (null when not stored) and the hashes; a v2
-    result's payloads also carry ``salt_b64``."""
+    result's payloads also carry ``salt_b64``; an entry of a tenant other than the default
+    one also its ``tenant`` and ``tseq`` (its tenant link binds them; a default-tenant
+    entry's object is the one it always was)."""
     digests, stored = named_payloads(row, blobs)
     payloads: dict[str, Any] = {}
     for name, d in sorted(digests.items()):
@@ -220,7 +223,11 @@ def proof_entry(row: Any, blobs: Any) -> dict[str, Any]:
                           else base64.b64encode(p[1]).decode("ascii")}
         if p is not None and p[0] is not None:
             payloads[name]["salt_b64"] = base64.b64encode(p[0]).decode("ascii")
-    return {
+    out = {
         "envelope": bytes(row.envelope).decode("utf-8"), "recorded_at_us": row.recorded_at,
         "prev_hash": hash_hex(bytes(row.prev_hash)), "body_hash": hash_hex(bytes(row.body_hash)),
         "entry_hash": hash_hex(bytes(row.entry_hash)), "payloads": payloads}
+    tenant = getattr(row, "tenant", DEFAULT_TENANT)
+    if tenant != DEFAULT_TENANT:
+        out["tenant"], out["tseq"] = tenant, row.tseq
+    return out

@@ -502,18 +502,55 @@ class Page:
             yield EntryRow(*t), slots
 
 
-def next_links(conn: Connection, seqs: Sequence[int]) -> dict[int, bytes]:
-    """seq -> the ``prev_hash`` stored by the entry at ``seq + 1``, for each of ``seqs``
-    whose next entry is stored (one indexed read; the hash the chain carries on with)."""
+class NextRow(NamedTuple):
+    """The stored entry that may be the next of a tenant's chain: its seq, tenant, stored
+    tseq (None: from before tenants) and ``prev_hash``."""
+
+    seq: int
+    tenant: Any
+    tseq: int | None
+    prev_hash: bytes
+
+
+def next_links(conn: Connection, seqs: Sequence[int]) -> dict[int, NextRow]:
+    """seq -> the entry at ``seq + 1``, for each of ``seqs`` whose next entry is stored (one
+    indexed read; the reader links an entry to it when it is of the same tenant)."""
     if not seqs:
         return {}
     nxt = sorted({s + 1 for s in seqs})
-    rows = conn.execute(select(entries.c.seq, entries.c.prev_hash).where(
-        entries.c.seq.in_(nxt) if len(nxt) < 2 or nxt[-1] - nxt[0] >= 4 * len(nxt)
-        else and_(entries.c.seq >= nxt[0], entries.c.seq <= nxt[-1])))
+    c = entries.c
+    rows = conn.execute(select(c.seq, c.tenant, c.tseq, c.prev_hash).where(
+        c.seq.in_(nxt) if len(nxt) < 2 or nxt[-1] - nxt[0] >= 4 * len(nxt)
+        else and_(c.seq >= nxt[0], c.seq <= nxt[-1])))
     wanted = set(nxt)
-    return {int(s) - 1: _bytes(p) for s, p in rows if int(s) in wanted}
+    return {int(s) - 1: NextRow(int(s), t, ts, _bytes(p))
+            for s, t, ts, p in rows if int(s) in wanted}
 
+
+def tenant_next(conn: Connection, tenant: str, seq: int) -> NextRow | None:
+    """The first stored entry of ``tenant`` after ``seq`` (one probe of the ``(tenant,
+    seq)`` index); None when there is none."""
+    c = entries.c
+    row = conn.execute(select(c.seq, c.tenant, c.tseq, c.prev_hash).where(
+        c.tenant == tenant, c.seq > seq).order_by(c.seq).limit(1)).first()
+    return None if row is None else NextRow(int(row[0]), row[1], row[2], _bytes(row[3]))
+
+
+def stored_between(conn: Connection, lo: int, hi: int) -> bool:
+    """Whether every seq strictly between ``lo`` and ``hi`` is stored (no entry deleted
+    between them)."""
+    if hi - lo <= 1:
+        return True
+    n = conn.execute(select(func.count()).select_from(entries).where(
+        entries.c.seq > lo, entries.c.seq < hi)).scalar_one()
+    return int(n) == hi - lo - 1
+
+
+def tenant_head(conn: Connection, tenant: str) -> tuple[int, bytes] | None:
+    """(size, head hash) that ``tenant_heads`` records for ``tenant``; None without a row."""
+    row = conn.execute(select(tenant_heads.c.size, tenant_heads.c.head_hash).where(
+        tenant_heads.c.tenant == tenant)).first()
+    return None if row is None else (int(row[0]), _bytes(row[1]))
 
 
 @dataclass(frozen=True)
@@ -521,7 +558,7 @@ class ReadState:
     """What a verified read needs besides its rows, read in one statement: the head, the
     last redaction entry (is the redaction map current?), the latest complete audit run
     and whether a run begun after it is still running (whose findings apply), and the
-    ``prev_hash`` of the entry after a page's last row."""
+    ``prev_hash`` and the tenant of the entry after a page's last row."""
 
     head_size: int | None
     head_hash: bytes | None
@@ -529,6 +566,7 @@ class ReadState:
     latest_complete_run: int | None
     later_running: bool
     next_prev: bytes | None
+    next_tenant: Any = None
 
 
 def state_columns() -> list[Any]:
@@ -552,18 +590,21 @@ def state_columns() -> list[Any]:
 STATE_COLUMNS = 5
 
 
-def state_of(values: Sequence[Any], next_prev: Any = None) -> ReadState:
+def state_of(values: Sequence[Any], next_prev: Any = None,
+             next_tenant: Any = None) -> ReadState:
     """The :class:`ReadState` of the values of :func:`state_columns` (in that order)."""
     size, h, red, done, later = values
     return ReadState(None if size is None else int(size), None if h is None else _bytes(h),
                      None if red is None else int(red), None if done is None else int(done),
-                     bool(later), None if next_prev is None else _bytes(next_prev))
+                     bool(later), None if next_prev is None else _bytes(next_prev),
+                     next_tenant)
 
 
 def read_state(conn: Connection, next_seq: int | None) -> ReadState:
-    """:class:`ReadState`, with ``next_prev`` the stored ``prev_hash`` of the entry at
-    ``next_seq`` (None: not asked, or no such entry)."""
-    nxt = select(entries.c.prev_hash).where(entries.c.seq == (
-        -1 if next_seq is None else next_seq)).scalar_subquery()
-    row = conn.execute(select(*state_columns(), nxt)).one()
-    return state_of(row[:STATE_COLUMNS], row[STATE_COLUMNS])
+    """:class:`ReadState`, with ``next_prev`` and ``next_tenant`` the stored ``prev_hash``
+    and tenant of the entry at ``next_seq`` (None: not asked, or no such entry)."""
+    at = entries.c.seq == (-1 if next_seq is None else next_seq)
+    nxt = select(entries.c.prev_hash).where(at).scalar_subquery()
+    tenant = select(entries.c.tenant).where(at).scalar_subquery()
+    row = conn.execute(select(*state_columns(), nxt, tenant)).one()
+    return state_of(row[:STATE_COLUMNS], row[STATE_COLUMNS], row[STATE_COLUMNS + 1])

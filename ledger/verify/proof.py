@@ -7,6 +7,8 @@ failure a ProofError with its own ``code``:
                    (format v2 results: SHA-256(PAYLOAD_TAG || salt || bytes), salt_b64 sent)
     envelope       --body hash-->  body_hash
     prev_hash, seq, recorded_at_us, body_hash  --entry hash-->  entry_hash
+                   (an entry of a tenant other than the default one: the tenant link,
+                    which also binds the entry's tenant and tseq, sent beside it)
     entry_hash  --leaf hash + inclusion_path-->  root  ==  checkpoint root
     checkpoint  --Ed25519-->  a key the verifier trusts; origin, size match the bundle
 
@@ -37,6 +39,7 @@ from ledger.core.entry import (
 from ledger.core.merkle import HASH_SIZE, leaf_hash, verify_consistency, verify_inclusion
 from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.core.strict import StrictError, b64decode, closed, loads
+from ledger.core.tenant import DEFAULT_TENANT, is_tenant, tenant_entry_hash
 from ledger.crypto.keys import PublicKeyRef, known_keys
 from ledger.crypto.note_sign import verify_note
 from ledger.errors import NoteError, NoteSignatureError, ProofError
@@ -49,6 +52,9 @@ INCLUSION_KEYS = frozenset({"format", "origin", "ledger_id", "seq", "tree_size",
                             "entry", "inclusion_path", "checkpoint", "timestamps"})
 ENTRY_KEYS = frozenset({"envelope", "recorded_at_us", "prev_hash", "body_hash", "entry_hash",
                         "payloads"})
+# the entry of a tenant other than the default one also carries both of these (a
+# default-tenant entry neither: its object is the one version 1 always had)
+TENANT_ENTRY_KEYS = frozenset({"tenant", "tseq"})
 PAYLOAD_KEYS = frozenset({"digest", "data_b64", "salt_b64"})  # salt_b64: v2 results only
 CONSISTENCY_KEYS = frozenset({"format", "origin", "old", "new", "path", "timestamps"})
 _T = TypeVar("_T")
@@ -67,6 +73,8 @@ class VerifiedProof:
     entry_hash: bytes | None = None
     old_size: int | None = None
     withheld: list[str] = field(default_factory=list)  # payload names sent without bytes
+    tenant: str = DEFAULT_TENANT   # the entry's tenant (inclusion), and its place in its chain
+    tseq: int | None = None        # (None for the default tenant: not in the bundle)
 
 
 def _fail(code: str, message: str, field_: str | None = None) -> ProofError:
@@ -208,7 +216,8 @@ def verify_inclusion_bundle(data: str | bytes | dict[str, Any],
     seq, size, index = _get(doc, "seq", int), _get(doc, "tree_size", int), \
         _get(doc, "leaf_index", int)
     entry = _get(doc, "entry", dict)
-    _closed(entry, ENTRY_KEYS, "entry.")
+    _closed(entry, ENTRY_KEYS | TENANT_ENTRY_KEYS, "entry.")
+    tenant, tseq = _tenant_fields(entry)
     text = _get(entry, "envelope", str, "entry.")
     t = _get(entry, "recorded_at_us", int, "entry.")
     prev, body, ehash = (_sha256_field(entry, k, "entry.")
@@ -229,9 +238,12 @@ def verify_inclusion_bundle(data: str | bytes | dict[str, Any],
                     "entry.body_hash")
     if index != seq:
         raise _fail("leaf_index_mismatch", f"leaf_index {index} is not seq {seq}", "leaf_index")
-    if entry_hash(prev, seq, t, body) != ehash:
+    if tseq is None and entry_hash(prev, seq, t, body) != ehash:
         raise _fail("entry_hash_mismatch", "prev_hash, seq, recorded_at_us and body_hash do"
                     " not hash to entry_hash", "entry.entry_hash")
+    if tseq is not None and _tenant_link(tenant, prev, seq, tseq, t, body) != ehash:
+        raise _fail("entry_hash_mismatch", "tenant, prev_hash, seq, tseq, recorded_at_us and"
+                    " body_hash do not hash to entry_hash", "entry.entry_hash")
     cp, signers = open_signed_checkpoint(doc.get("checkpoint"), keys)
     if cp.origin != origin:
         raise _fail("origin_mismatch", f"the checkpoint is for {cp.origin!r}, the proof for"
@@ -244,7 +256,27 @@ def verify_inclusion_bundle(data: str | bytes | dict[str, Any],
     except ProofError as exc:
         raise _fail("inclusion_invalid", exc.message, "inclusion_path") from exc
     return VerifiedProof("inclusion", origin, size, cp.root_hash, signers, seq=seq,
-                         entry_hash=ehash, withheld=withheld)
+                         entry_hash=ehash, withheld=withheld, tenant=tenant, tseq=tseq)
+
+
+def _tenant_fields(entry: dict[str, Any]) -> tuple[str, int | None]:
+    """(tenant, tseq) of the bundle's entry: (``default``, None) when it carries neither
+    key; both or neither, a tenant id other than ``default`` and a non-negative tseq."""
+    if not TENANT_ENTRY_KEYS & entry.keys():
+        return DEFAULT_TENANT, None
+    tenant, tseq = _get(entry, "tenant", str, "entry."), _get(entry, "tseq", int, "entry.")
+    if not is_tenant(tenant) or tenant == DEFAULT_TENANT:
+        raise _fail("proof_malformed", "entry.tenant is not the id of a tenant other than"
+                    " 'default'", "entry.tenant")
+    return tenant, tseq
+
+
+def _tenant_link(tenant: str, prev: bytes, seq: int, tseq: int, t: int, body: bytes,
+                 ) -> bytes | None:
+    try:
+        return tenant_entry_hash(tenant, prev, seq, tseq, t, body)
+    except ValueError:  # a seq, tseq or time beyond 2**63-1: nothing hashes to it
+        return None
 
 
 def verify_consistency_bundle(data: str | bytes | dict[str, Any],

@@ -691,6 +691,39 @@ def test_the_verifier_reproduces_the_worked_vector(tab: Console) -> None:
     assert page.evaluate(run, [bundle, other]) == [False, "checkpoint_signature_invalid"]
 
 
+def test_the_verifier_recomputes_a_tenant_link(tab: Console, tmp_path: Path) -> None:
+    """verify.js on the bundles of a ledger of two tenants: the default tenant's entries by
+    the v1 link, the other tenant's by its tenant link (docs/format-checkpoint.md); its
+    tenant or tseq changed: entry_hash_mismatch; a bundle naming the default tenant, or one
+    of the two keys without the other: proof_malformed."""
+    if tab.site.server.kind != "sqlite":
+        pytest.skip("engine-independent; run once")
+    url, origin = f"sqlite:///{tmp_path / 'tenants.db'}", "tenants.example/log"
+    prepare_ledger(url, tmp_path / "keys", origin)
+    with Ledger.open(url) as ledger:
+        for i, t in enumerate(("default", "acme", "acme", "default")):
+            ledger.append(realistic(4)[i], tenant=t)
+        ledger.checkpoint(Keyring.load(tmp_path / "keys"))
+        bundles = [ledger.prove(seq) for seq in range(4)]
+    jwks = json.loads((tmp_path / "keys" / "jwks.json").read_text())
+    page = tab.page
+    page.goto(f"{tab.site.server.base_url}/console/")
+    run = """async ([b, k]) => { const m = await import('/console/verify.js');
+               const r = await m.verifyProof(b, k); return [r.ok, r.code || null]; }"""
+    assert [b["entry"].get("tenant") for b in bundles] == [None, "acme", "acme", None]
+    for b in bundles:
+        assert page.evaluate(run, [b, jwks]) == [True, None]
+    for key, value, code in (("tenant", "beta", "entry_hash_mismatch"),
+                             ("tseq", 0, "entry_hash_mismatch"),
+                             ("tenant", "default", "proof_malformed"),
+                             ("tseq", None, "proof_malformed")):
+        b = json.loads(json.dumps(bundles[2]))
+        b["entry"][key] = value
+        if value is None:
+            del b["entry"][key]
+        assert page.evaluate(run, [b, jwks]) == [False, code], (key, value)
+
+
 def test_the_reports_render_offline_with_no_console_errors(browser: Any, site: Site,
                                                            tmp_path: Path) -> None:
     env = {**os.environ, "LEDGER_DB_URL": site.db_url}
