@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent verifier of ledger export bundles (``ledger-export/1``).
+"""Independent verifier of ledger export bundles (``ledger-export/1`` and ``/2``).
 
 Written from the documents only — docs/format.md (payloads, envelopes, the chain),
 docs/format-checkpoint.md (Merkle tree, signed notes), docs/format-attestation.md (the
@@ -22,6 +22,15 @@ needs a CMS signature and certificate-chain verifier, which ``cryptography`` doe
 provide; check them with ``ledger verify-export --tsa-certs`` or ``openssl ts -verify``
 (docs/anchoring.md).
 
+A ``ledger-export/2`` bundle (docs/tenants.md, "A complete tenant export") carries each
+entry's ``tenant`` and ``tseq``: entries of a tenant other than ``default`` are hashed with
+the tenant link, links are checked along each tenant's chain, a proof interval holds one
+tenant's run, and a tenant export (a manifest ``tenant`` object) is proven complete when its
+head is a leaf of the heads tree the checkpoint's ``tenants`` line commits to and the
+entries are exactly the chain from the tenant's genesis to that head.  The report says
+``complete`` (--json) for every bundle: a proven tenant chain, or a contiguous export
+without filters, with no finding and both signatures verified by --jwks keys.
+
 Usage:  scripts/verify_bundle.py DIR [--jwks FILE] [--witness-key FILE ... [--quorum N]]
                                  [--json]
 Exit:   0 everything verified; 1 a finding; 3 no finding but something could not be
@@ -37,6 +46,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import struct
 import sys
 from datetime import UTC, datetime, timedelta
@@ -51,6 +61,14 @@ from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 ENVELOPE_TAG, ENTRY_TAG = b"ledger.envelope.v1\0", b"ledger.entry.v1\0"
 PAYLOAD_TAG = b"ledger.payload.v2\0"  # format v2: commitment = SHA-256(tag || salt || bytes)
+GENESIS_TAG = b"ledger.genesis.v1\0"
+# tenants (docs/tenants.md): the link and genesis of every tenant but "default"
+TENANT_ENTRY_TAG, TENANT_GENESIS_TAG = b"ledger.entry.tenant.v1\0", b"ledger.genesis.tenant.v1\0"
+DEFAULT_TENANT = "default"
+TENANT_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}\Z")
+EXPORT_FORMATS = ("ledger-export/1", "ledger-export/2")
+LINE_KEYS = {"seq", "kind", "recorded_at_us", "envelope", "body_hash", "prev_hash",
+             "entry_hash", "payloads"}
 FILES = ["entries.jsonl", "entries.csv", "key_events.jsonl", "proofs.jsonl",
          "checkpoint.txt", "jwks.json"]
 RESULT_KEYS = {"v", "ledger", "kind", "engine", "status", "constraint_id", "proof_ref",
@@ -156,6 +174,7 @@ class Report:
     def __init__(self) -> None:
         self.findings: list[dict[str, Any]] = []
         self.abstentions: list[dict[str, Any]] = []
+        self.complete = False  # the bundle proves it holds every entry of what it exports
 
     def fail(self, file: str, seq: Any, code: str, message: str) -> None:
         self.findings.append({"file": file, "seq": seq, "code": code, "message": message})
@@ -166,9 +185,14 @@ class Report:
 
 # -- Merkle (RFC 9162 §2.1) --------------------------------------------------------------------
 def root_from_inclusion(index: int, size: int, entry_hash: bytes, path: list[bytes]) -> bytes:
-    if index >= size:
+    return root_from_leaf(index, size, sha(b"\x00" + entry_hash), path)
+
+
+def root_from_leaf(index: int, size: int, leaf: bytes, path: list[bytes]) -> bytes:
+    """RFC 9162 §2.1.3.2: the root an inclusion proof of the leaf hash ``leaf`` leads to."""
+    if not 0 <= index < size:
         raise ValueError("index beyond the tree")
-    fn, sn, r = index, size - 1, sha(b"\x00" + entry_hash)
+    fn, sn, r = index, size - 1, leaf
     for p in path:
         if sn == 0:
             raise ValueError("proof too long")
@@ -280,7 +304,38 @@ def parse_checkpoint(body: str) -> dict[str, Any]:
     root = b64std(lines[2], "root hash")
     if len(root) != 32:
         raise ValueError("bad root hash")
-    return {"origin": lines[0], "size": int(size), "root": root}
+    return {"origin": lines[0], "size": int(size), "root": root, "extensions": lines[3:]}
+
+
+def tenants_line(extensions: list[str]) -> tuple[int, bytes] | None:
+    """(n, heads_root) of the checkpoint's ``tenants <n> <base64>`` extension line
+    (docs/tenants.md); None without one; raises ValueError when it is malformed or repeated."""
+    found = [x for x in extensions if x.startswith("tenants ")]
+    if not found:
+        return None
+    parts = found[0].split(" ")
+    if len(found) > 1 or len(parts) != 3 or not (parts[1].isascii() and parts[1].isdigit()) \
+            or (parts[1] != "0" and parts[1][0] == "0"):
+        raise ValueError(f"malformed tenants line {found[0]!r}")
+    root = b64std(parts[2], "the heads root")
+    if len(root) != 32:
+        raise ValueError("the heads root is not 32 bytes")
+    return int(parts[1]), root
+
+
+def tenant_genesis(ledger_id: str, tenant: str) -> bytes:
+    if tenant == DEFAULT_TENANT:
+        return sha(GENESIS_TAG + ledger_id.encode("utf-8"))
+    return sha(TENANT_GENESIS_TAG + ledger_id.encode("utf-8") + b"\0" + tenant.encode("ascii"))
+
+
+def entry_link(tenant: str, prev: bytes, seq: int, tseq: int, t: int, body: bytes) -> bytes:
+    """entry_hash: the v1 link for "default" (tseq not hashed), else the tenant link."""
+    if tenant == DEFAULT_TENANT:
+        return sha(ENTRY_TAG + prev + struct.pack(">QQ", seq, t) + body)
+    tb = tenant.encode("ascii")
+    return sha(TENANT_ENTRY_TAG + prev + struct.pack(">QQQ", seq, tseq, t) + bytes([len(tb)])
+               + tb + body)
 
 
 def check_note(data: bytes, keys: list[tuple[str | None, bytes]]) -> tuple[bool, dict]:
@@ -489,6 +544,8 @@ class Bundle:
         self.manifest: dict[str, Any] = {}
         self.cp: dict[str, Any] | None = None
         self.trust = Trust()
+        self.v2 = False  # a ledger-export/2 bundle: lines carry tenant and tseq
+        self.signed_ok: dict[str, bool] = {}
 
     def read(self, name: str) -> bytes | None:
         path = self.dir / name
@@ -530,6 +587,12 @@ class Bundle:
         self.csv_view(rows)
         if self.witnesses or self.quorum:
             self.anchors()
+        m = self.manifest
+        whole = self.tenant_chain(rows) if "tenant" in m else bool(
+            m.get("contiguous") is True and not m.get("filters"))
+        signed = self.trusted is not None and len(self.signed_ok) == 2 and all(
+            self.signed_ok.values())
+        self.r.complete = bool(whole and signed and not self.r.findings)
         return self.r
 
     def signatures(self, keys: list[tuple[str | None, bytes]]) -> None:
@@ -549,14 +612,18 @@ class Bundle:
                 self.manifest = json.loads(body, object_pairs_hook=unique)
                 if canon(self.manifest) + b"\n" != body:
                     raise ValueError("not canonical")
-                if self.manifest.get("format") != "ledger-export/1":
-                    raise ValueError("format is not ledger-export/1")
+                if self.manifest.get("format") not in EXPORT_FORMATS:
+                    raise ValueError("format is not ledger-export/1 or ledger-export/2")
+                if "tenant" in self.manifest and \
+                        self.manifest["format"] != "ledger-export/2":
+                    raise ValueError("a tenant export is ledger-export/2")
                 for key in MANIFEST_KEYS:
                     if key not in self.manifest:
                         raise ValueError(f"{key} is missing")
             except (ValueError, AttributeError) as exc:
                 self.r.fail("manifest.json", None, "manifest_malformed", str(exc))
                 self.manifest = {}
+            self.v2 = self.manifest.get("format") == "ledger-export/2"
             if claims and self.manifest and (claims.get("sub"), claims.get("iss")) != (
                     self.manifest["ledger_id"], self.manifest["origin"]):
                 self.r.fail("manifest.jwt", None, "manifest_claims_mismatch", "sub/iss are "
@@ -575,6 +642,7 @@ class Bundle:
                         "not the checkpoint the manifest names")
 
     def signed(self, name: str, ok: bool) -> None:
+        self.signed_ok[name] = ok
         if not ok:
             self.r.fail(name, None, "signature_invalid", "no valid signature by a known key")
         elif self.trusted is None:
@@ -636,6 +704,7 @@ class Bundle:
     # -- entries ------------------------------------------------------------------------
     def walk(self, name: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
+        last_of: dict[str, dict[str, Any]] = {}  # tenant -> its last row of the file
         for n, _, obj in self.lines(name):
             seq = obj.get("seq") if isinstance(obj, dict) else None
             try:
@@ -646,10 +715,22 @@ class Bundle:
             if rows and row["seq"] <= rows[-1]["seq"]:
                 self.r.fail(name, row["seq"], "out_of_order", "seq does not increase")
                 continue
+            # the previous entry of the same chain: the row before it when the seqs are
+            # consecutive and (ledger-export/2) of one tenant, or the tenant's row of the
+            # previous tseq
+            mine = last_of.get(row["tenant"])
             if rows and row["seq"] == rows[-1]["seq"] + 1 and \
-                    row["prev_hash"] != rows[-1]["entry_hash"]:
-                self.r.fail(name, row["seq"], "broken_link", "prev_hash is not the previous "
-                            "entry's entry_hash")
+                    row["tenant"] == rows[-1]["tenant"] or \
+                    self.v2 and mine is not None and mine["tseq"] == row["tseq"] - 1:
+                before = rows[-1] if row["seq"] == rows[-1]["seq"] + 1 and \
+                    row["tenant"] == rows[-1]["tenant"] else mine
+                if row["prev_hash"] != before["entry_hash"]:  # type: ignore[index]
+                    self.r.fail(name, row["seq"], "broken_link", "prev_hash is not the "
+                                "previous entry's entry_hash")
+            if self.v2 and mine is not None and row["tseq"] <= mine["tseq"]:
+                self.r.fail(name, row["seq"], "tenant_seq_mismatch", f"tseq {row['tseq']} "
+                            f"does not follow tseq {mine['tseq']} of tenant {row['tenant']}")
+            last_of[row["tenant"]] = row
             if rows and row["t"] < rows[-1]["t"]:
                 self.r.fail(name, row["seq"], "time_reversed", "recorded_at decreases")
             rows.append(row)
@@ -657,12 +738,15 @@ class Bundle:
 
     def entry(self, name: str, o: dict[str, Any]) -> dict[str, Any]:
         """Recompute one entry (format.md §3–§5, §10); fail() on every mismatch."""
-        if set(o) != {"seq", "kind", "recorded_at_us", "envelope", "body_hash", "prev_hash",
-                      "entry_hash", "payloads"}:
+        if set(o) != (LINE_KEYS | {"tenant", "tseq"} if self.v2 else LINE_KEYS):
             raise ValueError("wrong keys")
         seq, t, kind = o["seq"], o["recorded_at_us"], o["kind"]
         if type(seq) is not int or type(t) is not int or seq < 0 or t < 0:
             raise ValueError("seq/recorded_at_us must be non-negative integers")
+        tenant, tseq = (o["tenant"], o["tseq"]) if self.v2 else (DEFAULT_TENANT, seq)
+        if not isinstance(tenant, str) or not TENANT_RE.match(tenant) or \
+                type(tseq) is not int or not 0 <= tseq <= 2**63 - 1:
+            raise ValueError("tenant must be a tenant id and tseq a non-negative integer")
 
         def fail(code: str, msg: str) -> None:
             self.r.fail(name, seq, code, msg)
@@ -671,8 +755,9 @@ class Bundle:
         body, prev, ehash = (hex32(o[k]) for k in ("body_hash", "prev_hash", "entry_hash"))
         if sha(ENVELOPE_TAG + envelope) != body:
             fail("body_hash_mismatch", "the envelope does not hash to body_hash")
-        if sha(ENTRY_TAG + prev + struct.pack(">QQ", seq, t) + body) != ehash:
-            fail("entry_hash_mismatch", "entry_hash does not recompute")
+        if entry_link(tenant, prev, seq, tseq, t, body) != ehash:
+            fail("entry_hash_mismatch", "entry_hash does not recompute (with the link of "
+                 f"tenant {tenant})")
         env = json.loads(envelope, object_pairs_hook=unique)
         v = env.get("v")
         keys, names = (V2_KIND_KEYS if v == 2 else KIND_KEYS)[kind]
@@ -718,7 +803,8 @@ class Bundle:
         elif kind in DOC_FIELDS and doc_bytes is not None:
             self.document(fail, kind, env, doc, doc_bytes)
         return {"seq": seq, "t": t, "kind": kind, "env": env, "doc": doc, "data": data,
-                "absent": absent, "prev_hash": prev, "entry_hash": ehash, "file": name}
+                "absent": absent, "prev_hash": prev, "entry_hash": ehash, "file": name,
+                "tenant": tenant, "tseq": tseq}
 
     def redactions(self, rows: list[dict[str, Any]],
                    carried: list[dict[str, Any]] | None = None) -> None:
@@ -898,6 +984,9 @@ class Bundle:
                 continue
             covered |= set(span)
             last = by_seq[p["seq"]]
+            if len({by_seq[s]["tenant"] for s in span}) > 1:
+                self.r.fail(name, p["seq"], "proof_interval_mixed", "the interval holds "
+                            "entries of several tenants: its proof does not reach them all")
             try:
                 if not self.cp or root_from_inclusion(p["seq"], self.cp["size"],
                                                       last["entry_hash"], p["path"]) \
@@ -933,7 +1022,8 @@ class Bundle:
                     if (r["t"] < bound) if f == "since" else (r["t"] >= bound):
                         self.r.fail("entries.jsonl", r["seq"], "entry_outside_filter", f)
                     continue
-                value = r["kind"] if f == "kind" else fields.get(f)
+                value = r["kind"] if f == "kind" else r["tenant"] if f == "tenant" \
+                    else fields.get(f)
                 if f == "subject" and value is None and "subject" in r["data"]:
                     value = r["data"]["subject"].decode("utf-8", "replace")  # format v2
                 if not isinstance(values, list) or value not in values:
@@ -946,6 +1036,84 @@ class Bundle:
             self.r.fail("entries.jsonl", None, "count_mismatch", f"manifest {m.get('counts')}"
                         f", bundle {got}")
 
+
+    # -- a tenant export (docs/tenants.md, "A complete tenant export") --------------------
+    def tenant_chain(self, rows: list[dict[str, Any]]) -> bool:
+        """Whether entries.jsonl is exactly the tenant's chain the checkpoint commits to:
+        every row of the tenant, tseq 0, 1, ... linked from its genesis to the manifest's
+        head, after ``count`` rows, and that head a leaf of the checkpoint's heads tree."""
+        sec, m = self.manifest.get("tenant"), self.manifest
+        try:
+            if not isinstance(sec, dict) or set(sec) != {"id", "count", "head_hash", "heads"} \
+                    or not isinstance(sec["id"], str) or not TENANT_RE.match(sec["id"]) \
+                    or type(sec["count"]) is not int or sec["count"] < 0:
+                raise ValueError("tenant must be {id, count, head_hash, heads}")
+            tenant, count = sec["id"], sec["count"]
+            head = None if sec["head_hash"] is None else hex32(sec["head_hash"])
+            if (head is None) != (count == 0):
+                raise ValueError("head_hash is null exactly when count is 0")
+            if m.get("filters") != {"tenant": [tenant]}:
+                raise ValueError("a tenant export's filters are {\"tenant\": [its id]}")
+        except (ValueError, TypeError) as exc:
+            self.r.fail("manifest.json", None, "manifest_malformed", f"tenant: {exc}")
+            return False
+        ok = True
+        prev = tenant_genesis(str(m.get("ledger_id")), tenant)
+        mine = [r for r in rows if r["tenant"] == tenant]
+        for r in rows:
+            if r["tenant"] != tenant:
+                self.r.fail("entries.jsonl", r["seq"], "tenant_foreign_entry",
+                            f"an entry of tenant {r['tenant']} in the export of {tenant}")
+                ok = False
+        for n, r in enumerate(mine):
+            if r["tseq"] != n or r["prev_hash"] != prev:
+                self.r.fail("entries.jsonl", r["seq"], "tenant_incomplete",
+                            f"tseq {r['tseq']} where {n} comes next, or not linked to the "
+                            "tenant's previous entry (or genesis)")
+                ok = False
+            prev = r["entry_hash"]
+        if len(mine) != count or (count and prev != head):
+            self.r.fail("entries.jsonl", None, "tenant_incomplete", f"{len(mine)} entries of "
+                        f"the tenant ending at another hash; its head counts {count}")
+            ok = False
+        return self.tenant_head(tenant, count, head, sec["heads"]) and ok
+
+    def tenant_head(self, tenant: str, count: int, head: bytes | None, heads: Any) -> bool:
+        """Whether (tenant, count, head) is what the signed checkpoint commits to."""
+        if self.cp is None:
+            return False
+        try:
+            line = tenants_line(self.cp["extensions"])
+        except ValueError as exc:
+            self.r.fail("checkpoint.txt", None, "tenant_head_unproven", str(exc))
+            return False
+        if line is None:  # only "default" had entries below the size: all of them
+            want = self.cp["size"] if tenant == DEFAULT_TENANT else 0
+            if count != want or heads is not None:
+                self.r.fail("manifest.json", None, "tenant_head_unproven", "without a "
+                            "tenants line the default tenant's chain is every entry of the "
+                            f"checkpoint and no other tenant has one (count {want})")
+                return False
+            return True
+        if count == 0:
+            self.r.abstain("manifest.json", None, "tenant_absence_unproven", "the tenant "
+                           "has no head in the checkpoint; its absence is not proven")
+            return False
+        try:
+            assert isinstance(heads, dict) and set(heads) == {"count", "index", "path"}
+            assert heads["count"] == line[0] and type(heads["index"]) is int
+            path = [bytes.fromhex(x) for x in heads["path"]]
+            assert all(len(x) == 32 and x.hex() == y for x, y in zip(path, heads["path"],
+                                                                     strict=True))
+            tb = tenant.encode("ascii")
+            leaf = sha(b"\x00" + bytes([len(tb)]) + tb + struct.pack(">Q", count)
+                       + (head or b""))
+            assert root_from_leaf(heads["index"], line[0], leaf, path) == line[1]
+        except (AssertionError, ValueError, TypeError, KeyError):
+            self.r.fail("manifest.json", None, "tenant_head_unproven", "the tenant head is "
+                        "not a leaf of the heads tree the checkpoint commits to")
+            return False
+        return True
 
     # -- the CSV view and the anchors ---------------------------------------------------
     def csv_view(self, rows: list[dict[str, Any]]) -> None:
@@ -1039,12 +1207,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     r = Bundle(args.directory, trusted, witnesses, args.quorum).run()
     if args.json:
-        print(json.dumps({"findings": r.findings, "abstentions": r.abstentions}, indent=2))
+        print(json.dumps({"findings": r.findings, "abstentions": r.abstentions,
+                          "complete": r.complete}, indent=2))
     for f in r.findings[:20]:
         print(f"  {f['file']} seq {f['seq']}: {f['code']}: {f['message']}", file=sys.stderr)
     outcome = "failed" if r.findings else "unverified" if r.abstentions else "passed"
     print(f"verify_bundle: {outcome}: {len(r.findings)} finding(s), "
-          f"{len(r.abstentions)} abstention(s)", file=sys.stderr)
+          f"{len(r.abstentions)} abstention(s), complete: {str(r.complete).lower()}",
+          file=sys.stderr)
     return {"passed": 0, "failed": 1, "unverified": 3}[outcome]
 
 

@@ -90,3 +90,36 @@ def test_go_rejects_a_cosignature_of_another_checkpoint(checker, keys, tmp_path)
     res = _run(checker, note, tmp_path, log_vkey(ORIGIN, log),
                cosigner_vkey("w0.example/w", ws[0]))
     assert res.returncode == 1 and "invalid signature" in res.stderr
+
+
+def test_go_opens_a_checkpoint_with_a_tenants_line(checker, keys, tmp_path):
+    """A checkpoint committing to tenant heads (docs/tenants.md) carries the extension line
+    ``tenants <n> <base64>``: Go's note package still opens it, its signature covers the
+    line, and a changed line no longer verifies."""
+    import json
+
+    from ledger.core.tenant import TenantHead, extension_line, sorted_heads
+
+    log, ws = keys
+    heads = sorted_heads([TenantHead("default", 2, bytes(range(32))),
+                          TenantHead("acme", 3, bytes(32))])
+    body = format_checkpoint_body(Checkpoint(ORIGIN, 5, bytes(range(32)),
+                                             (extension_line(heads),)))
+    assert body.split("\n")[3].startswith("tenants 2 ")
+    note = _cosigned(log, ws, body)
+    res = _run(checker, note, tmp_path, log_vkey(ORIGIN, log),
+               *(cosigner_vkey(f"w{i}.example/w", k) for i, k in enumerate(ws)))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[:3] == [f"verified {ORIGIN}", "verified w0.example/w",
+                                           "verified w1.example/w"]
+    changed = note.replace(extension_line(heads), extension_line(heads[:1]))
+    assert changed != note
+    res = _run(checker, changed, tmp_path, log_vkey(ORIGIN, log))
+    assert res.returncode == 1 and "invalid signature" in res.stderr
+    # the signed checkpoints of the tenant vectors (docs/format.md §11), by their vkey
+    vectors = json.loads((Path(__file__).resolve().parents[1] / "vectors" / "tenants.json")
+                         .read_text("utf-8"))
+    for cp in vectors["checkpoints"]:
+        res = _run(checker, cp["signed_note"], tmp_path, vectors["key"]["vkey"])
+        assert res.returncode == 0 and res.stdout.split() == ["verified", vectors["origin"]], \
+            res.stderr

@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from ledger.verify.export import EXIT_CODES, verify_export
 from tests.ops.test_export import ALL_FILES, corrupt, drop_line, flip, reorder, source, truncate
+from tests.verify.tenant_bundles import TAMPERS, make_bundles
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"
 __all__ = ["source"]  # the module-scoped bundle fixture of tests/ops/test_export.py
@@ -92,3 +94,75 @@ def test_the_script_checks_the_shared_result_contract_vectors(case):
     found: list[str] = []
     VB.Bundle.contract(lambda code, _msg: found.append(code), env, doc, {})
     assert sorted(found) == sorted(SCRIPT_CODE.get(c, c) for c in case["want"])
+
+
+# -- ledger-export/2: tenant exports (docs/tenants.md) ------------------------------------------
+@pytest.fixture(scope="module")
+def tenant_bundles(tmp_path_factory):
+    """The bundles of tests/verify/test_tenant_export.py, once for this module (SQLite:
+    the verifiers read files, not a database)."""
+    tmp = tmp_path_factory.mktemp("tenants")
+    return make_bundles(f"sqlite:///{tmp / 'ledger.db'}", tmp)
+
+
+def script_report(bundle: Path, jwks: Path | None) -> tuple[int, dict]:
+    out, err = io.StringIO(), io.StringIO()
+    args = [str(bundle), "--json"] + (["--jwks", str(jwks)] if jwks else [])
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = VB.main(args)
+    return code, json.loads(out.getvalue())
+
+
+@pytest.mark.parametrize("name", ["acme", "globex", "default", "acme-every", "globex-every",
+                                  "all"])
+def test_a_good_tenant_export_verifies_complete_in_the_script(tenant_bundles, name):
+    code, report = script_report(tenant_bundles[name], tenant_bundles["jwks"])
+    assert (code, report["findings"], report["complete"]) == (0, [], True), report
+    assert code == ledger_code(tenant_bundles[name], tenant_bundles["jwks"])
+    assert verify_export(tenant_bundles[name], tenant_bundles["jwks"])["complete"] is True
+
+
+def test_what_the_script_cannot_prove_is_not_complete(tenant_bundles):
+    code, report = script_report(tenant_bundles["nobody"], tenant_bundles["jwks"])
+    assert code == 3 and report["findings"] == [] and report["complete"] is False
+    assert [a["code"] for a in report["abstentions"]] == ["tenant_absence_unproven"]
+    code, report = script_report(tenant_bundles["filtered"], tenant_bundles["jwks"])
+    assert code == 0 and report["complete"] is False  # verified, but filtered
+    code, report = script_report(tenant_bundles["acme"], None)
+    assert code == 3 and report["complete"] is False  # only the bundle's own keys
+
+
+def test_a_v1_bundle_is_complete_in_the_script_when_contiguous_and_unfiltered(source):
+    assert script_report(source["full"], source["jwks"])[1]["complete"] is True
+    assert script_report(source["filtered"], source["jwks"])[1]["complete"] is False
+
+
+@pytest.mark.parametrize("tamper", sorted(TAMPERS))
+def test_a_tampered_tenant_export_is_a_finding_in_the_script(tenant_bundles, tmp_path, tamper):
+    bad = TAMPERS[tamper](tenant_bundles, tmp_path)
+    code, report = script_report(bad, tenant_bundles["jwks"])
+    assert code == 1 and report["findings"] and report["complete"] is False, report
+    assert ledger_code(bad, tenant_bundles["jwks"]) == 1
+    want = {"dropped": "tenant_incomplete", "first-dropped": "tenant_incomplete",
+            "rolled-back": "tenant_incomplete", "duplicated": "out_of_order",
+            "foreign-entry": "tenant_foreign_entry", "relabelled-entry": "entry_hash_mismatch",
+            "forged-head-count": "tenant_head_unproven"}[tamper]
+    assert want in {f["code"] for f in report["findings"]}, report["findings"]
+
+
+def test_a_mixed_interval_is_a_finding_in_the_script(tenant_bundles, tmp_path):
+    """The whole export's first two intervals (seq 0 of default, seqs 1-2 of acme) merged
+    into one: the last entry's chain does not reach seq 0."""
+    src = tenant_bundles["all"]
+    dst = tmp_path / "mixed"
+    shutil.copytree(src, dst)
+    ps = [json.loads(x) for x in (dst / "proofs.jsonl").read_text().splitlines()]
+    ents = [p for p in ps if p["file"] == "entries.jsonl"]
+    assert (ents[0]["first_seq"], ents[0]["seq"], ents[1]["first_seq"]) == (0, 0, 1)
+    ents[1]["first_seq"] = 0
+    ps.remove(ents[0])
+    (dst / "proofs.jsonl").write_text("".join(
+        json.dumps(p, sort_keys=True, separators=(",", ":")) + "\n" for p in ps))
+    code, report = script_report(dst, tenant_bundles["jwks"])
+    assert code == 1 and "proof_interval_mixed" in {f["code"] for f in report["findings"]}
+    assert ledger_code(dst, tenant_bundles["jwks"]) == 1

@@ -1,0 +1,152 @@
+"""Tenant export bundles (``ledger-export/2``) and their tampered copies, shared by the
+verifiers' tests: ``ledger verify-export`` (test_tenant_export.py), scripts/verify_bundle.py
+(test_verify_bundle_tenants.py) and the independent verifier written from docs/tenants.md
+(test_independent_tenant.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ledger.crypto.jws import sign_manifest
+from ledger.crypto.keys import Keyring, public_jwk, raw_public
+from ledger.facade import Ledger
+from ledger.ops.export import ExportOptions
+from ledger.ops.filters import make_filters
+from ledger.ops.samples import math_verified
+
+PLAN = ["default", "acme", "acme", "globex", "default", "acme", "globex", "globex", "acme",
+        "acme"]
+
+
+def sub(tag: str) -> dict[str, Any]:
+    s = math_verified(random.Random(tag).randrange(10**6), random.Random(tag))
+    s["subject"] = tag
+    return s
+
+
+def make_bundles(db_url: str, tmp_path: Path) -> dict[str, Any]:
+    """A ledger of PLAN and its exports: each tenant's (``acme``, ``globex``, ``default``,
+    ``nobody`` without entries; ``acme-every``/``globex-every`` with one proof per entry),
+    the whole ledger (``all``) and a filtered one; ``jwks`` the ledger's keys, ``ring``."""
+    ring = Keyring.load(tmp_path / "keys")
+    with Ledger.init(db_url) as ledger:
+        ring.generate(ledger.meta.origin, ledger.clock.now_us())
+        for i, t in enumerate(PLAN):
+            assert ledger.append(sub(f"{t}-{i}"), tenant=t).ok
+        out: dict[str, Any] = {t: tmp_path / t for t in ("acme", "globex", "default", "nobody")}
+        for t, d in list(out.items()):
+            ledger.export(d, ExportOptions(keys=ring.path, tenant=t))
+        for t in ("acme", "globex"):
+            out[f"{t}-every"] = tmp_path / f"{t}-every"
+            ledger.export(out[f"{t}-every"],
+                          ExportOptions(keys=ring.path, tenant=t, proofs="every"))
+        ledger.export(tmp_path / "all", ExportOptions(keys=ring.path))
+        ledger.export(tmp_path / "filtered",
+                      ExportOptions(keys=ring.path, filters=make_filters(status="VERIFIED")))
+    out["all"] = tmp_path / "all"
+    out["filtered"] = tmp_path / "filtered"
+    out["jwks"] = ring.path / "jwks.json"
+    out["ring"] = ring
+    return out
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text("utf-8").splitlines()]
+
+
+def _dump(rows: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(r, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                   + "\n" for r in rows).encode()
+
+
+def edit_bundle(bundles: dict[str, Any], tmp: Path, edit: Any, name: str = "acme-every"
+                ) -> Path:
+    """A copy of a tenant bundle whose entries.jsonl went through ``edit``, with
+    proofs.jsonl, the manifest's counts and digests made to match and the manifest signed
+    again by the ledger key: what an operator who holds the key could hand over.  Only the
+    signed checkpoint (and the entries' own hashes) stand in the way."""
+    src = bundles[name]
+    dst = tmp / f"edited-{len(list(tmp.glob('edited-*')))}"
+    shutil.copytree(src, dst)
+    rows = edit(lines(dst / "entries.jsonl"))
+    (dst / "entries.jsonl").write_bytes(_dump(rows))
+    seqs = {r["seq"] for r in rows}
+    proofs = [p for p in lines(dst / "proofs.jsonl")
+              if p["file"] != "entries.jsonl" or p["seq"] in seqs]
+    (dst / "proofs.jsonl").write_bytes(_dump(proofs))
+    m = json.loads((dst / "manifest.json").read_text())
+    for f in ("entries.jsonl", "proofs.jsonl"):
+        data = (dst / f).read_bytes()
+        m["files"][f] = {"sha256": "sha256:" + hashlib.sha256(data).hexdigest(),
+                         "bytes": len(data)}
+    m["counts"]["entries"] = len(rows)
+    m["counts"]["by_kind"] = dict(Counter(r["kind"] for r in rows))
+    m["counts"]["by_status"] = dict(Counter(
+        str(json.loads(r["envelope"]).get("status")) for r in rows))
+    manifest = (json.dumps(m, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                + "\n").encode()
+    (dst / "manifest.json").write_bytes(manifest)
+    ring = bundles["ring"]
+    name_, key = ring.signers(m["origin"])[-1]
+    jwk = public_jwk(name_, raw_public(key), "")
+    claims = {"iss": m["origin"], "sub": m["ledger_id"], "iat": 1, "format": m["format"],
+              "manifest_sha256": "sha256:" + hashlib.sha256(manifest).hexdigest()}
+    (dst / "manifest.jwt").write_text(sign_manifest(claims, key, jwk["kid"]))
+    return dst
+
+
+# -- the tampers: each makes a copy of acme's export that must not verify complete -------------
+def foreign_entry(bundles: dict[str, Any], tmp: Path) -> Path:
+    """globex's entry added to acme's export, with its own inclusion proof: authentic, but
+    not acme's."""
+    other = lines(bundles["globex-every"] / "entries.jsonl")[0]
+    proof = [p for p in lines(bundles["globex-every"] / "proofs.jsonl")
+             if p["file"] == "entries.jsonl" and p["seq"] == other["seq"]]
+    src = bundles["acme-every"]
+    with_proof = tmp / f"with-proof-{len(list(tmp.glob('with-proof-*')))}"
+    shutil.copytree(src, with_proof)
+    ps = sorted(lines(src / "proofs.jsonl") + proof,
+                key=lambda p: (p["file"] != "key_events.jsonl", p["seq"]))
+    (with_proof / "proofs.jsonl").write_bytes(_dump(ps))
+    return edit_bundle({**bundles, "with-proof": with_proof}, tmp,
+                       lambda rows: sorted(rows + [other], key=lambda r: r["seq"]), "with-proof")
+
+
+def relabelled_entry(bundles: dict[str, Any], tmp: Path) -> Path:
+    """globex's entry claimed for acme: its hash binds globex, so it fails on its own."""
+    other = dict(lines(bundles["globex"] / "entries.jsonl")[0], tenant="acme")
+    return edit_bundle(bundles, tmp, lambda rows: sorted(rows + [other], key=lambda r: r["seq"]))
+
+
+def forged_head(bundles: dict[str, Any], tmp: Path) -> Path:
+    """The manifest's head count lowered (the manifest is then no longer the signed one)."""
+    dst = tmp / f"forged-{len(list(tmp.glob('forged-*')))}"
+    shutil.copytree(bundles["acme"], dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    m["tenant"]["count"] -= 1
+    (dst / "manifest.json").write_text(
+        json.dumps(m, sort_keys=True, separators=(",", ":")) + "\n")
+    return dst
+
+
+def _edited(edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+            ) -> Callable[[dict[str, Any], Path], Path]:
+    return lambda bundles, tmp: edit_bundle(bundles, tmp, edit)
+
+
+TAMPERS: dict[str, Callable[[dict[str, Any], Path], Path]] = {
+    "dropped": _edited(lambda rows: rows[:2] + rows[3:]),
+    "first-dropped": _edited(lambda rows: rows[1:]),
+    "rolled-back": _edited(lambda rows: rows[:-1]),
+    "duplicated": _edited(lambda rows: rows[:3] + [rows[2]] + rows[3:]),
+    "foreign-entry": foreign_entry,
+    "relabelled-entry": relabelled_entry,
+    "forged-head-count": forged_head,
+}
