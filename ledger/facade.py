@@ -164,28 +164,34 @@ class Ledger:
         return query_ops.query_filtered(self.ctx, **filters)
 
     def iter_query(self, f: query_ops.Filters, **kw: Any) -> Iterable[dict[str, Any]]:
-        """Every entry matching ``f`` as views of ``layer`` (streaming)."""
+        """Every entry matching ``f`` as views of ``layer`` (streaming; ``tenant``: of that
+        tenant only)."""
         return query_ops.iter_query(self.ctx, f, **kw)
 
     def query_page(self, f: query_ops.Filters, **kw: Any) -> query_ops.QueryPage:
-        """One keyset page of the entries matching ``f``."""
+        """One keyset page of the entries matching ``f`` (``tenant``: of that tenant
+        only)."""
         return query_ops.query(self.ctx, f, **kw)
 
     def aggregates(self, layer: str, **kw: Any) -> dict[str, Any]:
         """Bucketed counts over the whole ledger for charts (``ledger.ops.aggregates``)."""
         return aggregates_ops.aggregates(self.ctx, layer, **kw)
 
-    def count_index_matches(self, f: query_ops.Filters) -> int:
-        """How many entries the indexed columns select for ``f`` (candidates, unchecked)."""
-        return query_ops.count_index_matches(self.ctx, f)
+    def count_index_matches(self, f: query_ops.Filters, tenant: str | None = None) -> int:
+        """How many entries (of ``tenant``, when given) the indexed columns select for
+        ``f`` (candidates, unchecked)."""
+        return query_ops.count_index_matches(self.ctx, f, tenant)
 
-    def filter_values(self, name: str, layer: str) -> dict[str, Any]:
-        """The pick-list of the filter ``name``: the values the index holds."""
-        return query_ops.filter_values(self.ctx, name, layer)
+    def filter_values(self, name: str, layer: str, tenant: str | None = None,
+                      ) -> dict[str, Any]:
+        """The pick-list of the filter ``name``: the values the index holds (for
+        ``tenant``'s entries only, when given)."""
+        return query_ops.filter_values(self.ctx, name, layer, tenant)
 
-    def seq_of_entry_hash(self, text: str) -> int | None:
-        """The seq whose stored entry hash is ``text`` (hex), or None."""
-        return query_ops.seq_of_entry_hash(self.ctx, text)
+    def seq_of_entry_hash(self, text: str, tenant: str | None = None) -> int | None:
+        """The seq whose stored entry hash is ``text`` (hex), or None (also when that entry
+        is not ``tenant``'s, when given)."""
+        return query_ops.seq_of_entry_hash(self.ctx, text, tenant)
 
     def explain(self, f: query_ops.Filters, **kw: Any) -> Any:
         """The database's plan for a query."""
