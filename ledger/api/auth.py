@@ -158,7 +158,11 @@ class TokenVerifier:
         if role not in ROLES:
             raise Forbidden(f"token role must be one of {', '.join(ROLES)}")
         try:
-            tenant = check_token_tenant(claims.get(TENANT_CLAIM), role)
+            # present, the claim must be a tenant id (null included): never "no tenant"
+            tenant = check_token_tenant(claims[TENANT_CLAIM], role) \
+                if TENANT_CLAIM in claims else None
+            if TENANT_CLAIM in claims and tenant is None:
+                raise UsageError("must be a tenant id", field="tenant")
         except UsageError as exc:
             raise Unauthenticated(f"token tenant claim: {exc.message}",
                                   code="invalid_token") from None
