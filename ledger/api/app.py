@@ -23,7 +23,7 @@ from starlette.requests import Request
 from ledger import __version__
 from ledger.api import errors
 from ledger.api.auth import TokenVerifier
-from ledger.api.groupcommit import MeteredCommitter
+from ledger.api.groupcommit import MeteredCommitter, scope_parts
 from ledger.api.limits import OTHER_MAX_BYTES, BodyLimit
 from ledger.api.logs import RequestLog
 from ledger.api.receipts import sign_batch_receipts, sign_receipt
@@ -35,7 +35,7 @@ from ledger.crypto.keys import Keyring
 from ledger.crypto.tokens import ledger_signer
 from ledger.errors import LedgerError, NotFound, ReplicaBehind, StoreUnavailable
 from ledger.facade import Ledger
-from ledger.ops.append import DEFAULT_TENANT, AppendResult, Scope
+from ledger.ops.append import AppendResult, Scope
 from ledger.ops.checkpoint import load_anchor_config
 from ledger.ops.lifecycle import RAW_CONNECTION_ERRORS
 from ledger.ops.tokens import ACCESS_TOKEN_TYP
@@ -150,17 +150,6 @@ class Service:
         self.ledger.close()
         if self.replica is not None:
             self.replica.close()
-
-
-def append_scope(producer: str, tenant: str | None) -> Scope:
-    """The group-commit scope of a caller's appends: its producer, or ``(producer,
-    tenant)`` for a token with a tenant other than ``default`` (``Ledger.append``'s key)."""
-    return producer if tenant is None or tenant == DEFAULT_TENANT else (producer, tenant)
-
-
-def scope_parts(scope: Scope) -> tuple[str | None, str]:
-    """(producer, tenant) of a group-commit scope."""
-    return scope if isinstance(scope, tuple) else (scope, DEFAULT_TENANT)
 
 
 RETRY_AFTER_S = 1

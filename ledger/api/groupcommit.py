@@ -30,10 +30,21 @@ import asyncio
 from typing import Any
 
 from ledger.errors import Overloaded, StoreUnavailable
-from ledger.ops.append import AppendMany, Finish, GroupCommit, GroupStats, Scope
+from ledger.ops.append import DEFAULT_TENANT, AppendMany, Finish, GroupCommit, GroupStats, Scope
 from ledger.service import metrics
 
-__all__ = ["GroupCommitter", "MeteredCommitter"]
+__all__ = ["GroupCommitter", "MeteredCommitter", "append_scope", "scope_parts"]
+
+
+def append_scope(producer: str, tenant: str | None) -> Scope:
+    """The group-commit scope of a caller's appends: its producer, or ``(producer,
+    tenant)`` for a token with a tenant other than ``default`` (``Ledger.append``'s key)."""
+    return producer if tenant is None or tenant == DEFAULT_TENANT else (producer, tenant)
+
+
+def scope_parts(scope: Scope) -> tuple[str | None, str]:
+    """(producer, tenant) of a group-commit scope."""
+    return scope if isinstance(scope, tuple) else (scope, DEFAULT_TENANT)
 
 
 class GroupCommitter:

@@ -29,9 +29,9 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from ledger.api.app import append_scope
 from ledger.api.auth import Principal, require
 from ledger.api.errors import rejection_response
+from ledger.api.groupcommit import append_scope
 from ledger.api.receipts import PREFER_BATCH, wants_batch
 from ledger.api.schemas import APPEND_RESPONSES, BATCH_BODY, BATCH_RESPONSES, SUBMISSION_BODY
 from ledger.core.jsonseq import split_array
