@@ -7,7 +7,7 @@ of ``ledger.ops`` (one line each); it holds no policy of its own.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Unpack
 
@@ -169,16 +169,18 @@ class Ledger:
         return query_ops.query_filtered(self.ctx, **args)
 
     def iter_query(self, f: query_ops.Filters, *, after: int = -1, layer: str = "agent",
-                   page: int = 1000) -> Iterable[dict[str, Any]]:
-        """Every entry matching ``f`` as views of ``layer`` (streaming)."""
-        return query_ops.iter_query(self.ctx, f, after=after, layer=layer, page=page)
+                   page: int = 1000, tenant: str | None = None) -> Iterable[dict[str, Any]]:
+        """Every entry matching ``f`` as views of ``layer`` (streaming; ``tenant``: of that
+        tenant only)."""
+        return query_ops.iter_query(self.ctx, f, after=after, layer=layer, page=page,
+                                    tenant=tenant)
 
     def query_page(self, f: query_ops.Filters, *, after: int = -1, limit: int = 100,
                    layer: str = "agent", order: str = "asc", before: int | None = None,
-                   ) -> query_ops.QueryPage:
-        """One keyset page of the entries matching ``f``."""
+                   tenant: str | None = None) -> query_ops.QueryPage:
+        """One keyset page of the entries matching ``f`` (``tenant``: of that tenant only)."""
         return query_ops.query(self.ctx, f, after=after, limit=limit, layer=layer,
-                               order=order, before=before)
+                               order=order, before=before, tenant=tenant)
 
     def aggregates(self, layer: str, *, since: TimeBound = None, until: TimeBound = None,
                    bucket: str = "auto", engines: Iterable[str] = (),
@@ -187,17 +189,21 @@ class Ledger:
         return aggregates_ops.aggregates(self.ctx, layer, since=since, until=until,
                                          bucket=bucket, engines=engines, producers=producers)
 
-    def count_index_matches(self, f: query_ops.Filters) -> int:
-        """How many entries the indexed columns select for ``f`` (candidates, unchecked)."""
-        return query_ops.count_index_matches(self.ctx, f)
+    def count_index_matches(self, f: query_ops.Filters, tenant: str | None = None) -> int:
+        """How many entries (of ``tenant``, when given) the indexed columns select for
+        ``f`` (candidates, unchecked)."""
+        return query_ops.count_index_matches(self.ctx, f, tenant)
 
-    def filter_values(self, name: str, layer: str) -> dict[str, Any]:
-        """The pick-list of the filter ``name``: the values the index holds."""
-        return query_ops.filter_values(self.ctx, name, layer)
+    def filter_values(self, name: str, layer: str, tenant: str | None = None,
+                      ) -> dict[str, Any]:
+        """The pick-list of the filter ``name``: the values the index holds (for
+        ``tenant``'s entries only, when given)."""
+        return query_ops.filter_values(self.ctx, name, layer, tenant)
 
-    def seq_of_entry_hash(self, text: str) -> int | None:
-        """The seq whose stored entry hash is ``text`` (hex), or None."""
-        return query_ops.seq_of_entry_hash(self.ctx, text)
+    def seq_of_entry_hash(self, text: str, tenant: str | None = None) -> int | None:
+        """The seq whose stored entry hash is ``text`` (hex), or None (also when that entry
+        is not ``tenant``'s, when given)."""
+        return query_ops.seq_of_entry_hash(self.ctx, text, tenant)
 
     def explain(self, f: query_ops.Filters, *, after: int = -1, limit: int = 100,
                 layer: str = "agent") -> list[str]:
@@ -317,10 +323,13 @@ class Ledger:
     def import_qwed(self, rows: Iterable[dict[str, Any]], *, source: str,
                     secret: bytes | None = None, namespace: str = "default",
                     dry_run: bool = False, label: str | None = None,
+                    tenants: Mapping[str, str] | None = None, tenant: str | None = None,
                     ) -> qwed_import.ImportReport:
-        """Import QWED ``VerificationLog`` rows (see ``ledger.ops.qwed_import``)."""
+        """Import QWED ``VerificationLog`` rows (see ``ledger.ops.qwed_import``); ``tenants``
+        maps an upstream organisation to a tenant, ``tenant`` takes the others."""
         return qwed_import.import_qwed(self.ctx, rows, source=source, secret=secret,
-                                       namespace=namespace, dry_run=dry_run, label=label)
+                                       namespace=namespace, dry_run=dry_run, label=label,
+                                       tenants=tenants, tenant=tenant)
 
     def export_zip(self, keys: Any, f: query_ops.Filters, work_dir: Any) -> Any:
         """The signed export bundle of ``f`` packed as a zip under ``work_dir``: (path,

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from ledger import __version__
 from ledger.api import errors
 from ledger.api.auth import TokenVerifier
-from ledger.api.groupcommit import MeteredCommitter
+from ledger.api.groupcommit import MeteredCommitter, scope_parts
 from ledger.api.limits import OTHER_MAX_BYTES, BodyLimit
 from ledger.api.logs import RequestLog
 from ledger.api.receipts import sign_batch_receipts, sign_receipt
@@ -35,7 +35,7 @@ from ledger.crypto.keys import Keyring
 from ledger.crypto.tokens import ledger_signer
 from ledger.errors import LedgerError, NotFound, ReplicaBehind, StoreUnavailable
 from ledger.facade import Ledger
-from ledger.ops.append import AppendResult
+from ledger.ops.append import AppendResult, Scope
 from ledger.ops.checkpoint import load_anchor_config
 from ledger.ops.lifecycle import RAW_CONNECTION_ERRORS
 from ledger.ops.tokens import ACCESS_TOKEN_TYP
@@ -94,9 +94,12 @@ class Service:
             self.ledger, self.keyring, settings.checkpoint_every, settings.anchors_file)
         self.watch = build_watch(self)
 
-    def append_many(self, items: Any, producer: str | None) -> list[AppendResult]:
+    def append_many(self, items: Any, scope: Scope) -> list[AppendResult]:
+        """Append ``items`` for ``scope``: a producer (the default tenant), or
+        ``(producer, tenant)`` for a token with a tenant (``append_scope``)."""
+        producer, tenant = scope_parts(scope)
         try:
-            results = self.ledger.append_many(items, producer=producer)
+            results = self.ledger.append_many(items, producer=producer, tenant=tenant)
         except Exception as exc:
             metrics.count_error(exc, len(items))
             raise
@@ -107,12 +110,13 @@ class Service:
         """The ledger signing key was loaded (receipts can be signed)."""
         return self.signer is not None and self.signer.kid is not None
 
-    def finish(self, results: list[Any], producers: list[str | None],
+    def finish(self, results: list[Any], scopes: list[Scope],
                batch_receipts: list[bool]) -> list[Any]:
         """The JSON outcome of each item of one committed batch (an exception stays as it
         is); appended items get their signed receipt: a per-entry JWT each, or -- for the
         callers that asked for one -- a batch receipt, all of them under one signature."""
         now_s, ledger_id = int(time.time()), self.ledger.meta.ledger_id
+        producers = [scope_parts(s)[0] for s in scopes]
         out: list[Any] = list(results)
         batched: list[int] = []
         for i, result in enumerate(results):

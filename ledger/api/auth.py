@@ -11,7 +11,15 @@ A token is accepted only if all of these hold (anything else is 401):
 - ``iss`` and ``aud`` equal the configured issuer and audience; ``exp``, ``iat``
   and ``sub`` present; ``exp``/``nbf`` honoured with a small leeway;
 - the role claim is one of producer, auditor, developer, agent, custodian, operator
-  (else 403).
+  (else 403);
+- the ``tenant`` claim, when present, is a tenant id (``ledger.core.tenant``) and the role
+  is not operator (else 401: a malformed scope is never read as "no scope").
+
+A token with a tenant is scoped to it: it appends to that tenant's chain and every entries
+read answers from that tenant's entries only (an entry of another tenant is answered
+exactly as a missing one).  Actions that cannot be scoped yet refuse it with one 403
+``tenant_scope`` (:data:`TENANT_ACTIONS`, :func:`operator_level`).  A token without a
+tenant is operator-level: what every token meant before tenants (docs/http.md, "Tenants").
 
 The trusted JWKS is the ledger keyring's (tokens minted by ``ledger token issue``)
 or, instead, an external issuer's JWKS (a file, re-read when it changes, or an
@@ -31,7 +39,13 @@ from fastapi.security import HTTPBearer
 from ledger.crypto.jwks import JwksSource
 from ledger.crypto.tokens import Rejection, decode_with_keys, unverified_header
 from ledger.errors import Forbidden, Unauthenticated, UsageError
-from ledger.ops.tokens import ACCESS_TOKEN_TYP, ROLES, check_subject
+from ledger.ops.tokens import (
+    ACCESS_TOKEN_TYP,
+    ROLES,
+    TENANT_CLAIM,
+    check_subject,
+    check_token_tenant,
+)
 
 ALGORITHMS = ("EdDSA", "ES256")
 MAX_TOKEN_CHARS = 8192
@@ -54,6 +68,10 @@ POLICY: dict[str, frozenset[str]] = {
     "reverify_runs": frozenset({"auditor", "developer", "agent"}),
     "metrics": frozenset({"operator"}),  # GET /metrics (routes_ops); operator reads nothing else
 }
+# The actions a token with a tenant may use: each answers from (or writes to) its tenant
+# only.  Every other action spans the whole ledger and refuses it (``operator_level``).
+TENANT_ACTIONS = frozenset({"append", "read", "checkpoint", "export", "schema"})
+TENANT_SCOPE_CODE = "tenant_scope"
 
 
 @dataclass(frozen=True)
@@ -63,6 +81,7 @@ class Principal:
     role: str
     subject: str
     claims: dict[str, Any] = field(default_factory=dict, compare=False)
+    tenant: str | None = None  # None: operator-level (every tenant)
 
     @property
     def layer(self) -> int:
@@ -138,7 +157,16 @@ class TokenVerifier:
                                   code="invalid_token") from None
         if role not in ROLES:
             raise Forbidden(f"token role must be one of {', '.join(ROLES)}")
-        return Principal(role, subject, claims), int(claims["exp"]) + self.leeway_s
+        try:
+            # present, the claim must be a tenant id (null included): never "no tenant"
+            tenant = check_token_tenant(claims[TENANT_CLAIM], role) \
+                if TENANT_CLAIM in claims else None
+            if TENANT_CLAIM in claims and tenant is None:
+                raise UsageError("must be a tenant id", field="tenant")
+        except UsageError as exc:
+            raise Unauthenticated(f"token tenant claim: {exc.message}",
+                                  code="invalid_token") from None
+        return Principal(role, subject, claims, tenant), int(claims["exp"]) + self.leeway_s
 
     def _decode(self, token: str, alg: str, keys: list[Any]) -> dict[str, Any]:
         got = decode_with_keys(token, keys, alg, audience=self.audience, issuer=self.issuer,
@@ -176,8 +204,19 @@ async def authenticate(request: Request) -> Principal:
     return verifier.verify(token)
 
 
+def operator_level(principal: Principal, what: str) -> None:
+    """Refuse a token with a tenant for ``what``, something that spans every tenant (403
+    ``tenant_scope``, the same body whatever the tenant and whatever the ledger holds)."""
+    if principal.tenant is not None:
+        raise Forbidden(f"{what} spans every tenant: it needs an operator-level token (one "
+                        "without a tenant)", code=TENANT_SCOPE_CODE,
+                        detail={"rule": "a token with a tenant reads and writes only its "
+                                        "tenant's entries", "refused": what})
+
+
 def require(action: str) -> Any:
-    """A dependency that authenticates and checks ``POLICY[action]``."""
+    """A dependency that authenticates and checks ``POLICY[action]`` (and, for an action
+    outside ``TENANT_ACTIONS``, that the token is operator-level)."""
     allowed = POLICY[action]
 
     async def dependency(request: Request, _: Any = Depends(bearer_scheme)) -> Principal:
@@ -186,6 +225,8 @@ def require(action: str) -> Any:
         if principal.role not in allowed:
             raise Forbidden(f"role {principal.role!r} may not {action}",
                             detail={"role": principal.role, "action": action})
+        if action not in TENANT_ACTIONS:
+            operator_level(principal, f"the action {action!r}")
         return principal
 
     dependency.action = action  # type: ignore[attr-defined]

@@ -2,7 +2,8 @@
 
 Each ``POST /v1/entries`` hands its submission to the ledger's group commit
 (``ledger.ops.append.GroupCommit``: a bounded queue, one committer thread, one
-``append_many`` per producer and batch, every caller resolved only once its transaction
+``append_many`` per scope -- a producer, or a producer and its token's tenant -- and batch,
+every caller resolved only once its transaction
 committed) and awaits its own future on the event loop.  This module only adapts it to
 asyncio (start and stop with the application, await without blocking the loop, a caller
 that disconnects does not cancel its append) and counts it into the service's metrics
@@ -29,10 +30,21 @@ import asyncio
 from typing import Any
 
 from ledger.errors import Overloaded, StoreUnavailable
-from ledger.ops.append import AppendMany, Finish, GroupCommit, GroupStats
+from ledger.ops.append import DEFAULT_TENANT, AppendMany, Finish, GroupCommit, GroupStats, Scope
 from ledger.service import metrics
 
-__all__ = ["GroupCommitter", "MeteredCommitter"]
+__all__ = ["GroupCommitter", "MeteredCommitter", "append_scope", "scope_parts"]
+
+
+def append_scope(producer: str, tenant: str | None) -> Scope:
+    """The group-commit scope of a caller's appends: its producer, or ``(producer,
+    tenant)`` for a token with a tenant other than ``default`` (``Ledger.append``'s key)."""
+    return producer if tenant is None or tenant == DEFAULT_TENANT else (producer, tenant)
+
+
+def scope_parts(scope: Scope) -> tuple[str | None, str]:
+    """(producer, tenant) of a group-commit scope."""
+    return scope if isinstance(scope, tuple) else (scope, DEFAULT_TENANT)
 
 
 class GroupCommitter:
@@ -68,9 +80,10 @@ class GroupCommitter:
         caller is told "failed" about an append that commits), then stop the committer."""
         await asyncio.get_running_loop().run_in_executor(None, self._core.stop)
 
-    async def submit(self, item: Any, producer: str | None, batch_receipt: bool = False) -> Any:
-        """Queue one submission; return its own outcome once its batch is committed
-        (``batch_receipt``: the caller asked for a batch receipt, handed to ``finish``).
+    async def submit(self, item: Any, producer: Scope, batch_receipt: bool = False) -> Any:
+        """Queue one submission for ``producer`` (a producer, or ``(producer, tenant)``: the
+        items of one scope share a transaction); return its own outcome once its batch is
+        committed (``batch_receipt``: the caller asked for a batch receipt, handed to ``finish``).
 
         Raises Overloaded (queue full), StoreUnavailable (shutting down or the
         transaction failed) or whatever ``append_many`` raised for its batch.
@@ -93,7 +106,7 @@ class MeteredCommitter(GroupCommitter):
         metrics.QUEUE_MAX.set(self.max_queue)
         metrics.QUEUE_DEPTH.set(0)
 
-    async def submit(self, item: Any, producer: str | None, batch_receipt: bool = False) -> Any:
+    async def submit(self, item: Any, producer: Scope, batch_receipt: bool = False) -> Any:
         try:
             return await super().submit(item, producer, batch_receipt)
         except (Overloaded, StoreUnavailable) as exc:

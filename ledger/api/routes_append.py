@@ -16,6 +16,9 @@ returns the same entry (``replayed: true``, HTTP 200); another body: 409.
 (``ledger.api.receipts``, docs/format-receipt.md) -- one signature for every such caller of a
 group-committed batch, or for all items of a ``/v1/entries/batch`` call -- and the answer says
 ``Preference-Applied: receipt=batch``.  Without it each appended item gets its own JWT.
+
+A token with a tenant appends to that tenant's chain (docs/http.md, "Tenants"); one without
+to the ``default`` tenant's.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ledger.api.auth import Principal, require
 from ledger.api.errors import rejection_response
+from ledger.api.groupcommit import append_scope
 from ledger.api.receipts import PREFER_BATCH, wants_batch
 from ledger.api.schemas import APPEND_RESPONSES, BATCH_BODY, BATCH_RESPONSES, SUBMISSION_BODY
 from ledger.core.jsonseq import split_array
@@ -78,7 +82,8 @@ async def append_one(request: Request, principal: Principal = require("append"),
     raw = await request.body()
     item = _with_key(raw, idempotency_key)
     batch = wants_batch(prefer)
-    outcome = await request.app.state.service.committer.submit(item, principal.subject, batch)
+    scope = append_scope(principal.subject, principal.tenant)
+    outcome = await request.app.state.service.committer.submit(item, scope, batch)
     if not outcome["ok"]:
         return rejection_response(outcome["error"])
     return JSONResponse(outcome, status_code=200 if outcome.get("replayed") else 201,
@@ -100,12 +105,12 @@ async def append_batch(request: Request, principal: Principal = require("append"
     raw_items = split_array(await request.body(), service.settings.batch_max_items)
     items = [_with_key(raw, None if idempotency_key is None else f"{idempotency_key}#{i}",
                        f"[{i}].") for i, raw in enumerate(raw_items)]
-    producer = principal.subject
+    scope = append_scope(principal.subject, principal.tenant)
     batch = wants_batch(prefer)
 
     def work() -> list[dict[str, Any]]:
-        results = service.append_many(items, producer) if items else []
-        answers: list[dict[str, Any]] = service.finish(results, [producer] * len(results),
+        results = service.append_many(items, scope) if items else []
+        answers: list[dict[str, Any]] = service.finish(results, [scope] * len(results),
                                                        [batch] * len(results))
         return answers
 

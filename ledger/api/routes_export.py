@@ -10,6 +10,10 @@ offline-verifiable *bundle* (manifest, proofs, signed checkpoint) is
 
 The range is fixed when the request starts (``X-Ledger-Export-End``: the head
 size then), so an export never chases concurrent appends.
+
+A token with a tenant exports that tenant's rows only (``rows``, ``csv``, ``json``); the
+record forms that carry every payload -- ``format=records`` and the bundle -- are refused
+to it (403 ``tenant_scope``) until they can select a tenant's entries.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
-from ledger.api.auth import Principal, require
+from ledger.api.auth import Principal, operator_level, require
 from ledger.api.routes_read import (
     MAX_SEQ,
     check_filters,
@@ -79,13 +83,15 @@ def export(
     if format == "records" and layer != "auditor":
         raise Forbidden("format=records carries every payload: auditors only",
                         code="forbidden_format", field="format")
+    if format == "records":
+        operator_level(principal, "/v1/export?format=records")
     check_filters(layer, {**given, "has_findings": has_findings})
     given["kind"] = visible_kinds(layer, given["kind"])
     f = make_filters(**filter_args(given), start=start, end=end, has_findings=has_findings)
     ledger = request.app.state.service.reader
     f = with_window(f, 0, ledger.head()["size"])
     rows: Iterator[Any] = ledger.export_records(f) if format == "records" else \
-        ledger.iter_query(f, layer=layer, page=PAGE)
+        ledger.iter_query(f, layer=layer, page=PAGE, tenant=principal.tenant)
     if limit is not None:
         rows = (row for _, row in zip(range(limit), rows, strict=False))
     media = {"csv": "text/csv; charset=utf-8", "json": "application/json"}.get(
@@ -131,6 +137,7 @@ def export_bundle(
     if layer != "auditor":
         raise Forbidden("an export bundle carries every payload: auditors only",
                         code="forbidden_format", field="format")
+    operator_level(principal, "/v1/export/bundle")
     check_filters(layer, given)
     service = request.app.state.service
     f = make_filters(**filter_args(given), start=start, end=end)

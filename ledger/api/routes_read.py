@@ -5,6 +5,11 @@ Every row leaves through ``ledger.ops.query.project`` with the caller's layer
 are layered too: a caller may filter only on fields its layer shows
 (``LAYER_FIELDS``), since a filter on a hidden field would reveal that field
 one yes/no at a time; anything else is 403 ``forbidden_filter``.
+
+A token with a tenant reads that tenant's entries only (``principal.tenant`` goes down to
+every query, count, pick-list and hash look-up): another tenant's entry is answered exactly
+as a seq or hash that does not exist.  ``/v1/aggregates`` counts the whole ledger and
+refuses such a token (403 ``tenant_scope``, ``ledger.api.auth.operator_level``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any, Literal, TypedDict
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
-from ledger.api.auth import Principal, require
+from ledger.api.auth import Principal, operator_level, require
 from ledger.api.proofs import entry_proof
 from ledger.api.schemas import READ_ERRORS
 from ledger.errors import BadRequest, Forbidden, NotFound
@@ -115,8 +120,8 @@ def get_entry(request: Request, seq: int = Path(ge=0, le=MAX_SEQ),
     service = request.app.state.service
     layer = layer_of(principal)
     f = make_filters(start=seq, end=seq + 1, kind=visible_kinds(layer, []) or None)
-    page = service.reader.query_page(f, limit=1, layer=layer)
-    if not page.rows:
+    page = service.reader.query_page(f, limit=1, layer=layer, tenant=principal.tenant)
+    if not page.rows:  # also another tenant's entry: the same answer as a missing seq
         raise NotFound(f"no entry with seq {seq}", field="seq")
     out = {"layer": layer, "entry": page.rows[0]}
     if proof:
@@ -162,13 +167,13 @@ def list_entries(
     limit = min(limit, service.settings.page_max)
     f = make_filters(**filter_args(given), has_findings=has_findings)  # UsageError: 400
     page = service.reader.query_page(f, after=after, limit=limit, layer=layer, order=order,
-                                     before=before)
+                                     before=before, tenant=principal.tenant)
     out = {"layer": layer, "entries": page.rows, "next_after": page.next_after,
            **page.counts()}
     if order == "desc":
         out["order"], out["next_before"] = "desc", page.next_before
     if count:
-        out["index_total"] = service.reader.count_index_matches(f)
+        out["index_total"] = service.reader.count_index_matches(f, principal.tenant)
     return out
 
 
@@ -186,7 +191,8 @@ def filter_values(request: Request,
     check_params(request, {"field"})
     layer = layer_of(principal)
     check_filters(layer, {field: True})
-    return request.app.state.service.reader.filter_values(field, layer)  # type: ignore[no-any-return]
+    return request.app.state.service.reader.filter_values(  # type: ignore[no-any-return]
+        field, layer, principal.tenant)
 
 
 @router.get("/v1/entries/by-hash/{entry_hash}", summary="The seq of an entry hash (auditors)",
@@ -201,7 +207,7 @@ def entry_by_hash(request: Request,
     check_params(request, set())
     layer = layer_of(principal)
     check_filters(layer, {"entry_hash": True})
-    seq = request.app.state.service.reader.seq_of_entry_hash(entry_hash)
+    seq = request.app.state.service.reader.seq_of_entry_hash(entry_hash, principal.tenant)
     if seq is None:
         raise NotFound("no entry has this entry hash", field="entry_hash")
     return {"seq": seq}
@@ -223,6 +229,7 @@ def aggregates(
     seq and how many live rows (docs/http.md).  A row that did not verify is counted as
     ``flagged``, never under its values."""
     check_params(request, {"since", "until", "bucket", "engine", "producer"})
+    operator_level(principal, "/v1/aggregates")
     layer = layer_of(principal)
     check_filters(layer, {"engine": engine, "producer": producer})
     return request.app.state.service.reader.aggregates(  # type: ignore[no-any-return]

@@ -8,6 +8,9 @@ one-year immutable cache lifetime; partial tiles and the checkpoint must not be 
 full entry bundles may be cached for a day (an erasure rewrites them).  A bad path is a
 400 ``bad_tile_path`` naming the element (``L``, ``N``, ``W``), a tile beyond the
 checkpoint a 404 ``tile_not_found``.
+
+A token with a tenant may read the checkpoint and the hash tiles (the tree is global: hashes
+and the tree size), never entry bundles (every tenant's records; 403 ``tenant_scope``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
 
-from ledger.api.auth import Principal, require
+from ledger.api.auth import Principal, operator_level, require
 from ledger.api.routes_read import layer_of
 from ledger.api.schemas import READ_ERRORS
 from ledger.core.tiles import parse_tile_path
@@ -54,6 +57,8 @@ def tile(path: str, principal: Principal = require("checkpoint"), *,
     if t.level is None and layer_of(principal) != "auditor":
         raise Forbidden("entry bundles carry every payload: auditors only",
                         code="forbidden_bundle", field="L")
+    if t.level is None:
+        operator_level(principal, "entry bundles (/tile/entries)")
     data = request.app.state.service.reader.tile(t)
     cache = (IMMUTABLE if t.level is not None else BUNDLE) if t.full else NO_CACHE
     return Response(data, media_type=OCTETS, headers={"Cache-Control": cache})

@@ -22,16 +22,24 @@ BATCH_BYTES = 8 * 1024 * 1024  # ... or fewer, once their text reaches this size
 @click.argument("files", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False,
                                                    exists=False))
 @click.option("--producer", default=None, help="Producer identity recorded on each entry.")
+@click.option("--tenant", default=None, metavar="TENANT",
+              help="Append to this tenant's chain (1..63 of a-z, 0-9, '.', '_', '-'; "
+                   "default: the tenant 'default').")
 @click.pass_obj
-def append(obj: CommandObj, files: tuple[str, ...], producer: str | None) -> None:
+def append(obj: CommandObj, files: tuple[str, ...], producer: str | None,
+           tenant: str | None) -> None:
     """Append submissions from FILES (JSON, JSON array or JSON Lines; '-' = stdin).
 
     Prints one JSON line per submission: {"ok": true, "seq", "entry_hash", ...}
     or {"ok": false, "error": {code, field, message}}.  Exit 0 when every
     submission was appended, 2 when any was rejected.  JSON Lines are streamed
     (memory stays bounded); one submission holds at most 1 MiB, a JSON array
-    input at most 64 MiB.
+    input at most 64 MiB.  A bad --tenant is a usage error (exit 2, field tenant)
+    before anything is read.
     """
+    from ledger.core.tenant import DEFAULT_TENANT, check_tenant
+
+    chain = DEFAULT_TENANT if tenant is None else check_tenant(tenant)
     for path in files:
         if path != "-":
             try:
@@ -51,10 +59,10 @@ def append(obj: CommandObj, files: tuple[str, ...], producer: str | None) -> Non
             batch.append(doc)
             size += len(doc)
             if len(batch) >= BATCH or size >= BATCH_BYTES:
-                failed += _flush(ledger, batch, producer, lines)
+                failed += _flush(ledger, batch, producer, lines, chain)
                 batch, lines, size = [], {}, 0
         if batch:
-            failed += _flush(ledger, batch, producer, lines)
+            failed += _flush(ledger, batch, producer, lines, chain)
     if failed:
         sys.exit(2)
 
@@ -69,11 +77,11 @@ def _inputs(paths: tuple[str, ...]) -> Iterator[bytes | Oversized]:
 
 
 def _flush(ledger: Ledger, batch: list[bytes], producer: str | None,
-           lines: dict[int, int]) -> int:
+           lines: dict[int, int], tenant: str) -> int:
     """Append one batch and print its results; they are written (and flushed) as soon
     as the batch has committed, before the next batch is read."""
     failed = 0
-    for i, res in enumerate(ledger.append_many(batch, producer=producer)):
+    for i, res in enumerate(ledger.append_many(batch, producer=producer, tenant=tenant)):
         out = res.to_dict()
         if i in lines and not res.ok and out["error"]["code"] == "too_large":
             out["error"]["message"] = (f"line {lines[i]} holds more than "

@@ -36,23 +36,35 @@ def import_group() -> None:
 @click.option("--label", default=None, metavar="TEXT",
               help="Your description of this run, recorded in the import entry (the source "
                    "path or URL never is).")
+@click.option("--tenant", default=None, metavar="TENANT",
+              help="The tenant whose chain the rows join (default: 'default'); with "
+                   "--tenant-map, the tenant of the organisations it does not name.")
+@click.option("--tenant-map", "tenant_map", multiple=True, metavar="ORG=TENANT",
+              help="Organisation ORG's rows join tenant TENANT's chain (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Verify and report; write nothing.")
 @click.pass_obj
 def qwed(obj: CommandObj, source: str, hmac_secret_file: str | None, organization: int | None,
-         namespace: str, label: str | None, dry_run: bool) -> None:
+         namespace: str, label: str | None, tenant: str | None, tenant_map: tuple[str, ...],
+         dry_run: bool) -> None:
     """Re-verify QWED's per-organisation hash chain (entry hash, link, HMAC) and append
     each verified row as a result entry with its provenance, then one `import` entry.
     Idempotent and resumable: a re-run appends nothing new.  Prints the report (JSON)."""
+    from ledger.errors import UsageError
     from ledger.facade import Ledger
-    from ledger.ops.qwed_import import read_source
+    from ledger.ops.qwed_import import check_tenant_map, read_source
 
+    pairs = [m.partition("=") for m in tenant_map]
+    if any(not sep for _, sep, _ in pairs):
+        raise UsageError("--tenant-map takes ORG=TENANT", field="tenant_map")
+    tenants, others = check_tenant_map({org: t for org, _, t in pairs}, tenant)
     secret = None
     if hmac_secret_file is not None:
         secret = Path(hmac_secret_file).read_bytes().rstrip(b"\r\n")
     where, rows = read_source(source, organization)
     with Ledger.open(obj["db_url"]) as ledger:
         report = ledger.import_qwed(rows, source=where, secret=secret, namespace=namespace,
-                                    dry_run=dry_run, label=label)
+                                    dry_run=dry_run, label=label, tenants=tenants,
+                                    tenant=others)
     emit_mapping(report.to_dict(), "json")
     for q in report.quarantined:
         click.echo(f"quarantined: organization {q['organization_id']} row {q['id']}: "

@@ -6,7 +6,7 @@ import { stackedBars, dataTable, FLAGGED } from "./charts.js";
 
 const KEY = "ledger-console-token";
 const $ = (id) => document.getElementById(id);
-const state = { token: null, role: null, layer: null, pages: [], jwks: null };
+const state = { token: null, role: null, tenant: null, layer: null, pages: [], jwks: null };
 
 // -- small DOM helpers --------------------------------------------------------------
 function h(tag, attrs = {}, ...children) {
@@ -133,6 +133,9 @@ async function signIn(token) {
   if (!claims) throw new Error("this is not a JWT (three base64url parts separated by dots)");
   state.token = token;
   state.role = claims.role || "?";
+  // a token with a tenant reads that tenant's entries only (the server scopes every read;
+  // this is only for the labels)
+  state.tenant = typeof claims.tenant === "string" ? claims.tenant : null;
   state.layer = null;
   try {
     const r = await api("/v1/entries", { limit: 1 });
@@ -143,14 +146,15 @@ async function signIn(token) {
   }
   sessionStorage.setItem(KEY, token);
   $("identity").textContent = `Signed in as ${claims.sub || "?"} — role ${state.role}` +
-    (state.layer ? `, layer ${state.layer}` : ", no reading layer");
+    (state.layer ? `, layer ${state.layer}` : ", no reading layer") +
+    (state.tenant ? `, tenant ${state.tenant} (its entries only)` : "");
   $("signin").hidden = true;
   $("nav").hidden = false;
   $("view").hidden = false;
 }
 function signOut() {
   sessionStorage.removeItem(KEY);
-  Object.assign(state, { token: null, role: null, layer: null, pages: [], jwks: null });
+  Object.assign(state, { token: null, role: null, tenant: null, layer: null, pages: [], jwks: null });
   $("identity").textContent = "";
   $("nav").hidden = true;
   $("view").hidden = true;
@@ -534,7 +538,8 @@ async function checkpointsView(view) {
   const shown = all.slice(-60);
   const buckets = shown.map((c) => ({ label: c.created_at.slice(0, 16).replace("T", " "), values: { "tree size": c.size } }));
   view.append(h("figure", {}, stackedBars(`Tree size over time (signing time of each checkpoint${all.length > 60 ? ", the latest 60" : ""})`, buckets, ["tree size"]),
-    h("figcaption", { text: `${all.length} checkpoint(s); latest size ${all[all.length - 1].size}, signed ${all[all.length - 1].created_at}` }),
+    h("figcaption", { text: `${all.length} checkpoint(s); latest size ${all[all.length - 1].size}, signed ${all[all.length - 1].created_at}` +
+      (state.tenant ? " — the tree holds every tenant's entries: its size is not your tenant's count" : "") }),
     h("details", {}, h("summary", { text: "Data" }), dataTable("Tree size per checkpoint", buckets, ["tree size"]))));
   const list = h("ol", { class: "timeline", id: "checkpoint-list", reversed: true });
   for (const c of [...all].reverse()) {

@@ -17,6 +17,11 @@ Layers are allow-lists (:data:`ledger.ops.view.LAYER_FIELDS`, re-exported here);
 :func:`ledger.ops.view.project` is the only place a row is cut down for an audience.
 The filters (:class:`Filters`, :func:`make_filters`, :func:`with_window`) are
 ``ledger.ops.filters``, re-exported here.
+
+Tenant scope: every read here takes ``tenant`` (None: every tenant).  Given, the rows, counts,
+pick-lists and hash look-ups are those of that tenant's entries only -- on top of the
+filters, never instead of them -- so a reader scoped to a tenant (an HTTP token with a
+tenant) is answered about another tenant's entry exactly as about one that does not exist.
 """
 
 from __future__ import annotations
@@ -138,12 +143,17 @@ def seq_window(conn: Connection, f: Filters) -> tuple[int, int | None]:
     return lo, hi
 
 
-def _equal(f: Filters) -> dict[str, tuple[str, ...]]:
-    """The equality filters.  The time window is already the seq window [lo, hi); its
-    exact check is done on the fetched rows (_in_window), not in SQL, where PostgreSQL
-    would multiply the two (correlated) selectivities and pick a bitmap scan plus a sort
-    over every match."""
-    return {name: getattr(f, name) for name in STRING_FILTERS}
+def _equal(f: Filters, tenant: str | None = None) -> dict[str, tuple[str, ...]]:
+    """The equality filters, within ``tenant`` when given.  The time window is already the
+    seq window [lo, hi); its exact check is done on the fetched rows (_in_window), not in
+    SQL, where PostgreSQL would multiply the two (correlated) selectivities and pick a
+    bitmap scan plus a sort over every match."""
+    equal = {name: getattr(f, name) for name in STRING_FILTERS}
+    if tenant is not None:
+        asked = equal.get("tenant") or (tenant,)
+        # a tenant filter naming other tenants selects nothing ("" is never a tenant id)
+        equal["tenant"] = (tenant,) if tenant in asked else ("",)
+    return equal
 
 
 def _payload_names(layer: str) -> tuple[int, ...]:
@@ -151,17 +161,19 @@ def _payload_names(layer: str) -> tuple[int, ...]:
 
 
 def iter_pages(conn: Connection, f: Filters, *, after: int = -1, page: int = 1000,
-               digest_columns: Iterable[int] = _ALL_SLOTS,
+               digest_columns: Iterable[int] = _ALL_SLOTS, tenant: str | None = None,
                ) -> Iterator[entries.Page | list[tuple[Any, Any]]]:
-    """Pages of ``(row, {slot: payload})`` matching ``f`` with ``seq > after``, in seq
-    order (to iterate once; ``len()`` works); memory is one page.  ``row`` is a
-    ``ledger.store.entries.EntryRow``; ``digest_columns`` are the payload slots joined in."""
+    """Pages of ``(row, {slot: payload})`` matching ``f`` (within ``tenant`` when given)
+    with ``seq > after``, in seq order (to iterate once; ``len()`` works); memory is one
+    page.  ``row`` is a ``ledger.store.entries.EntryRow``; ``digest_columns`` are the
+    payload slots joined in."""
     digest_columns = tuple(digest_columns)
     lo, hi = seq_window(conn, f)
     if hi is not None and lo >= hi:
         return
     runs = _finding_runs(conn, f)
-    if digest_columns == _ALL_SLOTS and not any(_equal(f).values()) and runs is None \
+    equal = _equal(f, tenant)
+    if digest_columns == _ALL_SLOTS and not any(equal.values()) and runs is None \
             and f.since_us is None and f.until_us is None:
         # every entry of a seq range (a whole export): the audit's reader, two ordered
         # range reads per page instead of one join per payload slot
@@ -169,7 +181,7 @@ def iter_pages(conn: Connection, f: Filters, *, after: int = -1, page: int = 100
                                             _NO_END if hi is None else hi, page)
         return
     while True:
-        rows = sq.select_page(conn, _equal(f), lo, hi, after, page, digest_columns, runs)
+        rows = sq.select_page(conn, equal, lo, hi, after, page, digest_columns, runs)
         if not rows:
             return
         kept = [r for r in rows if _in_window(f, r[0].recorded_at)]
@@ -225,11 +237,12 @@ ORDERS = ("asc", "desc")
 
 
 def query(ctx: LedgerContext, f: Filters, *, after: int = -1, limit: int = 100,
-          layer: str = "agent", order: str = "asc", before: int | None = None) -> QueryPage:
-    """One keyset page of matching rows projected for ``layer``, each checked against what
-    was hashed (docs/reads.md): oldest first from ``after`` (``next_after``), or with
-    ``order="desc"`` newest first from below ``before`` (None: the newest; ``next_before``).
-    Raises UsageError."""
+          layer: str = "agent", order: str = "asc", before: int | None = None,
+          tenant: str | None = None) -> QueryPage:
+    """One keyset page of matching rows (of ``tenant``'s entries only, when given) projected
+    for ``layer``, each checked against what was hashed (docs/reads.md): oldest first from
+    ``after`` (``next_after``), or with ``order="desc"`` newest first from below ``before``
+    (None: the newest; ``next_before``).  Raises UsageError."""
     _check_page(after, limit, layer)
     if order not in ORDERS:
         raise UsageError("order must be asc or desc", field="order")
@@ -241,7 +254,7 @@ def query(ctx: LedgerContext, f: Filters, *, after: int = -1, limit: int = 100,
     with connect(ctx.engine) as conn:
         lo, hi = seq_window(conn, f)
         rows, state = ([], None) if hi is not None and lo >= hi else \
-            sq.select_page_with_state(conn, _equal(f), lo, hi, after, limit + 1, names,
+            sq.select_page_with_state(conn, _equal(f, tenant), lo, hi, after, limit + 1, names,
                                       _finding_runs(conn, f), before=before,
                                       descending=desc)
         more = len(rows) > limit
@@ -261,8 +274,9 @@ def query(ctx: LedgerContext, f: Filters, *, after: int = -1, limit: int = 100,
                      order, last if desc else None)
 
 
-def count_index_matches(ctx: LedgerContext, f: Filters) -> int:
-    """How many entries the *indexed columns* select for ``f`` (the rows a query would
+def count_index_matches(ctx: LedgerContext, f: Filters, tenant: str | None = None) -> int:
+    """How many entries (of ``tenant``, when given) the *indexed columns* select for ``f``
+    (the rows a query would
     fetch and check; docs/reads.md, "Pages, filters and counts"): a count of candidates,
     not of verified matches -- a row whose column was rewritten into the filter is counted
     here and comes back flagged, one rewritten out of it is not counted.  The time filters
@@ -271,15 +285,17 @@ def count_index_matches(ctx: LedgerContext, f: Filters) -> int:
         lo, hi = seq_window(conn, f)
         if hi is not None and lo >= hi:
             return 0
-        return sq.count_matches(conn, _equal(f), lo, hi, _finding_runs(conn, f))
+        return sq.count_matches(conn, _equal(f, tenant), lo, hi, _finding_runs(conn, f))
 
 
 PICK_FIELDS = ("kind", "status", "engine", "producer", "att_verdict", "att_kid")
 MAX_PICK = 200
 
 
-def filter_values(ctx: LedgerContext, name: str, layer: str) -> dict[str, Any]:
-    """The values the index holds for the filter ``name`` (a pick-list): ``{"field",
+def filter_values(ctx: LedgerContext, name: str, layer: str, tenant: str | None = None,
+                  ) -> dict[str, Any]:
+    """The values the index holds for the filter ``name`` (over ``tenant``'s entries only,
+    when given) (a pick-list): ``{"field",
     "values" (sorted, at most MAX_PICK), "truncated"}``.  Values to *filter by*, not any
     entry's value: a rewritten column's value is listed too (filtering by it finds the
     flagged row).  Agents get the values of result entries only.  Raises UsageError for a
@@ -290,15 +306,15 @@ def filter_values(ctx: LedgerContext, name: str, layer: str) -> dict[str, Any]:
         raise UsageError(f"layer must be one of {', '.join(LAYERS)}", field="layer")
     with connect(ctx.engine) as conn:  # agents see result entries only
         values = sq.distinct_values(conn, name, MAX_PICK + 1,
-                                    "result" if layer == "agent" else None)
+                                    "result" if layer == "agent" else None, tenant)
     return {"field": name, "values": values[:MAX_PICK], "truncated": len(values) > MAX_PICK}
 
 
-def seq_of_entry_hash(ctx: LedgerContext, text: str) -> int | None:
+def seq_of_entry_hash(ctx: LedgerContext, text: str, tenant: str | None = None) -> int | None:
     """The seq of the entry whose stored entry hash is ``text`` (64 hex digits, with or
-    without ``sha256:``), None when there is none.  Raises UsageError for other text.  The
-    entry is then read (and checked) like any other: a stored hash that does not verify
-    comes back flagged."""
+    without ``sha256:``), None when there is none (or it is not ``tenant``'s, when given).
+    Raises UsageError for other text.  The entry is then read (and checked) like any other:
+    a stored hash that does not verify comes back flagged."""
     hexpart = text[7:] if text.startswith("sha256:") else text
     if len(hexpart) != 64:
         raise UsageError("an entry hash is 64 hex digits (optionally sha256:)",
@@ -309,17 +325,18 @@ def seq_of_entry_hash(ctx: LedgerContext, text: str) -> int | None:
         raise UsageError("an entry hash is 64 hex digits (optionally sha256:)",
                          field="entry_hash") from None
     with connect(ctx.engine) as conn:
-        return sq.seq_of_entry_hash(conn, raw)
+        return sq.seq_of_entry_hash(conn, raw, tenant)
 
 
 def iter_query(ctx: LedgerContext, f: Filters, *, after: int = -1, layer: str = "agent",
-               page: int = 1000) -> Iterator[dict[str, Any]]:
-    """Every matching row (as of each page's read), projected and checked, streamed page
-    by page."""
+               page: int = 1000, tenant: str | None = None) -> Iterator[dict[str, Any]]:
+    """Every matching row (of ``tenant``'s entries only, when given; as of each page's
+    read), projected and checked, streamed page by page."""
     _check_page(after, page, layer)
     names = _payload_names(layer)
     with connect(ctx.engine) as conn:
-        for chunk in iter_pages(conn, f, after=after, page=page, digest_columns=names):
+        for chunk in iter_pages(conn, f, after=after, page=page, digest_columns=names,
+                                tenant=tenant):
             out, _, _, _ = _shape(conn, ctx, f, list(chunk), layer)
             yield from out
 

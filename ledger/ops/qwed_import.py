@@ -25,12 +25,18 @@ records nothing of the importing machine: not the path of the dump, not the data
 (the printed report shows them; the chain never holds them).  That entry is canonical
 JSON, so a source holding a row id beyond ±(2^53-1) is refused (``check_id``) before
 anything is appended: ``read_source`` checks every row before giving the first.
+
+Tenants: ``tenants`` maps an organisation id (as text) to the tenant whose chain its rows
+join, ``tenant`` is the tenant of every other organisation (``default`` unless given);
+both are checked before any row is read.  The ``import`` entry itself is the operator's
+record of the run and stays in the ``default`` tenant.  A re-run must map each organisation
+as the first run did: a row already imported is replayed from wherever it is.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,6 +44,7 @@ from typing import Any
 from ledger.core.canonical import MAX_SAFE_INTEGER
 from ledger.core.qwed_log import ChainChecker, RowVerdict, as_datetime, canonical_ts
 from ledger.core.submission import Submission, parse_submission
+from ledger.core.tenant import DEFAULT_TENANT, check_tenant
 from ledger.crypto.trust import TrustStore
 from ledger.errors import LedgerError, SubmissionError, UsageError
 from ledger.ops.append import (
@@ -174,8 +181,11 @@ def _raw(row: dict[str, Any]) -> bytes:
 class _Run:
     """One import run: prepares rows, commits them in chunks, quarantines failures."""
 
-    def __init__(self, ctx: LedgerContext, report: ImportReport) -> None:
+    def __init__(self, ctx: LedgerContext, report: ImportReport,
+                 tenants: Mapping[str, str] | None = None,
+                 tenant: str = DEFAULT_TENANT) -> None:
         self.ctx, self.report = ctx, report
+        self.tenants, self.tenant = dict(tenants or {}), tenant
         self.store = load_trust_store(ctx.engine)
         self.pending: list[tuple[Prepared, dict[str, Any]]] = []
         self.bad: list[tuple[bytes, dict[str, Any]]] = []
@@ -199,6 +209,7 @@ class _Run:
                                    require_evidence=False)
             p = prepare_result(sub, PRODUCER, _judge_at(self.store, _us(row["timestamp"])))
             p.seal(self.ctx.meta.ledger_id)
+            p.tenant = self.tenants.get(org, self.tenant)
         except SubmissionError as exc:
             self._quarantine(row, exc.code, str(exc))
             return
@@ -276,19 +287,37 @@ def check_label(label: str | None) -> str | None:
     return label
 
 
+def check_tenant_map(tenants: Mapping[str, str] | None, tenant: str | None,
+                     ) -> tuple[dict[str, str], str]:
+    """The organisation -> tenant map and the tenant of the others, checked.  Raises
+    TenantError (field ``tenant``) or UsageError (field ``organization``)."""
+    out: dict[str, str] = {}
+    for org, t in (tenants or {}).items():
+        if not str(org).lstrip("-").isdigit():
+            raise UsageError(f"organization {org!r} is not an organisation id",
+                             field="organization")
+        out[str(int(org))] = check_tenant(t)
+    return out, DEFAULT_TENANT if tenant is None else check_tenant(tenant)
+
+
 def import_qwed(ctx: LedgerContext, rows: Iterable[dict[str, Any]], *, source: str,
                 secret: bytes | None = None, namespace: str = "default",
-                dry_run: bool = False, label: str | None = None) -> ImportReport:
-    """Verify and import QWED ``VerificationLog`` rows (see the module docstring).
+                dry_run: bool = False, label: str | None = None,
+                tenants: Mapping[str, str] | None = None,
+                tenant: str | None = None) -> ImportReport:
+    """Verify and import QWED ``VerificationLog`` rows (see the module docstring);
+    ``tenants`` (organisation id -> tenant) and ``tenant`` (every other organisation)
+    place each organisation's rows in a tenant's chain.
 
     ``source`` says where the rows were read, for the returned report only; ``label`` is
     the operator's description of the run, recorded in the import entry.  ``ctx`` has
     ``engine``, ``meta`` (``ledger_id``) and ``clock``.  Raises UsageError (a bad label),
     LedgerError when the ledger cannot be written; bad rows are reported, never raised.
     """
+    tenant_of, others = check_tenant_map(tenants, tenant)
     report = ImportReport(source, namespace, "checked" if secret is not None else "unchecked",
                           dry_run, label=check_label(label))
-    run, checker = _Run(ctx, report), ChainChecker(secret)
+    run, checker = _Run(ctx, report, tenant_of, others), ChainChecker(secret)
     for row in rows:
         report.rows += 1
         run.add(checker.check(row))

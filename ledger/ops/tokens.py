@@ -13,7 +13,14 @@ Access token (RFC 9068 style, header ``typ: at+jwt``, ``alg: EdDSA``)::
     {"iss": <issuer, default the origin>, "aud": <audience, default the origin>,
      "sub": <subject: the producer identity recorded on appended entries>,
      "role": "producer" | "auditor" | "developer" | "agent" | "custodian",
+     "tenant": <tenant id>,   (optional)
      "iat": <s>, "nbf": <s>, "exp": <s>, "jti": <random hex>}
+
+``tenant`` (optional; ``ledger.core.tenant.check_tenant``) scopes the token to one tenant:
+it appends to that tenant's chain and reads only that tenant's entries (docs/http.md,
+"Tenants").  A token without it is operator-level, as every token minted before tenants
+existed: it appends to the ``default`` tenant and reads every tenant.  An ``operator``
+token never carries one.
 """
 
 from __future__ import annotations
@@ -22,15 +29,18 @@ import re
 import secrets
 from typing import Any, cast
 
+from ledger.core.tenant import check_tenant
 from ledger.crypto.tokens import JwtSigner
-from ledger.errors import UsageError
+from ledger.errors import TenantError, UsageError
 
-__all__ = ["ACCESS_TOKEN_TYP", "RECEIPT_TYP", "ROLES", "access_token_claims", "check_role",
-           "check_subject", "mint_access_token", "parse_ttl"]
+__all__ = ["ACCESS_TOKEN_TYP", "RECEIPT_TYP", "ROLES", "TENANT_CLAIM", "access_token_claims",
+           "check_role", "check_subject", "check_token_tenant", "mint_access_token",
+           "parse_ttl"]
 
 ACCESS_TOKEN_TYP = "at+jwt"
 RECEIPT_TYP = "ledger-receipt+jwt"
 ROLES = ("producer", "auditor", "developer", "agent", "custodian", "operator")
+TENANT_CLAIM = "tenant"  # the claim that scopes a token to one tenant (absent: operator-level)
 MAX_SUBJECT = 256  # the producer column's width
 MAX_TTL_S = 366 * 86_400
 _TTL_RE = re.compile(r"(\d{1,9})([smhd]?)")
@@ -68,21 +78,40 @@ def check_role(role: Any) -> str:
     return cast(str, role)  # one of ROLES
 
 
+def check_token_tenant(tenant: Any, role: str) -> str | None:
+    """The tenant a token of ``role`` may carry: None, or a valid tenant id for any role but
+    ``operator`` (its only route, ``/metrics``, spans every tenant).  Raises TenantError
+    (field ``tenant``)."""
+    if tenant is None:
+        return None
+    check_tenant(tenant)
+    if role == "operator":
+        raise TenantError("an operator token is operator-level: it cannot carry a tenant",
+                          field="tenant")
+    return cast(str, tenant)
+
+
 def access_token_claims(*, role: str, subject: str, ttl_s: int, issuer: str, audience: str,
-                        now_s: int, jti: str | None = None) -> dict[str, Any]:
-    """The claims of an access token.  Raises UsageError for a bad role/subject/ttl."""
+                        now_s: int, jti: str | None = None, tenant: str | None = None,
+                        ) -> dict[str, Any]:
+    """The claims of an access token (``tenant``: scoped to that tenant; None:
+    operator-level).  Raises UsageError for a bad role/subject/ttl/tenant."""
     check_role(role)
     check_subject(subject)
+    check_token_tenant(tenant, role)
     if not 0 < ttl_s <= MAX_TTL_S:
         raise UsageError("ttl must be 1s..366d", code="bad_ttl", field="ttl")
-    return {"iss": issuer, "aud": audience, "sub": subject, "role": role,
-            "iat": now_s, "nbf": now_s, "exp": now_s + ttl_s,
-            "jti": jti or secrets.token_hex(16)}
+    claims: dict[str, Any] = {"iss": issuer, "aud": audience, "sub": subject, "role": role}
+    if tenant is not None:
+        claims[TENANT_CLAIM] = tenant
+    claims.update(iat=now_s, nbf=now_s, exp=now_s + ttl_s, jti=jti or secrets.token_hex(16))
+    return claims
 
 
 def mint_access_token(signer: JwtSigner, *, role: str, subject: str, ttl_s: int, issuer: str,
-                      audience: str, now_s: int) -> str:
-    """An EdDSA access token signed by the ledger key (self-hosted set-ups)."""
+                      audience: str, now_s: int, tenant: str | None = None) -> str:
+    """An EdDSA access token signed by the ledger key (self-hosted set-ups); ``tenant``
+    scopes it to one tenant."""
     claims = access_token_claims(role=role, subject=subject, ttl_s=ttl_s, issuer=issuer,
-                                 audience=audience, now_s=now_s)
+                                 audience=audience, now_s=now_s, tenant=tenant)
     return signer.sign_jwt(claims, ACCESS_TOKEN_TYP)

@@ -95,24 +95,27 @@ def count_matches(conn: Connection, equal: Equal, lo: int, hi: int | None,
 
 
 def distinct_values(conn: Connection, column: str, limit: int, kind: str | None = None,
-                    ) -> list[str]:
+                    tenant: str | None = None) -> list[str]:
     """Up to ``limit`` distinct non-null values of the indexed ``column`` (of the entries
-    of ``kind`` only, when given), sorted."""
+    of ``kind`` and of ``tenant`` only, when given), sorted."""
     c = entries.c[column]
-    conds = [c.is_not(None)] + ([entries.c.kind == kind] if kind is not None else [])
+    conds = [c.is_not(None)] + ([entries.c.kind == kind] if kind is not None else []) \
+        + ([entries.c.tenant == tenant] if tenant is not None else [])
     return [str(v) for v in conn.execute(select(c).where(*conds).distinct()
                                          .order_by(c).limit(limit)).scalars()]
 
 
-def seq_of_entry_hash(conn: Connection, entry_hash: bytes) -> int | None:
+def seq_of_entry_hash(conn: Connection, entry_hash: bytes, tenant: str | None = None,
+                      ) -> int | None:
     """The smallest seq whose stored ``entry_hash`` is ``entry_hash`` (one probe of
-    ``ix_entries_entry_hash``, revision 0012).
+    ``ix_entries_entry_hash``, revision 0012), among ``tenant``'s entries when given.
 
     The rows are fetched and their smallest seq taken here: ``min(seq)`` in SQL lets
     PostgreSQL's planner walk the primary key in seq order instead, filtering every row
     before the match, whenever its statistics are stale (a freshly loaded table)."""
-    seqs = conn.execute(select(entries.c.seq).where(
-        entries.c.entry_hash == entry_hash)).scalars().all()
+    conds = [entries.c.entry_hash == entry_hash] + (
+        [entries.c.tenant == tenant] if tenant is not None else [])
+    seqs = conn.execute(select(entries.c.seq).where(*conds)).scalars().all()
     return min(seqs) if seqs else None
 
 

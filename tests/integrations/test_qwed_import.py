@@ -300,3 +300,32 @@ def test_a_postgresql_source_row_id_beyond_2_53_is_refused(sqlite_url: str, pg_d
     code, out, err = ledger_cli(sqlite_url, "import", "qwed", "--source", url)
     assert entries(sqlite_url) == before
     assert code == 2 and f"row id {2**53 + 1}" in err and "nothing was imported" in err
+
+
+def test_organisations_map_to_tenants(db_url: str, qwed_sqlite: str, tmp_path: Path) -> None:
+    """--tenant-map ORG=TENANT puts an organisation's rows in a tenant's chain, --tenant the
+    other organisations'; the import entry stays in the default tenant; the chains audit clean."""
+    new_ledger(db_url)
+    source = f"sqlite:///{qwed_sqlite}"
+    code, rep, err = do_import(db_url, source, "--hmac-secret-file", secret_file(tmp_path),
+                               "--tenant-map", "1=org-one", "--tenant", "others")
+    assert code == 0, err
+    eng = create_engine(db_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with eng.connect() as conn:
+        got = {(str(k), str(t)) for k, t in conn.execute(text(
+            "SELECT kind, tenant FROM entries")).all()}
+        orgs = dict(conn.execute(text(
+            "SELECT DISTINCT substr(idempotency_key, 1, 15), tenant FROM entries "
+            "WHERE kind = 'result'")).all())
+    eng.dispose()
+    assert got == {("result", "org-one"), ("result", "others"), ("import", "default"),
+                   ("key_event", "default")}
+    assert orgs == {"qwed:default:1:": "org-one", "qwed:default:2:": "others"}
+    code, report = audit(db_url, tmp_path)
+    assert code == 3 and report["findings"] == []
+    # a bad tenant id or map is a usage error before anything is read
+    for bad in (["--tenant", "Org"], ["--tenant-map", "1=Org"], ["--tenant-map", "one=x"],
+                ["--tenant-map", "1"]):
+        code, out, err = ledger_cli(db_url, "import", "qwed", "--source", source, *bad)
+        assert code == 2, (bad, out, err)
+        assert "tenant" in err or "organization" in err

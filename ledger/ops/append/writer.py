@@ -100,7 +100,9 @@ class BatchWriter:
     used (in the ledger or earlier in the batch) with the same envelope is replayed (the
     existing entry is returned); with a different envelope it is rejected with
     ``idempotency_conflict``, naming only that producer's own entry.  Another producer's
-    entry under the same key is neither found nor disclosed.
+    entry under the same key is neither found nor disclosed; nor is the producer's own
+    entry in another tenant's chain (a conflict without a seq: keys are unique per
+    producer across tenants).
     """
 
     def __init__(self, txn: AppendTxn, ledger_id: str, clock: Clock,
@@ -127,7 +129,8 @@ class BatchWriter:
             for k, e in self.txn.find_idempotent(keys, producer).items():
                 self.known[(producer, k)] = (
                     e.envelope, AppendResult(True, e.seq, hash_hex(e.entry_hash),
-                                             format_us(e.recorded_at), replayed=True),
+                                             format_us(e.recorded_at), replayed=True,
+                                             tenant=e.tenant),
                     {names[s]: salt for s, salt in e.salts.items() if s in names})
         results: list[AppendResult] = []
         rows: list[dict[str, Any]] = []
@@ -164,6 +167,12 @@ class BatchWriter:
                                                       p.idempotency_key)
         if key is not None and key in self.known:
             env, prior, salts = self.known[key]
+            if prior.tenant is not None and prior.tenant != p.tenant:
+                # the producer used the key in another tenant's chain: neither replayed nor
+                # named (a tenant never learns of another tenant's entries)
+                err = IdempotencyConflict("idempotency_key was already used by this producer",
+                                          field="idempotency_key")
+                return AppendResult(False, error=err.to_dict(), index=p.index)
             if salts and p.version == FORMAT_V2 and p.kind == "result":
                 p.seal(self.ledger_id, salts=salts)  # commitments comparable to the stored
             if _same_content(env, p.envelope):
