@@ -331,10 +331,11 @@ class Ledger:
                                        namespace=namespace, dry_run=dry_run, label=label,
                                        tenants=tenants, tenant=tenant)
 
-    def export_zip(self, keys: Any, f: query_ops.Filters, work_dir: Any) -> Any:
-        """The signed export bundle of ``f`` packed as a zip under ``work_dir``: (path,
-        manifest)."""
-        return export_ops.export_zip(self.ctx, keys, f, work_dir)
+    def export_zip(self, keys: Any, f: query_ops.Filters, work_dir: Any,
+                   tenant: str | None = None) -> Any:
+        """The signed export bundle of ``f`` (or ``tenant``'s complete export) packed as a zip
+        under ``work_dir``: (path, manifest)."""
+        return export_ops.export_zip(self.ctx, keys, f, work_dir, tenant)
 
     def export_records(self, f: query_ops.Filters) -> Iterable[bytes]:
         """The export record line of every entry matching ``f`` (streaming)."""

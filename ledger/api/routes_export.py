@@ -12,8 +12,9 @@ The range is fixed when the request starts (``X-Ledger-Export-End``: the head
 size then), so an export never chases concurrent appends.
 
 A token with a tenant exports that tenant's rows only (``rows``, ``csv``, ``json``); the
-record forms that carry every payload -- ``format=records`` and the bundle -- are refused
-to it (403 ``tenant_scope``) until they can select a tenant's entries.
+record form that carries every payload -- ``format=records`` -- is refused to it (403
+``tenant_scope``); its bundle is the tenant's complete export (``ledger export --tenant``,
+docs/tenants.md), without filters.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from ledger.api.routes_read import (
 )
 from ledger.api.schemas import READ_ERRORS
 from ledger.core.bundle import dump_line
-from ledger.errors import Forbidden
+from ledger.errors import Forbidden, UsageError
 from ledger.ops.query import STRING_FILTERS, csv_lines, make_filters, with_window
 
 router = APIRouter(tags=["read"])
@@ -137,13 +138,16 @@ def export_bundle(
     if layer != "auditor":
         raise Forbidden("an export bundle carries every payload: auditors only",
                         code="forbidden_format", field="format")
-    operator_level(principal, "/v1/export/bundle")
     check_filters(layer, given)
     service = request.app.state.service
     f = make_filters(**filter_args(given), start=start, end=end)
+    if principal.tenant is not None and (f != make_filters() or start or end is not None):
+        raise UsageError("a tenant's bundle is its complete chain (docs/tenants.md): no "
+                         "filter, no --from/--to", code="tenant_export_filtered", field="tenant")
     work = tempfile.mkdtemp(prefix="ledger-export-")
     try:
-        path, manifest = service.ledger.export_zip(service.settings.keys_dir, f, work)
+        path, manifest = service.ledger.export_zip(service.settings.keys_dir, f, work,
+                                                   tenant=principal.tenant)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

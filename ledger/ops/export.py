@@ -381,7 +381,8 @@ def iter_records(ctx: LedgerContext, f: Filters, page: int = 1000) -> Iterator[b
 
 
 def export_zip(ctx: LedgerContext, keys: str | os.PathLike[str], f: Filters,
-               work_dir: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
+               work_dir: str | os.PathLike[str], tenant: str | None = None,
+               ) -> tuple[Path, dict[str, Any]]:
     """The bundle of the entries matching ``f`` (``export_bundle``, signed with the keyring
     ``keys``) written under ``work_dir`` and packed into ``work_dir/<name>.zip``: the zip's
     path and the manifest.  The zip holds the bundle's files under one folder named after
@@ -392,7 +393,7 @@ def export_zip(ctx: LedgerContext, keys: str | os.PathLike[str], f: Filters,
     work = Path(work_dir)
     signer = signer_from_keyring(Keyring.load(keys), ctx.meta.origin)
     folder = work / "bundle"
-    manifest = export_bundle(ctx, folder, signer, f)
+    manifest = export_bundle(ctx, folder, signer, f, tenant=tenant)
     name = f"ledger-export-{manifest['range']['start']}-{manifest['range']['end']}"
     path = work / f"{name}.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:

@@ -269,6 +269,28 @@ def listed_rows(c: httpx.Client) -> list[dict[str, Any]]:
     return list(r.json()["entries"])
 
 
+# -- the tenant's bundle: its complete export -------------------------------------------------
+def test_a_tenant_auditors_bundle_is_its_complete_chain(scoped: Scoped, tmp_path: Path) -> None:
+    import io
+    import zipfile
+
+    from ledger.verify.export import verify_export
+
+    with scoped.client("auditor", A) as c:
+        r = c.get("/v1/export/bundle")
+        refused = c.get("/v1/export/bundle", params={"status": "VERIFIED"})
+    assert r.status_code == 200, r.text
+    assert refused.status_code == 400 and refused.json()["code"] == "tenant_export_filtered"
+    with zipfile.ZipFile(io.BytesIO(r.content)) as z:
+        z.extractall(tmp_path)
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    report = verify_export(folder, scoped.srv.keys_dir / "jwks.json")
+    assert report["findings"] == [] and report["complete"] is True
+    assert report["tenant"] == A
+    seqs = [json.loads(x)["seq"] for x in (folder / "entries.jsonl").read_text().splitlines()]
+    assert seqs == sorted(scoped.seqs[A])
+
+
 # -- what spans every tenant: one uniform 403 ----------------------------------------------
 REFUSED = [
     ("auditor", "/v1/aggregates"),
@@ -277,7 +299,6 @@ REFUSED = [
     ("auditor", "/v1/reverify-runs"),
     ("agent", "/v1/reverify-runs"),
     ("auditor", "/v1/export?format=records"),
-    ("auditor", "/v1/export/bundle"),
     ("auditor", "/tile/entries/000"),
     ("custodian", "/v1/holds"),
     ("auditor", "/v1/holds"),
