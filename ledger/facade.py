@@ -243,7 +243,8 @@ class Ledger:
         """The consistency-proof bundle between two signed checkpoints of this ledger."""
         return checkpoint_ops.consistency_bundle(self.ctx, old, new)
 
-    def audit(self, opts: audit_ops.AuditOptions | None = None, **kw: Any) -> dict[str, Any]:
+    def audit(self, opts: audit_ops.AuditOptions | None = None,
+              **kw: Any) -> audit_ops.AuditReport:
         """Run an audit and return its report (``progress=`` callback in ``kw``)."""
         return audit_ops.run_audit(self.ctx, opts or audit_ops.AuditOptions(), **kw)
 
@@ -263,7 +264,7 @@ class Ledger:
         outcomes.  Raises NotFound or UsageError (not a reverify_run entry)."""
         return reverify_history.recorded_run(self.ctx, seq)
 
-    def report_data(self, audit: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    def report_data(self, audit: audit_ops.AuditReport, **kw: Any) -> dict[str, Any]:
         """The figures of an HTML report over the range of the audit report ``audit``."""
         return report_ops.report_data(self.ctx, audit, **kw)
 

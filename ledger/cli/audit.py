@@ -14,7 +14,7 @@ import click
 
 from ledger.cli.state import CommandObj
 from ledger.cli.witness import anchor_policy_options
-from ledger.core.finding import EXIT_CODES, summary_line
+from ledger.core.finding import EXIT_CODES
 from ledger.errors import IntegrityError
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, auto_workers
@@ -97,18 +97,18 @@ def audit(obj: CommandObj, start: int, end: int | None, workers: int, policy_pat
             write_html(html_file, ledger.report_data(report, title="Audit report",
                                                      command="ledger audit"))
     if json_report == "-":
-        click.echo(json.dumps(report, indent=2))
+        click.echo(json.dumps(report.to_json(), indent=2))
     elif json_report:
         with open(json_report, "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=2)
-    click.echo(summary_line(report), err=True)
-    for f in report["findings"][:20]:
-        click.echo(f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}", err=True)
-    if len(report["findings"]) > 20:
-        click.echo(f"  … {len(report['findings']) - 20} more in the JSON report", err=True)
+            json.dump(report.to_json(), fh, indent=2)
+    click.echo(report.summary_line(), err=True)
+    for f in report.findings[:20]:
+        click.echo(f"  {f.line()}", err=True)
+    if len(report.findings) > 20:
+        click.echo(f"  … {len(report.findings) - 20} more in the JSON report", err=True)
     if html_file:
         click.echo(f"HTML report -> {html_file}", err=True)
-    sys.exit(EXIT_CODES[report["outcome"]])
+    sys.exit(EXIT_CODES[report.outcome])
 
 
 COMMANDS = [audit]
