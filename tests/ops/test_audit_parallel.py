@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 import ledger.ops.audit.walk as audit_mod
 from ledger import Ledger
+from ledger.core.finding import Finding, FindingClass
 from ledger.errors import UsageError
 from ledger.ops.audit import AuditOptions, join_gaps, run_audit, split
 from ledger.ops.samples import realistic
@@ -22,19 +23,19 @@ from tests.ops.test_audit import abstained, audit_runs, finding_set, tampered
 
 
 # -- join_gaps against a model of what each part reports ---------------------------------
-def _gaps(present: list[int], lo: int, hi: int) -> list[dict[str, Any]]:
+def _gaps(present: list[int], lo: int, hi: int) -> list[Finding]:
     """The seq_gap findings one walk over ``[lo, hi)`` reports (as ChainAuditor and
     audit_range word them): a gap before each row that does not follow its predecessor,
     and one open gap (actual None) when rows are missing up to ``hi``."""
     out, expected = [], lo
     for s in (s for s in present if lo <= s < hi):
         if s != expected:
-            out.append({"code": "seq_gap", "seq": expected, "actual": s,
-                        "message": f"entries {expected}..{s - 1} are missing"})
+            out.append(Finding("seq_gap", expected, FindingClass.DELETED,
+                               f"entries {expected}..{s - 1} are missing", expected, s))
         expected = s + 1
     if expected < hi:
-        out.append({"code": "seq_gap", "seq": expected, "actual": None,
-                    "message": f"entries {expected}..{hi - 1} are missing"})
+        out.append(Finding("seq_gap", expected, FindingClass.DELETED,
+                           f"entries {expected}..{hi - 1} are missing", expected, None))
     return out
 
 
@@ -43,13 +44,13 @@ def _gaps(present: list[int], lo: int, hi: int) -> list[dict[str, Any]]:
 def test_joined_parts_report_the_gaps_of_one_walk(n, workers, data):
     present = sorted(data.draw(st.sets(st.integers(0, n - 1))))
     bounds = [p["start"] for p in split(0, n, workers)] + [n]
-    parts: list[dict[str, Any]] = []
+    parts: list[Finding] = []
     for lo, hi in pairwise(bounds):
         parts += _gaps(present, lo, hi)
-    parts.append({"code": "seq_gap_x", "seq": 0, "actual": None, "message": "not a gap"})
+    parts.append(Finding("seq_gap_x", 0, FindingClass.DELETED, "not a gap"))
     join_gaps(parts, bounds)
     assert parts[:-1] == _gaps(present, 0, n)
-    assert parts[-1]["code"] == "seq_gap_x"  # other findings are left alone
+    assert parts[-1].code == "seq_gap_x"  # other findings are left alone
 
 
 def test_gaps_at_two_boundaries_that_do_not_touch_stay_two_findings(db_url):
