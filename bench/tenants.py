@@ -59,7 +59,7 @@ def _appends(url_of: Any, n: int) -> list[list[Any]]:
             Ledger.init(url).close()
             got = _parallel(url, plan)
             with Ledger.open(url) as L:
-                assert L.audit()["findings"] == []
+                assert L.audit().findings == ()
         base = base or got
         rows.append([name, got, got / base])
     return rows
@@ -78,11 +78,10 @@ def _audit(url_of: Any, n: int) -> list[list[Any]]:
         t0 = time.perf_counter()
         one = L.audit_tenant("t1")
         t_one = time.perf_counter() - t0
-        assert whole["findings"] == [] and one["findings"] == []
-        return [["whole ledger", whole["summary"]["rows"], t_whole,
-                 whole["summary"]["rows"] / t_whole, 1.0],
-                ["one tenant (--tenant t1)", one["summary"]["rows"], t_one,
-                 one["summary"]["rows"] / t_one, t_one / t_whole]]
+        assert whole.findings == () and one.findings == ()
+        return [["whole ledger", whole.summary.rows, t_whole, whole.summary.rows / t_whole, 1.0],
+                ["one tenant (--tenant t1)", one.summary.rows, t_one, one.summary.rows / t_one,
+                 t_one / t_whole]]
 
 
 def run(backends: list[str], scale: float) -> None:

@@ -17,7 +17,7 @@ from ledger.crypto.tokens import new_es256_key
 from ledger.demo_anchors import anchored_demo
 from ledger.demo_tour import write_tour_inputs
 from ledger.facade import Ledger
-from ledger.ops.audit import AuditOptions, summary_line
+from ledger.ops.audit import AuditOptions
 from ledger.ops.custody import Ask, write_report
 from ledger.ops.export import ExportOptions
 from ledger.ops.samples import attested, realistic, rejected_examples
@@ -65,7 +65,7 @@ def run_demo(directory: Path) -> Iterator[str]:
         yield f"inspect it: {ledger_command()} --db {url} show 1 --format json"
         report = ledger.audit(AuditOptions(record=True, producer="demo", command="ledger demo",
                                            actor="demo"))
-        yield f"{summary_line(report)} — recorded as entry {report['recorded_seq']}"
+        yield f"{report.summary_line()} — recorded as entry {report.recorded_seq}"
         ring = Keyring.load(directory / "ledger-keys")
         if not ring.active(ledger.meta.origin):
             ring.generate(ledger.meta.origin, ledger.clock.now_us())
@@ -125,10 +125,10 @@ def _truncated_copy(directory: Path, ring: Keyring) -> Iterator[str]:
         kept = t.audit(AuditOptions(checkpoints=(str(directory / "checkpoint.txt"),),
                                          keys=(str(ring.path / "jwks.json"),)))
     yield f"truncated copy {dst.name}: the newest 3 entries deleted and the head moved back"
-    yield f"  without the checkpoint: {summary_line(plain)}"
-    yield f"  with the kept checkpoint: {summary_line(kept)}"
-    for f in kept["findings"]:
-        yield f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}"
+    yield f"  without the checkpoint: {plain.summary_line()}"
+    yield f"  with the kept checkpoint: {kept.summary_line()}"
+    for f in kept.findings:
+        yield f"  {f.line()}"
 
 
 def _attestations(ledger: Ledger) -> Iterator[str]:
@@ -174,9 +174,9 @@ def _tampered_copy(directory: Path) -> Iterator[str]:
     yield f"tampered copy {dst.name}: raw SQL changed entry 3's status and entry 0's evidence"
     with Ledger.open(f"sqlite:///{dst}") as t:
         report = t.audit(AuditOptions())
-    yield summary_line(report)
-    for f in report["findings"]:
-        yield f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}"
+    yield report.summary_line()
+    for f in report.findings:
+        yield f"  {f.line()}"
 
 
 def _data_subject_request(ledger: Ledger, ring: Keyring, directory: Path) -> Iterator[str]:
@@ -195,7 +195,7 @@ def _data_subject_request(ledger: Ledger, ring: Keyring, directory: Path) -> Ite
            f"{report['checkpoint']['size']})")
     audit = ledger.audit(AuditOptions(checkpoints=(str(directory / "checkpoint.txt"),),
                                       keys=(str(ring.path / "jwks.json"),)))
-    yield f"  {summary_line(audit)} — and the checkpoint signed before the erasure still verifies"
+    yield f"  {audit.summary_line()} — and the checkpoint signed before the erasure still verifies"
     victim = 2  # an entry nobody asked to erase
     try:
         with sqlite3.connect(directory / "ledger.db") as c:
@@ -208,11 +208,11 @@ def _data_subject_request(ledger: Ledger, ring: Keyring, directory: Path) -> Ite
         c.execute("DROP TRIGGER payloads_no_delete")
         c.execute("DELETE FROM payloads WHERE pid = ?", (pid(victim),))
     with Ledger.open(f"sqlite:///{dst}") as t:
-        report = t.audit(AuditOptions())
+        after = t.audit(AuditOptions())
     yield f"copy {dst.name}: a superuser dropped the trigger and deleted entry {victim}'s result"
-    yield f"  {summary_line(report)}"
-    for f in report["findings"]:
-        yield f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}"
+    yield f"  {after.summary_line()}"
+    for f in after.findings:
+        yield f"  {f.line()}"
 
 
 def _html_report_and_console(ledger: Ledger, ring: Keyring, directory: Path, url: str,

@@ -15,7 +15,7 @@ from pathlib import Path
 from ledger.crypto.keys import Keyring
 from ledger.crypto.timestamp import load_tsa_trust
 from ledger.facade import Ledger
-from ledger.ops.audit import AuditOptions, summary_line
+from ledger.ops.audit import AuditOptions
 from ledger.ops.checkpoint import AnchorConfig, WitnessEndpoint
 from ledger.ops.samples import realistic
 from ledger.store.layout import pid
@@ -62,9 +62,9 @@ def anchored_demo(ledger: Ledger, ring: Keyring, directory: Path) -> Iterator[st
             audit = fork.audit(AuditOptions(checkpoints=(str(kept),),
                                             keys=(str(ring.path / "jwks.json"),),
                                             anchor_policy=policy))
-        yield f"  ledger audit --checkpoint {kept.name} --quorum 2: {summary_line(audit)}"
-        for f in audit["findings"]:
-            yield f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}"
+        yield f"  ledger audit --checkpoint {kept.name} --quorum 2: {audit.summary_line()}"
+        for f in audit.findings:
+            yield f"  {f.line()}"
 
 
 def _rewritten_copy(directory: Path, folder: Path) -> Path:

@@ -270,12 +270,12 @@ class Ledger:
         return checkpoint_ops.consistency_bundle(self.ctx, old, new)
 
     def audit(self, opts: audit_ops.AuditOptions | None = None, *,
-              progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[int], None] | None = None) -> audit_ops.AuditReport:
         """Run an audit and return its report (``progress``: called with the seqs walked)."""
         return audit_ops.run_audit(self.ctx, opts or audit_ops.AuditOptions(), progress)
 
     def audit_tenant(self, tenant: str, *, policy_path: str | None = None,
-                     check_attestations: bool = True) -> dict[str, Any]:
+                     check_attestations: bool = True) -> audit_ops.AuditReport:
         """Audit one tenant's chain and its place in the global tree (docs/tenants.md)."""
         return audit_ops.audit_tenant(self.ctx, tenant, policy_path=policy_path,
                                       check_attestations=check_attestations)
@@ -299,7 +299,7 @@ class Ledger:
         outcomes.  Raises NotFound or UsageError (not a reverify_run entry)."""
         return reverify_history.recorded_run(self.ctx, seq)
 
-    def report_data(self, audit: dict[str, Any], *, title: str, since: str | None = None,
+    def report_data(self, audit: audit_ops.AuditReport, *, title: str, since: str | None = None,
                     until: str | None = None, command: str = "ledger audit",
                     ) -> dict[str, Any]:
         """The figures of an HTML report over the range of the audit report ``audit``."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 import getpass
 import json
 import sys
-from typing import Any
 
 import click
 
 from ledger.cli.state import CommandObj
 from ledger.cli.witness import anchor_policy_options
-from ledger.core.finding import EXIT_CODES, summary_line
+from ledger.core.audit_report import AuditReport
+from ledger.core.finding import EXIT_CODES
 from ledger.errors import IntegrityError, UsageError
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions, auto_workers
@@ -116,21 +116,21 @@ def audit(obj: CommandObj, start: int, end: int | None, workers: int, policy_pat
     _finish(report, json_report, html_file)
 
 
-def _finish(report: dict[str, Any], json_report: str | None, html_file: str | None) -> None:
+def _finish(report: AuditReport, json_report: str | None, html_file: str | None) -> None:
     """Write the report where asked, print its summary and findings, exit with its code."""
     if json_report == "-":
-        click.echo(json.dumps(report, indent=2))
+        click.echo(json.dumps(report.to_json(), indent=2))
     elif json_report:
         with open(json_report, "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=2)
-    click.echo(summary_line(report), err=True)
-    for f in report["findings"][:20]:
-        click.echo(f"  seq {f['seq']}: {f['class']} {f['code']}: {f['message']}", err=True)
-    if len(report["findings"]) > 20:
-        click.echo(f"  … {len(report['findings']) - 20} more in the JSON report", err=True)
+            json.dump(report.to_json(), fh, indent=2)
+    click.echo(report.summary_line(), err=True)
+    for f in report.findings[:20]:
+        click.echo(f"  {f.line()}", err=True)
+    if len(report.findings) > 20:
+        click.echo(f"  … {len(report.findings) - 20} more in the JSON report", err=True)
     if html_file:
         click.echo(f"HTML report -> {html_file}", err=True)
-    sys.exit(EXIT_CODES[report["outcome"]])
+    sys.exit(EXIT_CODES[report.outcome])
 
 
 COMMANDS = [audit]

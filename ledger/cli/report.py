@@ -73,7 +73,7 @@ def report(obj: CommandObj, html_file: str, since: str | None, until: str | None
             data["reverify"]["recorded"] = recorded
     write_html(html_file, data)
     click.echo(f"{data['summary_line']}\nHTML report -> {html_file}", err=True)
-    sys.exit(EXIT_CODES[data["audit"]["outcome"]])
+    sys.exit(EXIT_CODES[data["audit"].outcome])
 
 
 def _run_seq(value: str | None) -> int | None:

@@ -9,9 +9,12 @@ An alert is a JSON object (``ALERT_FORMAT``) built by the service; what is signe
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
+from ledger.core.audit_report import AuditReport
 from ledger.core.canonical import canonical_json
+from ledger.core.finding import FindingClass
 from ledger.errors import UsageError
 
 ALERT_FORMAT = "ledger-alert/1"
@@ -54,8 +57,26 @@ def first_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def findings_by_class(findings: list[dict[str, Any]]) -> dict[str, int]:
     """How many findings of each class (``core.finding.FindingClass`` values)."""
+    return count_classes(str(f.get("class")) for f in findings)
+
+
+def count_classes(classes: Iterable[str]) -> dict[str, int]:
+    """How many of each class, by class."""
     out: dict[str, int] = {}
-    for f in findings:
-        cls = str(f.get("class"))
+    for cls in classes:
         out[cls] = out.get(cls, 0) + 1
     return dict(sorted(out.items()))
+
+
+def audit_alert_part(report: AuditReport) -> dict[str, Any]:
+    """What an alert says about an audit (its ``audit`` object): counts and the first
+    ``MAX_FINDINGS`` findings reduced to code, seq, class and message, no values."""
+    return {"outcome": report.outcome, "range": report.range.to_json(),
+            "summary": report.summary.to_json(), "findings": len(report.findings),
+            "abstentions": len(report.abstentions),
+            "findings_by_class": count_classes(
+                FindingClass(f.cls).value for f in report.findings),
+            "first_findings": [{"code": f.code, "seq": f.seq,
+                                "class": FindingClass(f.cls).value, "message": f.message}
+                               for f in report.findings[:MAX_FINDINGS]],
+            "recorded_seq": report.recorded_seq}

@@ -10,10 +10,12 @@ checks, the offline verifiers and the HTTP layer alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
+
+from ledger.errors import UsageError
 
 
 class FindingClass(StrEnum):
@@ -60,6 +62,7 @@ EXIT_CODES = {Outcome.PASSED.value: 0, Outcome.FAILED.value: 1, Outcome.UNVERIFI
 FINDING_KEYS = ("code", "seq", "message", "expected", "actual", "class")
 BUNDLE_FINDING_KEYS = ("code", "seq", "class", "message", "expected", "actual")
 CHECKPOINT_FINDING_KEYS = ("code", "class", "seq", "message", "expected", "actual")
+_STANDARD = frozenset(FINDING_KEYS)
 
 
 def _jsonable(value: Any) -> Any:
@@ -74,7 +77,9 @@ def _jsonable(value: Any) -> Any:
 @dataclass(frozen=True)
 class Finding:
     """A failed check.  ``extra``: more report keys after the standard ones, in order
-    (``file`` of a bundle finding, ``range`` and ``checkpoint`` of a checkpoint finding)."""
+    (``file`` of a bundle finding, ``range`` and ``checkpoint`` of a checkpoint finding).
+    ``keys``: the order of the standard keys in its JSON object (one of the three historical
+    orders above; a checkpoint finding is written in ``CHECKPOINT_FINDING_KEYS``)."""
 
     code: str
     seq: int | None
@@ -83,17 +88,54 @@ class Finding:
     expected: Any = None
     actual: Any = None
     extra: tuple[tuple[str, Any], ...] = ()
+    keys: tuple[str, ...] = FINDING_KEYS
 
     def with_extra(self, **keys: Any) -> Finding:
         """This finding with more report keys (appended after the existing ones)."""
         return replace(self, extra=self.extra + tuple(keys.items()))
 
-    def to_dict(self, keys: Sequence[str] = FINDING_KEYS) -> dict[str, Any]:
-        """The JSON report object: ``keys`` in order, then ``extra``."""
+    def to_dict(self, keys: Sequence[str] | None = None) -> dict[str, Any]:
+        """The JSON report object: ``keys`` (default: its own ``keys``) in order, then
+        ``extra``."""
         values = {"code": self.code, "seq": self.seq, "class": FindingClass(self.cls).value,
                   "message": self.message, "expected": _jsonable(self.expected),
                   "actual": _jsonable(self.actual)}
-        return {**{k: values[k] for k in keys}, **dict(self.extra)}
+        return {**{k: values[k] for k in (self.keys if keys is None else keys)},
+                **dict(self.extra)}
+
+    def reported(self, keys: tuple[str, ...] | None = None) -> Finding:
+        """This finding as its report holds it: ``expected`` and ``actual`` as JSON values
+        (bytes as ``0x`` hex, tuples as lists), written in ``keys`` (default: its own), so
+        that ``Finding.from_json(f.to_json()) == f``."""
+        return replace(self, cls=FindingClass(self.cls), expected=_jsonable(self.expected),
+                       actual=_jsonable(self.actual),
+                       extra=tuple((k, _jsonable(v)) for k, v in self.extra),
+                       keys=self.keys if keys is None else keys)
+
+    def line(self) -> str:
+        """``seq S: <class> <code>: <message>``, as the commands list findings."""
+        return f"seq {self.seq}: {FindingClass(self.cls).value} {self.code}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding's JSON object, in its key order (``to_dict()``)."""
+        return self.to_dict()
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Finding:
+        """The finding of a JSON object :meth:`to_json` wrote (the order of its standard keys
+        is kept; every other key, in order, is ``extra``).  Raises UsageError."""
+        keys = tuple(k for k in obj if k in _STANDARD)
+        if len(keys) != len(_STANDARD) or any(k in _STANDARD for k in list(obj)[6:]):
+            raise UsageError("a finding must be an object with code, seq, class, message, "
+                             "expected and actual first", code="bad_finding")
+        try:
+            klass = FindingClass(obj["class"])
+        except ValueError:
+            raise UsageError(f"unknown finding class {obj['class']!r}",
+                             code="bad_finding") from None
+        return cls(obj["code"], obj["seq"], klass, obj["message"], obj["expected"],
+                   obj["actual"], tuple((k, v) for k, v in obj.items() if k not in _STANDARD),
+                   keys)
 
 
 @dataclass(frozen=True)
@@ -115,6 +157,19 @@ class Abstention:
         return {"seq": self.seq, "check": self.check, "reason": self.reason,
                 "message": self.message, **dict(self.extra)}
 
+    def to_json(self) -> dict[str, Any]:
+        """The abstention's JSON object (``to_dict()``)."""
+        return self.to_dict()
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Abstention:
+        """The abstention of a JSON object :meth:`to_json` wrote.  Raises UsageError."""
+        if list(obj)[:4] != ["seq", "check", "reason", "message"]:
+            raise UsageError("an abstention must be an object with seq, check, reason and "
+                             "message first", code="bad_abstention")
+        return cls(obj["seq"], obj["check"], obj["reason"], obj["message"],
+                   tuple(list(obj.items())[4:]))
+
 
 def row_disposition(failed: bool, abstained: bool) -> Disposition:
     """A row is failed if any check failed, else abstained if any abstained, else verified."""
@@ -123,27 +178,41 @@ def row_disposition(failed: bool, abstained: bool) -> Disposition:
     return Disposition.ABSTAINED if abstained else Disposition.VERIFIED
 
 
-def outcome(report: dict[str, Any]) -> str:
-    """``failed`` if the report has any finding, else ``unverified`` if a row is unverified
-    or anything abstained, else ``passed``."""
-    if report["findings"]:
+def decide_outcome(findings: int, unverified: int, abstentions: int) -> str:
+    """``failed`` if there is any finding, else ``unverified`` if a row is unverified or
+    anything abstained, else ``passed``."""
+    if findings:
         return Outcome.FAILED.value
-    if report["summary"]["unverified"] or report["abstentions"]:
+    if unverified or abstentions:
         return Outcome.UNVERIFIED.value
     return Outcome.PASSED.value
+
+
+def outcome(report: dict[str, Any]) -> str:
+    """:func:`decide_outcome` of a report object (``findings``, ``summary``,
+    ``abstentions``)."""
+    return decide_outcome(len(report["findings"]), report["summary"]["unverified"],
+                          len(report["abstentions"]))
 
 
 REDACTED = "redacted"  # the abstention reason of a payload erased by a redaction
 
 
-def only_redactions(report: dict[str, Any]) -> bool:
+def redactions_only(findings: int, abstained: Sequence[tuple[int | None, str | None]]) -> bool:
     """Whether everything a report did not verify is a lawful redaction: no finding, and
-    every abstention a payload erased by a redaction entry (reason ``redacted``, on a row).
-    Such a run keeps the outcome ``unverified`` (the erased bytes cannot be confirmed) but
-    needs no human review and is a baseline for ``--since-last`` (docs/audit.md)."""
+    every abstention (``(seq, reason)``) a payload erased by a redaction entry (reason
+    ``redacted``, on a row).  Such a run keeps the outcome ``unverified`` (the erased bytes
+    cannot be confirmed) but needs no human review and is a baseline for ``--since-last``
+    (docs/audit.md)."""
+    return not findings and bool(abstained) and all(
+        reason == REDACTED and seq is not None for seq, reason in abstained)
+
+
+def only_redactions(report: dict[str, Any]) -> bool:
+    """:func:`redactions_only` of a report object."""
     abstentions = report.get("abstentions") or []
-    return not report["findings"] and bool(abstentions) and all(
-        a.get("reason") == REDACTED and a.get("seq") is not None for a in abstentions)
+    return redactions_only(len(report["findings"]),
+                           [(a.get("seq"), a.get("reason")) for a in abstentions])
 
 
 # -- the finding codes --------------------------------------------------------------
@@ -401,36 +470,60 @@ class SummaryStyle:
 
     title: str                                  # "audit complete"
     scope: str                                  # "ledger" / "bundle"
-    is_scope_level: Callable[[dict[str, Any]], bool]  # a finding about the whole
+    # a finding about the whole, by its (code, seq)
+    is_scope_level: Callable[[str, int | None], bool]
     review_when_failed: bool                    # abstentions ask for review even if failed
     count_unrowed_abstentions: bool             # "; N ledger-level check(s) not verified"
 
 
 AUDIT_SUMMARY = SummaryStyle("audit complete", "ledger",
-                             lambda f: f["code"] in LEDGER_LEVEL_CODES, False, True)
+                             lambda code, _seq: code in LEDGER_LEVEL_CODES, False, True)
 EXPORT_SUMMARY = SummaryStyle("verify-export complete", "bundle",
-                              lambda f: f["seq"] is None, True, False)
+                              lambda _code, seq: seq is None, True, False)
 
 
-def summary_line(report: dict[str, Any], style: SummaryStyle = AUDIT_SUMMARY) -> str:
+@dataclass(frozen=True)
+class SummaryParts:
+    """What a summary line is made of: the row counts, the findings' ``(code, seq)``, the
+    abstentions' ``(seq, reason)`` and the outcome."""
+
+    rows: int
+    verified: int
+    failed: int
+    unverified: int
+    findings: Sequence[tuple[str, int | None]]
+    abstentions: Sequence[tuple[int | None, str | None]]
+    outcome: str | None
+
+
+def summary_text(p: SummaryParts, style: SummaryStyle = AUDIT_SUMMARY) -> str:
     """``<title>: R rows, V verified, F failed, U unverified``, then ``, N redacted`` (the
     payloads abstained as erased by a redaction), `` (human review needed)`` (unless
-    :func:`only_redactions`) and the counts
-    of findings (and abstentions) about the whole."""
-    s = report["summary"]
-    abstentions = report.get("abstentions") or []
-    review = (s["unverified"] or abstentions and (
-        style.review_when_failed or report.get("outcome") != Outcome.FAILED)) \
-        and not only_redactions(report)
-    redacted = sum(1 for a in abstentions if a.get("reason") == REDACTED)
-    line = (f"{style.title}: {s['rows']} rows, {s['verified']} verified, {s['failed']} "
-            f"failed, {s['unverified']} unverified"
+    :func:`redactions_only`) and the counts of findings (and abstentions) about the
+    whole."""
+    review = (p.unverified or p.abstentions and (
+        style.review_when_failed or p.outcome != Outcome.FAILED)) \
+        and not redactions_only(len(p.findings), p.abstentions)
+    redacted = sum(1 for _seq, reason in p.abstentions if reason == REDACTED)
+    line = (f"{style.title}: {p.rows} rows, {p.verified} verified, {p.failed} "
+            f"failed, {p.unverified} unverified"
             + (f", {redacted} redacted" if redacted else "")
             + (" (human review needed)" if review else ""))
-    extra = sum(1 for f in report["findings"] if style.is_scope_level(f))
+    extra = sum(1 for code, seq in p.findings if style.is_scope_level(code, seq))
     if extra:
         line += f"; {extra} {style.scope}-level finding(s)"
-    unrowed = sum(1 for a in abstentions if a.get("seq") is None)
+    unrowed = sum(1 for seq, _reason in p.abstentions if seq is None)
     if style.count_unrowed_abstentions and unrowed:
         line += f"; {unrowed} {style.scope}-level check(s) not verified"
     return line
+
+
+def summary_line(report: dict[str, Any], style: SummaryStyle = AUDIT_SUMMARY) -> str:
+    """:func:`summary_text` of a report object (``summary``, ``findings``,
+    ``abstentions``, ``outcome``)."""
+    s = report["summary"]
+    abstentions: Iterable[dict[str, Any]] = report.get("abstentions") or []
+    return summary_text(SummaryParts(
+        s["rows"], s["verified"], s["failed"], s["unverified"],
+        [(f["code"], f["seq"]) for f in report["findings"]],
+        [(a.get("seq"), a.get("reason")) for a in abstentions], report.get("outcome")), style)

@@ -70,8 +70,9 @@ def restore_check(path: str | Path, checkpoints: Sequence[str], keys: Sequence[s
             ctx.close()
     return {"format": RESTORE_CHECK_FORMAT, "backup": str(path), "kind": kind,
             "size": size, "schema": {"restored": before, "now": after},
-            "outcome": report["outcome"], "summary": report["summary"],
-            "findings": report["findings"], "abstentions": report["abstentions"],
+            "outcome": report.outcome, "summary": report.summary.to_json(),
+            "findings": [f.to_json() for f in report.findings],
+            "abstentions": [a.to_json() for a in report.abstentions],
             "checkpoints": list(checkpoints)}
 
 

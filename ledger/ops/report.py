@@ -16,10 +16,13 @@ from typing import Any
 
 from ledger.clock import format_us
 from ledger.core.explain import group_findings
+from ledger.core.finding import Finding as Finding  # (also for ledger.report)
+from ledger.core.finding import FindingClass
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.core.readcheck import CheckedEntry
 from ledger.errors import NoteError, UsageError
-from ledger.ops.audit import AuditOptions, run_audit, summary_line
+from ledger.ops.audit import AuditOptions, run_audit
+from ledger.ops.audit import AuditReport as AuditReport  # (the report's type, for ledger.report)
 from ledger.ops.checkpoint import cosigned_note, latest_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.ops.query import make_filters, seq_window
@@ -134,27 +137,27 @@ class _Tally:
         self.verdicts[v] += 1
         self.verdict_time[label][v] += 1
 
-    def findings_time(self, findings: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    def findings_time(self, findings: Sequence[Finding]) -> dict[str, dict[str, int]]:
         """The findings by class per time bucket (of their entry; ``ledger-level`` for the
         rest), empty when there is none."""
         if not findings:
             return {}
         out: dict[str, Counter[str]] = {label: Counter() for label in self.axis.labels()}
         for f in findings:
-            label = self.seq_bucket.get(f["seq"], "ledger-level") if f.get("seq") is not None \
+            label = self.seq_bucket.get(f.seq, "ledger-level") if f.seq is not None \
                 else "ledger-level"
-            out.setdefault(label, Counter())[f["class"]] += 1
+            out.setdefault(label, Counter())[FindingClass(f.cls).value] += 1
         return {k: dict(v) for k, v in out.items()}
 
 
-def report_data(ctx: LedgerContext, audit: dict[str, Any], *, title: str,
+def report_data(ctx: LedgerContext, audit: AuditReport, *, title: str,
                 since: str | None = None, until: str | None = None,
                 command: str = "ledger audit") -> dict[str, Any]:
     """Every figure of the report for the audit ``audit`` (a ``ledger-audit-report/1``)
     over its range: counts by kind, status x engine and attestation verdict, per time
     bucket, and the checkpoint the report stands on."""
-    start, end = int(audit["range"]["start"]), int(audit["range"]["end"])
-    tampered = {f["seq"] for f in audit["findings"] if f.get("class") in TAMPER_CLASSES}
+    start, end = audit.range.start, audit.range.end
+    tampered = {f.seq for f in audit.findings if f.seq is not None and f.cls in TAMPER_CLASSES}
     with connect(ctx.engine) as conn:
         rows = list(checked_headers(conn, ctx.ledger_id, start, end))
     times = [c.recorded_at for c in rows]
@@ -178,9 +181,10 @@ def report_data(ctx: LedgerContext, audit: dict[str, Any], *, title: str,
         "bucket_width_s": axis.width // 10**6,
         "over_time": _top_series(tally.over_time) if rows else {},
         "verdict_time": _top_series(tally.verdict_time) if rows else {},
-        "findings_time": tally.findings_time(audit["findings"]),
-        "findings_grouped": group_findings(audit["findings"]),  # ledger.core.explain
-        "audit": audit, "summary_line": summary_line(audit),
+        "findings_time": tally.findings_time(audit.findings),
+        # ledger.core.explain groups findings as their JSON objects (as it groups stored ones)
+        "findings_grouped": group_findings(f.to_json() for f in audit.findings),
+        "audit": audit, "summary_line": audit.summary_line(),
     }
 
 

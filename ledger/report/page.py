@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ledger.ops.report import MAX_SERIES, OTHER_SERIES
+from ledger.ops.report import MAX_SERIES, OTHER_SERIES, AuditReport
 from ledger.report.charts import stacked_bars
 from ledger.report.markup import dl, e, mono, table
 from ledger.report.reexecution import reverify_section
@@ -108,17 +108,17 @@ def _checkpoint(d: dict[str, Any]) -> str:
 
 
 def _summary(d: dict[str, Any]) -> str:
-    a = d["audit"]
-    summary = a["summary"]
-    reasons = Counter(x["reason"] for x in a["abstentions"])
+    a: AuditReport = d["audit"]
+    summary = a.summary
+    reasons = Counter(x.reason for x in a.abstentions)
     return (
         '<section id="summary"><h2>Summary and dispositions</h2>'
-        f'<p class="outcome outcome-{e(a["outcome"])}" id="outcome">Outcome: {e(a["outcome"])}'
+        f'<p class="outcome outcome-{e(a.outcome)}" id="outcome">Outcome: {e(a.outcome)}'
         f'</p><p>{e(d["summary_line"])}</p>'
         + table("Rows by disposition", ["rows", "verified", "failed", "unverified",
                                         "findings", "abstentions"],
-                [[summary["rows"], summary["verified"], summary["failed"],
-                  summary["unverified"], len(a["findings"]), len(a["abstentions"])]],
+                [[summary.rows, summary.verified, summary.failed,
+                  summary.unverified, len(a.findings), len(a.abstentions)]],
                 "dispositions")
         + flagged(d)
         + table("Entries by kind (verified)", ["kind", "entries"], d["kinds"].items(),
@@ -128,10 +128,10 @@ def _summary(d: dict[str, Any]) -> str:
                 "verdicts")
         + (table("Abstentions by reason", ["reason", "count"], sorted(reasons.items()),
                  "abstention-reasons") if reasons else "")
-        + dl([("policy", e(a.get("policy"))),
-              ("attestations checked", e(a.get("attestations_checked"))),
-              ("audit started", e(a.get("started_at"))),
-              ("audit finished", e(a.get("finished_at")))])
+        + dl([("policy", e(a.policy)),
+              ("attestations checked", e(a.attestations_checked)),
+              ("audit started", e(a.started_at)),
+              ("audit finished", e(a.finished_at))])
         + "</section>")
 
 
@@ -151,9 +151,9 @@ def _charts(d: dict[str, Any]) -> str:
 
 def render_html(d: dict[str, Any]) -> str:
     """The report as one self-contained HTML document (no script, no external resource)."""
-    a = d["audit"]
+    a: AuditReport = d["audit"]
     parts = [*_head(d), toc(bool(d.get("reverify"))), _identity(d), _checkpoint(d),
-             _summary(d), findings_section(a["findings"], d.get("findings_grouped") or []),
+             _summary(d), findings_section(a.findings, d.get("findings_grouped") or []),
              reverify_section(d.get("reverify")), _charts(d),
              '<section id="reverify"><h2>Re-verify this report</h2>'
              "<p>These commands recompute everything above from the ledger and its "

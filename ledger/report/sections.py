@@ -8,14 +8,15 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ledger.ops.report import MAX_SERIES, OTHER_SERIES
+from ledger.ops.report import MAX_SERIES, OTHER_SERIES, AuditReport, Finding
 from ledger.report.markup import e, table
 
 MAX_FINDINGS_SHOWN = 2000
 
 
 def commands(d: dict[str, Any]) -> str:
-    s, cp, a = d["scope"], d["checkpoint"], d["audit"]
+    s, cp = d["scope"], d["checkpoint"]
+    a: AuditReport = d["audit"]
     size = cp["size"] if cp else None
     lines = ["# with the ledger's database: LEDGER_DB_URL, or --db URL before the command",
              "# the ledger's public keys: its keyring's jwks.json, or "
@@ -24,7 +25,7 @@ def commands(d: dict[str, Any]) -> str:
         lines.append(f"# save the signed checkpoint below as checkpoint-{size}.txt")
     to = f" --to {s['end']}"
     check = f" --checkpoint checkpoint-{size}.txt --key jwks.json" if cp else ""
-    no_att = "" if a.get("attestations_checked", True) else " --no-attestations"
+    no_att = "" if a.attestations_checked else " --no-attestations"
     lines.append(f"ledger audit --from {s['start']}{to}{check}{no_att} --json-report audit.json")
     if cp:
         last = max(0, min(s["end"], size) - 1)
@@ -34,7 +35,7 @@ def commands(d: dict[str, Any]) -> str:
         extra = "".join(f" --{k} {v}" for k, v in (("since", s["since"]), ("until", s["until"]))
                         if v)
         lines.append(f"ledger report --html report.html{extra}")
-    lines.append(f"# the audit's outcome here: {a['outcome']} ({d['summary_line']})")
+    lines.append(f"# the audit's outcome here: {a.outcome} ({d['summary_line']})")
     return "<pre id=\"commands\">" + e("\n".join(lines)) + "</pre>"
 
 
@@ -110,7 +111,7 @@ def _ranges_text(ranges: Sequence[Sequence[int]], total: int | None = None,
     return ", ".join(parts) + (f" and {more} more run(s)" if more > 0 else "")
 
 
-def findings_section(findings: Sequence[dict[str, Any]],
+def findings_section(findings: Sequence[Finding],
                       grouped: Sequence[dict[str, Any]]) -> str:
     """The findings grouped into incidents (printed), then every finding (on screen, in a
     closed details element; the first MAX_FINDINGS_SHOWN)."""
@@ -130,8 +131,8 @@ def findings_section(findings: Sequence[dict[str, Any]],
                      + (f" (the first {len(shown)} shown; all in the JSON report)"
                         if more else ""),
                      ["seq", "code", "class", "message", "expected", "actual"],
-                     [[f.get("seq"), f.get("code"), f.get("class"), f.get("message"),
-                       f.get("expected"), f.get("actual")] for f in shown], "findings-table")
+                     [[f.seq, f.code, str(f.cls), f.message, f.expected, f.actual]
+                      for f in shown], "findings-table")
     return ('<section id="findings"><h2>Findings</h2>' + groups
             + '<details class="screen-only"><summary>Every finding</summary>'
             + listing + "</details></section>")

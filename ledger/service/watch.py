@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.core.alert import findings_by_class, first_findings
-from ledger.core.finding import only_redactions
+from ledger.core.alert import audit_alert_part
+from ledger.core.audit_report import AuditReport
 from ledger.errors import LedgerError
 from ledger.ops.audit import AuditOptions
 from ledger.service import metrics
@@ -150,12 +150,12 @@ class Watch:
             last_try = time.monotonic()
             self.run_audit()
 
-    def run_audit(self) -> dict[str, Any] | None:
+    def run_audit(self) -> AuditReport | None:
         """One recorded audit (skipped if one is running in this process)."""
         if not self._audit_lock.acquire(blocking=False):
             return None
         try:
-            report: dict[str, Any] = self.ledger.audit(AuditOptions(
+            report: AuditReport = self.ledger.audit(AuditOptions(
                 since_last=self.config.audit_since_last, record=True,
                 producer=AUDIT_PRODUCER, keys=self.config.audit_keys,
                 command="ledger serve (scheduled audit)", actor=AUDIT_PRODUCER))
@@ -167,11 +167,11 @@ class Watch:
         finally:
             self._audit_lock.release()
         self.audits += 1
-        out = report["outcome"]
+        out = report.outcome
         metrics.AUDIT_RUNS.labels(out).inc()
         log.info("scheduled audit %s", out, extra={
-            "event": "audit", "outcome": out, "findings": len(report["findings"]),
-            "seq": report.get("recorded_seq")})
+            "event": "audit", "outcome": out, "findings": len(report.findings),
+            "seq": report.recorded_seq})
         kind = audit_alert_kind(report)
         if kind is None:
             self._audit_alerted = None  # the condition cleared: the next one alerts again
@@ -235,23 +235,18 @@ class Watch:
                             "overdue_after_s": int(c.witness_overdue_s)})
 
 
-def audit_alert_kind(report: dict[str, Any]) -> str | None:
+def audit_alert_kind(report: AuditReport) -> str | None:
     """The alert condition an audit shows: ``audit_failed``, ``audit_needs_review``, or
     None when it passed or did not verify only payloads erased by redactions (nothing to
-    review, :func:`ledger.core.finding.only_redactions`)."""
-    out = report["outcome"]
+    review, :meth:`ledger.core.audit_report.AuditReport.only_redactions`)."""
+    out = report.outcome
     if out == "failed":
         return "audit_failed"
-    if out == "passed" or only_redactions(report):
+    if out == "passed" or report.only_redactions():
         return None
     return "audit_needs_review"
 
 
-def audit_summary(report: dict[str, Any]) -> dict[str, Any]:
+def audit_summary(report: AuditReport) -> dict[str, Any]:
     """What an alert says about an audit: counts and the first findings, no values."""
-    return {"outcome": report["outcome"], "range": report["range"],
-            "summary": report["summary"], "findings": len(report["findings"]),
-            "abstentions": len(report["abstentions"]),
-            "findings_by_class": findings_by_class(report["findings"]),
-            "first_findings": first_findings(report["findings"]),
-            "recorded_seq": report.get("recorded_seq")}
+    return audit_alert_part(report)

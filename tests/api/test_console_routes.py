@@ -46,7 +46,7 @@ def seeded_server(kind: str, request: pytest.FixtureRequest, tmp: Path) -> Serve
         tamper.update_entry(conn, 3, status="VERIFIED" if ledger_status(db_url, 3)
                             != "VERIFIED" else "BLOCKED")
     with Ledger.open(db_url) as ledger:
-        assert ledger.audit()["outcome"] == "failed"
+        assert ledger.audit().outcome == "failed"
     log = tmp / "serve.log"
     proc, url = start_server(db_url, keys, log)
     srv = Server(kind, db_url, keys, origin, proc, url, log)

@@ -82,7 +82,7 @@ def test_the_signed_bundle_of_a_filter_verifies_offline(nav: Server,  # noqa: F8
 
 def test_findings_csv_holds_the_runs_findings(nav: Server) -> None:  # noqa: F811
     with Ledger.open(nav.db_url) as ledger:
-        run_id = ledger.audit()["run_id"]
+        run_id = ledger.audit().run_id
     with nav.client("auditor") as c:
         doc = c.get(f"/v1/audits/{run_id}").json()
         r = c.get(f"/v1/audits/{run_id}", params={"format": "csv"})

@@ -112,8 +112,8 @@ def test_least_privilege_roles_from_the_operations_doc(roles: dict[str, str],
         stop_process(proc)
     with Ledger.open(roles["ledger_owner"]) as ledger:
         report = ledger.audit(AuditOptions(keys=(str(keys / "jwks.json"),)))
-        assert report["findings"] == [], report["findings"]
-        assert {a["reason"] for a in report["abstentions"]} == {"redacted"}
+        assert report.findings == (), report.findings
+        assert {a.reason for a in report.abstentions} == {"redacted"}
     # the service role is refused every rewrite (before any trigger: no privilege)
     with psycopg.connect(_psycopg(roles["ledger_service"]), autocommit=True) as conn:
         for stmt in ("UPDATE entries SET status = 'VERIFIED'", "DELETE FROM entries",

@@ -236,7 +236,7 @@ def test_every_audit_report_key_is_documented(sqlite_url):
     with Ledger.init(sqlite_url) as ledger:
         ledger.append({"result": {"status": "BLOCKED", "agent_message": "blocked"},
                        "engine": "sql"})
-        report = run_audit(ledger, AuditOptions(record=True))
+        report = run_audit(ledger, AuditOptions(record=True)).to_json()
     doc = _doc("audit.md")
     assert report["format"] in doc
     for key in [*report, *report["summary"], *report["range"]]:

@@ -697,7 +697,7 @@ def test_recorded_audit_run_follows_the_format(sqlite_url):
     with Ledger.init(sqlite_url, clock=FixedClock(1_767_225_600_000_000, 1000)) as ledger:
         ledger.append({"result": {"status": "BLOCKED", "agent_message": "blocked"},
                        "engine": "sql"})
-        report = run_audit(ledger, AuditOptions(record=True, producer="audit-cron"))
+        report = run_audit(ledger, AuditOptions(record=True, producer="audit-cron")).to_json()
         seq = report.pop("recorded_seq")
         got = ledger.get(seq)
         hashes = [bytes.fromhex(ledger.get(i)["entry_hash"][7:]) for i in range(seq)]
@@ -801,13 +801,13 @@ def test_audit_of_the_vector_ledger_reproduces_its_audit_run(vectors, sqlite_url
     recorded = run["inputs"]["report"]
     _load_vectors(sqlite_url, vectors, recorded["origin"])
     with Ledger.open(sqlite_url, clock=FixedClock(run["recorded_at_us"])) as ledger:
-        report = run_audit(ledger, AuditOptions(end=recorded["range"]["end"]))
+        report = run_audit(ledger, AuditOptions(end=recorded["range"]["end"])).to_json()
         for key in ("format", "ledger_id", "origin", "range", "summary", "findings",
                     "abstentions", "policy", "attestations_checked", "workers", "outcome"):
             assert report[key] == recorded[key], key
         whole = run_audit(ledger, AuditOptions())  # every kind, and the head
-    assert whole["findings"] == [] and whole["summary"]["rows"] == vectors["head"]["size"]
-    assert whole["outcome"] == "unverified"  # entry 2's issuer is still unknown
+    assert whole.findings == () and whole.summary.rows == vectors["head"]["size"]
+    assert whole.outcome == "unverified"  # entry 2's issuer is still unknown
 
 
 # ---------------------------------------------------------------------------

@@ -197,10 +197,10 @@ def test_the_audit_fails_inserted_rows_with_the_same_codes(db_url):
             seqs[code] = T.append_forged(conn, cols, blobs, move_head=True, recorded_at=T0 + i)
     with Ledger.open(db_url) as L:
         report = run_audit(L, AuditOptions())
-    assert report["outcome"] == "failed"
-    assert sorted((f["code"], f["seq"], f["class"]) for f in report["findings"]) == sorted(
+    assert report.outcome == "failed"
+    assert sorted((f.code, f.seq, f.cls) for f in report.findings) == sorted(
         (code, seq, "signature_invalid") for code, seq in seqs.items())
-    assert report["summary"]["failed"] == len(forged)
+    assert report.summary.failed == len(forged)
 
 
 def test_an_unloadable_stored_key_verifies_nothing_and_never_raises():

@@ -98,7 +98,7 @@ def test_real_results_agree_and_self_consistent_forgeries_disagree(
         audit = ledger.audit()
         report = ledger.reverify(ReverifyOptions(workers=2))
     # the audit cannot tell: every hash and every attestation checks
-    assert audit["outcome"] == "passed" and audit["findings"] == []
+    assert audit.outcome == "passed" and audit.findings == ()
     out = _by_seq(report)
     for seq in real:
         o = out[seq]

@@ -58,7 +58,7 @@ def test_counts_are_the_envelopes_and_flagged_rows_count_apart(ledger, db_url) -
     report = ledger.audit(AuditOptions())
     keys = ("status", "engine", "producer")
     doc = ledger.aggregates("auditor", bucket="hour")
-    assert doc["covers"]["run_id"] == report["run_id"]
+    assert doc["covers"]["run_id"] == report.run_id
     assert doc["covers"]["audited"] == {"start": 0, "end": 60}
     assert doc["covers"]["live"]["rows"] == 0 and doc["covers"]["complete"] is True
     got, flagged = _flat(doc, keys)
@@ -67,7 +67,7 @@ def test_counts_are_the_envelopes_and_flagged_rows_count_apart(ledger, db_url) -
     # the flagged row is counted in its hour, under no status
     [hour5] = [b for b in doc["buckets"] if b["flagged"]]
     assert hour5["start"] == ledger.get(5)["recorded_at"][:13] + ":00:00.000000Z"
-    assert sum(n for b in doc["buckets"] for _, n in b["findings"]) == len(report["findings"])
+    assert sum(n for b in doc["buckets"] for _, n in b["findings"]) == len(report.findings)
     # agents: by status only, no findings, no producers
     agent = ledger.aggregates("agent")
     assert agent["series"] == ["status"] and "findings" not in agent["buckets"][0]

@@ -21,7 +21,7 @@ from sqlalchemy import text
 
 from ledger import Ledger
 from ledger.clock import FixedClock
-from ledger.ops.audit import EXIT_CODES, AuditOptions, run_audit
+from ledger.ops.audit import EXIT_CODES, AuditOptions, AuditReport, run_audit
 from tests import tamper as T
 
 T0 = T.FIXTURE_TIME_US  # a whole second inside the fixture tokens' validity
@@ -29,7 +29,7 @@ T0_S = T0 // 1_000_000
 OTHER_ISSUER = "did:qwed:node:other"
 
 
-def audit(L: Ledger, **kw: Any) -> dict[str, Any]:
+def audit(L: Ledger, **kw: Any) -> AuditReport:
     return run_audit(L, AuditOptions(**kw))
 
 
@@ -148,7 +148,7 @@ def test_skew_and_expiry_boundaries_are_judged_at_the_recorded_time(db_url):
         results = [L.append(T.attested(T.verified_sub(1), ok_skew)),
                    L.append(T.attested(T.verified_sub(2), one_second_left))]
         assert all(r.ok for r in results), [r.error for r in results]
-        assert audit(L)["outcome"] == "passed"
+        assert audit(L).outcome == "passed"
 
 
 def test_untrusted_issuer_is_stored_unchecked_and_trusted_one_valid(db_url):
@@ -207,8 +207,8 @@ def test_same_kid_naming_two_keys_over_time(db_url):
             (EPH_KID, 0, 2), (EPH_KID, 3, None)]
         assert keys[0].thumbprint != keys[1].thumbprint
         report = audit(L)
-    assert report["outcome"] == "passed"
-    assert report["summary"] == {"rows": 5, "verified": 5, "failed": 0, "unverified": 0}
+    assert report.outcome == "passed"
+    assert report.summary.to_json() == {"rows": 5, "verified": 5, "failed": 0, "unverified": 0}
 
 
 def test_retired_key_keeps_older_rows_valid_and_rejects_new_ones(db_url):
@@ -221,7 +221,7 @@ def test_retired_key_keeps_older_rows_valid_and_rejects_new_ones(db_url):
         report = audit(L)
     assert before.ok
     assert (after.ok, after.error["code"]) == (False, "attestation_unknown_kid")
-    assert report["outcome"] == "passed" and report["summary"]["verified"] == 3
+    assert report.outcome == "passed" and report.summary.verified == 3
 
 
 def test_revocation_with_compromised_since_fails_only_later_rows(db_url):
@@ -239,10 +239,10 @@ def test_revocation_with_compromised_since_fails_only_later_rows(db_url):
         report = audit(L)
     assert (after.ok, after.error["code"]) == (False, "attestation_unknown_kid")
     # ... but the audit, knowing the compromise, fails it; the earlier row stays verified.
-    assert [(f["code"], f["seq"], f["class"]) for f in report["findings"]] == [
+    assert [(f.code, f.seq, f.cls) for f in report.findings] == [
         ("attestation_key_compromised", late.seq, "signature_invalid")]
-    assert report["summary"] == {"rows": 4, "verified": 3, "failed": 1, "unverified": 0}
-    assert report["outcome"] == "failed" and EXIT_CODES[report["outcome"]] == 1
+    assert report.summary.to_json() == {"rows": 4, "verified": 3, "failed": 1, "unverified": 0}
+    assert report.outcome == "failed" and EXIT_CODES[report.outcome] == 1
 
 
 def test_revocation_without_compromise_keeps_every_recorded_row_valid(db_url):
@@ -252,7 +252,7 @@ def test_revocation_without_compromise_keeps_every_recorded_row_valid(db_url):
         L.append_many([T.signed_sub(i, clock.now_us()) for i in range(3)])
         L.end_key("revoke", T.KID, reason="decommissioned")
         report = audit(L)
-    assert report["outcome"] == "passed" and report["summary"]["verified"] == 5
+    assert report.outcome == "passed" and report.summary.verified == 5
 
 
 def test_tokens_valid_when_recorded_stay_verified_long_after_expiry(db_url):
@@ -263,11 +263,11 @@ def test_tokens_valid_when_recorded_stay_verified_long_after_expiry(db_url):
     assert time.time() > T.FIXTURE_IAT + 2 * 86400  # every fixture token has expired by now
     with Ledger.open(db_url) as L:  # the system clock: audited today
         report = audit(L)
-    assert report["outcome"] == "passed"
-    assert report["summary"]["verified"] == report["summary"]["rows"] == len(subs) + 1
+    assert report.outcome == "passed"
+    assert report.summary.verified == report.summary.rows == len(subs) + 1
     # and a year later still
     with Ledger.open(db_url, clock=FixedClock(T0 + 365 * 86400 * 1_000_000)) as L:
-        assert audit(L)["outcome"] == "passed"
+        assert audit(L).outcome == "passed"
 
 
 def test_audit_judges_at_each_rows_position_not_at_the_current_trust_store(db_url):
@@ -282,8 +282,8 @@ def test_audit_judges_at_each_rows_position_not_at_the_current_trust_store(db_ur
         assert L.get(early.seq)["attestation_verdict"] == "unchecked"
         assert L.get(mid.seq)["attestation_verdict"] == "valid"
         report = audit(L)
-    assert report["outcome"] == "passed"
-    assert report["summary"] == {"rows": 4, "verified": 4, "failed": 0, "unverified": 0}
+    assert report.outcome == "passed"
+    assert report.summary.to_json() == {"rows": 4, "verified": 4, "failed": 0, "unverified": 0}
 
 
 def test_two_active_keys_under_one_kid_are_both_tried(db_url):
@@ -297,7 +297,7 @@ def test_two_active_keys_under_one_kid_are_both_tried(db_url):
                for i, k in enumerate((a, b))]
         assert all(r.ok for r in res), [r.error for r in res]
         report = audit(L)
-    assert report["outcome"] == "passed" and report["summary"]["verified"] == 4
+    assert report.outcome == "passed" and report.summary.verified == 4
 
 
 def test_a_row_accepted_as_valid_never_fails_its_attestation_in_the_audit(db_url):
@@ -311,7 +311,7 @@ def test_a_row_accepted_as_valid_never_fails_its_attestation_in_the_audit(db_url
         if res.ok:  # recorded at T0 + 10 h: the audit must agree with the append check
             assert behind.get(res.seq)["recorded_at"] == "2026-01-01T11:00:00.000000Z"
             report = audit(behind)
-            assert report["findings"] == [], report["findings"]
+            assert report.findings == (), report.findings
         else:
             assert res.error["code"] == "attestation_expired_at_record"
 

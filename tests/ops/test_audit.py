@@ -21,14 +21,14 @@ from ledger import Ledger
 from ledger.clock import FixedClock
 from ledger.core.entry import hash_hex
 from ledger.errors import UsageError
-from ledger.ops.audit import EXIT_CODES, AuditOptions, run_audit
+from ledger.ops.audit import EXIT_CODES, AuditOptions, AuditReport, run_audit
 from ledger.ops.samples import realistic
 from tests import tamper as T
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def audit(L: Ledger, **kw: Any) -> dict[str, Any]:
+def audit(L: Ledger, **kw: Any) -> AuditReport:
     return run_audit(L, AuditOptions(**kw))
 
 
@@ -46,15 +46,15 @@ def mix(url: str, *, trust: bool, n: int = 60) -> tuple[Ledger, list[int]]:
     return L, attested
 
 
-def abstained(report: dict[str, Any]) -> dict[int, set[str]]:
+def abstained(report: AuditReport) -> dict[int, set[str]]:
     out: dict[int, set[str]] = {}
-    for a in report["abstentions"]:
-        out.setdefault(a["seq"], set()).add(a["reason"])
+    for a in report.abstentions:
+        out.setdefault(a.seq, set()).add(a.reason)
     return out
 
 
-def finding_set(report: dict[str, Any]) -> set[tuple[str, int]]:
-    return {(f["code"], f["seq"]) for f in report["findings"]}
+def finding_set(report: AuditReport) -> set[tuple[str, int]]:
+    return {(f.code, f.seq) for f in report.findings}
 
 
 # =============================================================================
@@ -69,10 +69,10 @@ def test_clean_mixed_ledger_with_the_issuer_trusted_passes(db_url):
         image_verified = [s for s in range(size) if L.get(s)["engine"] == "image"
                           and L.get(s)["status"] == "VERIFIED"]
         verdicts = {L.get(s)["attestation_verdict"] for s in attested}
-    assert report["outcome"] == "passed" and EXIT_CODES[report["outcome"]] == 0
-    assert report["summary"] == {"rows": size, "verified": size, "failed": 0, "unverified": 0}
-    assert report["findings"] == [] and report["abstentions"] == []
-    assert report["attestations_checked"] is True
+    assert report.outcome == "passed" and EXIT_CODES[report.outcome] == 0
+    assert report.summary.to_json() == {"rows": size, "verified": size, "failed": 0, "unverified": 0}
+    assert report.findings == () and report.abstentions == ()
+    assert report.attestations_checked is True
     assert verdicts == {"valid"}
     # upstream's image engine does emit VERIFIED: the default policy does not flag it
     assert image_verified
@@ -83,24 +83,24 @@ def test_untrusted_issuer_attestations_are_abstained_never_verified(db_url):
     with L:
         report = audit(L)
         size = L.head()["size"]
-    assert report["outcome"] == "unverified" and EXIT_CODES[report["outcome"]] == 3
-    assert report["findings"] == []
+    assert report.outcome == "unverified" and EXIT_CODES[report.outcome] == 3
+    assert report.findings == ()
     assert abstained(report) == {s: {"unknown_issuer_key"} for s in attested}
-    assert report["summary"] == {"rows": size, "verified": size - len(attested), "failed": 0,
+    assert report.summary.to_json() == {"rows": size, "verified": size - len(attested), "failed": 0,
                                  "unverified": len(attested)}
-    assert all(a["check"] == "attestation" for a in report["abstentions"])
+    assert all(a.check == "attestation" for a in report.abstentions)
 
 
 def test_trusting_the_key_later_lets_a_later_audit_verify_them(db_url):
     L, attested = mix(db_url, trust=False)
     with L:
         before = audit(L)
-        assert before["outcome"] == "unverified" and set(abstained(before)) == set(attested)
+        assert before.outcome == "unverified" and set(abstained(before)) == set(attested)
         L.trust_issuer(T.ISSUER, T.JWKS, reason="published JWKS")
         report = audit(L)
         size = L.head()["size"]
-    assert report["outcome"] == "passed"
-    assert report["summary"] == {"rows": size, "verified": size, "failed": 0, "unverified": 0}
+    assert report.outcome == "passed"
+    assert report.summary.to_json() == {"rows": size, "verified": size, "failed": 0, "unverified": 0}
 
 
 def test_a_later_key_that_does_not_verify_leaves_them_abstained_never_failed(db_url):
@@ -111,11 +111,11 @@ def test_a_later_key_that_does_not_verify_leaves_them_abstained_never_failed(db_
         L.trust_issuer(T.ISSUER, T.jwks_of(T.new_key(), T.KID))
         L.trust_issuer(T.ISSUER, T.jwks_of(T.new_key()))
         after = audit(L)
-    assert after["outcome"] == "unverified" and after["findings"] == []
+    assert after.outcome == "unverified" and after.findings == ()
     assert abstained(after) == abstained(before) == {s: {"unknown_issuer_key"}
                                                      for s in attested}
-    assert after["summary"]["unverified"] == len(attested)
-    assert after["summary"]["verified"] == before["summary"]["verified"] + 2  # key events
+    assert after.summary.unverified == len(attested)
+    assert after.summary.verified == before.summary.verified + 2  # key events
 
 
 def test_no_attestations_abstains_on_attested_rows_and_never_passes_them(db_url):
@@ -123,10 +123,10 @@ def test_no_attestations_abstains_on_attested_rows_and_never_passes_them(db_url)
     with L:
         report = audit(L, check_attestations=False)
         size = L.head()["size"]
-    assert report["outcome"] == "unverified" and EXIT_CODES[report["outcome"]] == 3
-    assert report["attestations_checked"] is False
+    assert report.outcome == "unverified" and EXIT_CODES[report.outcome] == 3
+    assert report.attestations_checked is False
     assert abstained(report) == {s: {"no_trust_store"} for s in attested}
-    assert report["summary"]["verified"] == size - len(attested)
+    assert report.summary.verified == size - len(attested)
 
 
 @pytest.mark.parametrize("check", [True, False], ids=["attestations", "no-attestations"])
@@ -135,9 +135,9 @@ def test_rows_without_an_attestation_are_never_abstained(db_url, check):
         subs = [s for s in T.fixtures() if not T.token_of(s)] + realistic(30)
         assert all(r.ok for r in L.append_many(subs))
         report = audit(L, check_attestations=check)
-    assert report["outcome"] == "passed"
-    assert report["abstentions"] == [] and report["summary"]["unverified"] == 0
-    assert report["summary"]["verified"] == len(subs)
+    assert report.outcome == "passed"
+    assert report.abstentions == () and report.summary.unverified == 0
+    assert report.summary.verified == len(subs)
 
 
 # =============================================================================
@@ -158,11 +158,11 @@ def test_verified_fact_row_is_a_policy_violation_under_the_default_policy(db_url
         no_rules = tmp_path / "none.json"
         no_rules.write_text(json.dumps({"format": "ledger-policy/1", "rules": []}))
         custom = audit(L, policy_path=str(no_rules))
-    assert report["outcome"] == "failed"
-    assert [(f["code"], f["seq"], f["class"]) for f in report["findings"]] == [
+    assert report.outcome == "failed"
+    assert [(f.code, f.seq, f.cls) for f in report.findings] == [
         ("policy:fact-never-verified", res.seq, "policy_violation")]
-    assert report["findings"][0]["actual"] == {"engine": "fact", "status": "VERIFIED"}
-    assert custom["outcome"] == "passed" and custom["policy"] == str(no_rules)
+    assert report.findings[0].actual == {"engine": "fact", "status": "VERIFIED"}
+    assert custom.outcome == "passed" and custom.policy == str(no_rules)
 
 
 def test_custom_policy_rules_match_engine_status_and_constraint_prefix(db_url, tmp_path):
@@ -175,11 +175,11 @@ def test_custom_policy_rules_match_engine_status_and_constraint_prefix(db_url, t
         report = audit(L, policy_path=str(policy))
         default = audit(L)
     # realistic: seq % 6 == 4 is a BLOCKED sql row, == 5 a schema required_missing row
-    assert sorted((f["code"], f["seq"]) for f in report["findings"]) == [
+    assert sorted((f.code, f.seq) for f in report.findings) == [
         ("policy:no-blocked-sql", 4), ("policy:no-blocked-sql", 10),
         ("policy:no-schema-missing", 5), ("policy:no-schema-missing", 11)]
-    assert {f["class"] for f in report["findings"]} == {"policy_violation"}
-    assert default["outcome"] == "passed"
+    assert {f.cls for f in report.findings} == {"policy_violation"}
+    assert default.outcome == "passed"
 
 
 @pytest.mark.parametrize("content", [
@@ -231,12 +231,12 @@ def test_two_workers_report_what_one_worker_reports(db_url):
         three = audit(L, workers=3)
     assert finding_set(one) == {("payload_digest_mismatch", 12), ("column_mismatch", 43),
                                 ("seq_gap", 75), ("hash_not_committed", 100)}
-    assert one["summary"]["unverified"] == 6
+    assert one.summary.unverified == 6
     for other in (two, three):
-        assert other["summary"] == one["summary"]
+        assert other.summary == one.summary
         assert finding_set(other) == finding_set(one)
         assert abstained(other) == abstained(one)
-        assert other["outcome"] == "failed"
+        assert other.outcome == "failed"
 
 
 def test_two_workers_agree_when_the_deleted_row_ends_a_worker_range(db_url):
@@ -248,7 +248,7 @@ def test_two_workers_agree_when_the_deleted_row_ends_a_worker_range(db_url):
         two = audit(L, workers=2)
     assert finding_set(one) == {("seq_gap", 29)}
     assert finding_set(two) == finding_set(one)
-    assert two["summary"] == one["summary"]
+    assert two.summary == one.summary
 
 
 # =============================================================================
@@ -259,23 +259,23 @@ def test_record_appends_an_audit_run_and_since_last_audits_only_new_rows(db_url)
     with Ledger.init(db_url, clock=FixedClock(T.FIXTURE_TIME_US, step_us=1000)) as L:
         L.append_many(realistic(20))
         first = audit(L, since_last=True)  # nothing recorded yet: everything
-        assert first["summary"]["rows"] == 20 and first["range"] == {"start": 0, "end": 20}
+        assert first.summary.rows == 20 and first.range.to_json() == {"start": 0, "end": 20}
         recorded = audit(L, record=True)
-        assert recorded["recorded_seq"] == 20
+        assert recorded.recorded_seq == 20
         run = L.get(20)
         assert run["kind"] == "audit_run" and run["status"] == "passed"
         doc = run["document"]
         assert doc["range"] == {"start": 0, "end": 20}
-        assert doc["summary"] == recorded["summary"]
+        assert doc["summary"] == recorded.summary.to_json()
         assert doc["head_hash"] == L.get(19)["entry_hash"]
         L.append_many(realistic(5, start=20))
         since = audit(L, since_last=True)
         full = audit(L)
     # the audit_run entry itself and the 5 new rows
-    assert since["range"] == {"start": 20, "end": 26}
-    assert since["summary"] == {"rows": 6, "verified": 6, "failed": 0, "unverified": 0}
-    assert since["outcome"] == "passed"
-    assert full["summary"]["rows"] == 26 and full["outcome"] == "passed"
+    assert since.range.to_json() == {"start": 20, "end": 26}
+    assert since.summary.to_json() == {"rows": 6, "verified": 6, "failed": 0, "unverified": 0}
+    assert since.outcome == "passed"
+    assert full.summary.rows == 26 and full.outcome == "passed"
 
 
 def test_since_last_reports_the_last_audited_entry_rewritten(db_url):
@@ -295,12 +295,12 @@ def test_since_last_reports_the_last_audited_entry_rewritten(db_url):
         full = audit(L)
         since = audit(L, since_last=True)
         want = hash_hex(bytes(old.entry_hash))
-    assert full["outcome"] == "passed"  # self-consistent: the chain alone cannot tell
-    assert since["outcome"] == "failed"
-    assert [(f["code"], f["seq"], f["class"]) for f in since["findings"]] == [
+    assert full.outcome == "passed"  # self-consistent: the chain alone cannot tell
+    assert since.outcome == "failed"
+    assert [(f.code, f.seq, f.cls) for f in since.findings] == [
         ("rewritten_since_audit", 19, "forked")]
-    assert since["findings"][0]["expected"] == want
-    assert since["summary"] == {"rows": 6, "verified": 6, "failed": 0, "unverified": 0}
+    assert since.findings[0].expected == want
+    assert since.summary.to_json() == {"rows": 6, "verified": 6, "failed": 0, "unverified": 0}
 
 
 # =============================================================================
@@ -344,13 +344,13 @@ def test_resume_after_an_interrupted_run_matches_a_fresh_run(db_url, monkeypatch
         with pytest.raises(UsageError) as info:
             audit(L, resume=True)  # nothing left to resume
     assert info.value.code == "nothing_to_resume"
-    assert resumed["run_id"] == run.id
+    assert resumed.run_id == run.id
     assert [r.state for r in audit_runs(db_url)] == ["complete", "complete"]
     # the deleted row is a ledger-level seq_gap finding; the row after it is intact
-    assert resumed["summary"] == fresh["summary"] == {
+    assert resumed.summary.to_json() == fresh.summary.to_json() == {
         "rows": 299, "verified": 294, "failed": 1, "unverified": 4}
-    assert sorted(resumed["findings"], key=lambda f: (f["seq"], f["code"])) == sorted(
-        fresh["findings"], key=lambda f: (f["seq"], f["code"]))
+    assert sorted(resumed.findings, key=lambda f: (f.seq, f.code)) == sorted(
+        fresh.findings, key=lambda f: (f.seq, f.code))
     assert finding_set(fresh) == {("column_mismatch", 48), ("seq_gap", 250)}
     assert abstained(resumed) == abstained(fresh) and len(abstained(fresh)) == 4
 
@@ -372,8 +372,8 @@ def test_resume_keeps_the_interrupted_runs_range(sqlite_url, monkeypatch):
         except Stop:
             pass
         resumed = run_audit(L, AuditOptions(resume=True))
-    assert resumed["range"]["end"] == 20
-    assert resumed["summary"]["rows"] == 20
+    assert resumed.range.end == 20
+    assert resumed.summary.rows == 20
 
 
 def _blocked(i: int) -> bytes:
@@ -385,7 +385,7 @@ def test_more_workers_than_rows_runs_in_one_process(db_url):
     with Ledger.init(db_url) as L:
         L.append_many([_blocked(i) for i in range(2)])
         report = run_audit(L, AuditOptions(workers=4))
-    assert report["summary"] == {"rows": 2, "verified": 2, "failed": 0, "unverified": 0}
+    assert report.summary.to_json() == {"rows": 2, "verified": 2, "failed": 0, "unverified": 0}
 
 
 def test_two_interruptions_then_resume_count_every_row(sqlite_url, monkeypatch):
@@ -412,19 +412,19 @@ def test_two_interruptions_then_resume_count_every_row(sqlite_url, monkeypatch):
             except Stop:
                 pass
         report = run_audit(L, AuditOptions(resume=True))
-    assert report["summary"] == {"rows": 30, "verified": 30, "failed": 0, "unverified": 0}
+    assert report.summary.to_json() == {"rows": 30, "verified": 30, "failed": 0, "unverified": 0}
 
 
 def test_since_last_needs_a_baseline_from_seq_zero(sqlite_url):
     with Ledger.init(sqlite_url) as L:
         L.append_many([_blocked(i) for i in range(10)])
         partial = run_audit(L, AuditOptions(start=5, record=True))
-        assert partial["outcome"] == "passed"
+        assert partial.outcome == "passed"
         after_partial = run_audit(L, AuditOptions(since_last=True))
-        assert after_partial["range"]["start"] == 0  # rows 0..4 were never verified
+        assert after_partial.range.start == 0  # rows 0..4 were never verified
         run_audit(L, AuditOptions(record=True))
         after_full = run_audit(L, AuditOptions(since_last=True))
-    assert after_full["range"]["start"] == 11 and after_full["summary"]["rows"] == 1
+    assert after_full.range.start == 11 and after_full.summary.rows == 1
 
 
 def test_a_range_whose_predecessor_is_missing_reports_the_gap_not_a_broken_link(db_url):
@@ -436,17 +436,17 @@ def test_a_range_whose_predecessor_is_missing_reports_the_gap_not_a_broken_link(
             conn.execute(text("DELETE FROM entries WHERE seq = 9"))
         tail = audit(L, start=10)
         whole = audit(L)
-    assert tail["summary"] == {"rows": 10, "verified": 10, "failed": 0, "unverified": 0}
-    assert tail["findings"] == [] and tail["outcome"] == "passed"
+    assert tail.summary.to_json() == {"rows": 10, "verified": 10, "failed": 0, "unverified": 0}
+    assert tail.findings == () and tail.outcome == "passed"
     assert ("seq_gap", 9) in finding_set(whole)
 
 
 def test_an_empty_ledger_passes_and_records_a_run_without_a_head_hash(db_url):
     with Ledger.init(db_url) as L:
         report = audit(L, record=True)
-        assert report["summary"] == {"rows": 0, "verified": 0, "failed": 0, "unverified": 0}
-        assert report["outcome"] == "passed" and report["findings"] == []
-        doc = json.loads(L.get(report["recorded_seq"])["payloads"]["report"]["text"])
+        assert report.summary.to_json() == {"rows": 0, "verified": 0, "failed": 0, "unverified": 0}
+        assert report.outcome == "passed" and report.findings == ()
+        doc = json.loads(L.get(report.recorded_seq)["payloads"]["report"]["text"])
     assert doc["range"] == {"start": 0, "end": 0} and doc["head_hash"] is None
 
 
@@ -455,9 +455,9 @@ def test_parallel_workers_report_progress_for_every_row_and_record_the_run(db_ur
     with Ledger.init(db_url) as L:
         L.append_many([_blocked(i) for i in range(12)])
         report = run_audit(L, AuditOptions(workers=3), progress=seen.append)
-        run = L.audit_run(report["run_id"])
-    assert report["summary"]["rows"] == 12 and sum(seen) == 12 and len(seen) == 3
-    assert run["state"] == "complete" and run["summary"] == report["summary"]
+        run = L.audit_run(report.run_id)
+    assert report.summary.rows == 12 and sum(seen) == 12 and len(seen) == 3
+    assert run["state"] == "complete" and run["summary"] == report.summary.to_json()
     assert run["range"] == {"start": 0, "end": 12} and run["next_seq"] == 12
 
 
@@ -466,11 +466,11 @@ def test_parallel_workers_report_progress_for_every_row_and_record_the_run(db_ur
 def test_an_unreadable_recorded_run_is_no_baseline(db_url, doc):
     with Ledger.init(db_url, clock=FixedClock(T.FIXTURE_TIME_US, step_us=1000)) as L:
         L.append_many([_blocked(i) for i in range(5)])
-        seq = audit(L, record=True)["recorded_seq"]
+        seq = audit(L, record=True).recorded_seq
         with T.unlocked(db_url) as conn:
             T.set_payload(conn, T.row(conn, seq).doc_digest, doc)
         report = audit(L, since_last=True)
-    assert report["range"]["start"] == 0  # everything again, the modified run included
+    assert report.range.start == 0  # everything again, the modified run included
     assert ("payload_digest_mismatch", seq) in finding_set(report)
 
 
@@ -479,14 +479,14 @@ def test_a_recorded_run_whose_document_was_modified_is_no_baseline(db_url):
     # baseline: whoever can rewrite the stored document cannot move the baseline with it.
     with Ledger.init(db_url, clock=FixedClock(T.FIXTURE_TIME_US, step_us=1000)) as L:
         L.append_many([_blocked(i) for i in range(5)])
-        seq = audit(L, record=True)["recorded_seq"]
+        seq = audit(L, record=True).recorded_seq
         with T.unlocked(db_url) as conn:
             digest = json.loads(bytes(T.row(conn, seq).envelope))["payloads"]["report"]
             doc = json.loads(T.payload(conn, digest))
             T.set_payload(conn, digest, json.dumps({**doc, "head_hash": "sha256:zz"}).encode())
         report = audit(L, since_last=True)
-    assert report["range"]["start"] == 0  # everything again, the modified run included
-    assert "rewritten_since_audit" not in {f["code"] for f in report["findings"]}
+    assert report.range.start == 0  # everything again, the modified run included
+    assert "rewritten_since_audit" not in {f.code for f in report.findings}
     assert ("payload_digest_mismatch", seq) in finding_set(report)
 
 
@@ -505,11 +505,11 @@ def test_a_gap_wider_than_a_page_is_one_finding_and_the_rows_after_it_are_audite
         two = audit(L, workers=2)
     assert finding_set(rep) == {("seq_gap", 5), ("column_mismatch", 20), ("seq_gap", 26),
                                 ("head_beyond_entries", 26)}
-    assert rep["summary"]["rows"] == 5 + 9
-    assert finding_set(two) == finding_set(rep) and two["summary"] == rep["summary"]
-    gaps = [f for f in rep["findings"] if f["code"] == "seq_gap"]
-    assert [f for f in two["findings"] if f["code"] == "seq_gap"] == gaps
-    assert gaps[0]["message"] == "entries 5..16 are missing" and gaps[0]["actual"] == 17
+    assert rep.summary.rows == 5 + 9
+    assert finding_set(two) == finding_set(rep) and two.summary == rep.summary
+    gaps = [f for f in rep.findings if f.code == "seq_gap"]
+    assert [f for f in two.findings if f.code == "seq_gap"] == gaps
+    assert gaps[0].message == "entries 5..16 are missing" and gaps[0].actual == 17
 
 
 def test_a_gap_across_three_worker_ranges_is_one_finding(db_url):
@@ -518,10 +518,10 @@ def test_a_gap_across_three_worker_ranges_is_one_finding(db_url):
         with T.unlocked(db_url) as conn:  # ranges [0,10) [10,20) [20,30): the middle one gone
             conn.execute(text("DELETE FROM entries WHERE seq >= 5 AND seq < 23"))
         one, three = audit(L), audit(L, workers=3)
-    assert three["findings"] == one["findings"]
-    assert [(f["code"], f["seq"], f["actual"]) for f in one["findings"]] == [("seq_gap", 5, 23)]
-    assert three["summary"] == one["summary"] == {"rows": 12, "verified": 12, "failed": 0,
-                                                  "unverified": 0}
+    assert three.findings == one.findings
+    assert [(f.code, f.seq, f.actual) for f in one.findings] == [("seq_gap", 5, 23)]
+    assert three.summary.to_json() == one.summary.to_json() == {
+        "rows": 12, "verified": 12, "failed": 0, "unverified": 0}
 
 
 @pytest.mark.parametrize("workers", [1, 3])
@@ -531,7 +531,7 @@ def test_a_run_row_takes_its_times_from_the_ledger_clock(db_url, workers):
     t0 = 1_000_000_000_000_000  # 2001-09-09: far from any wall clock this runs under
     with Ledger.init(db_url, clock=FixedClock(t0, step_us=1)) as L:
         L.append_many(realistic(12))
-        assert audit(L, workers=workers)["outcome"] == "passed"
+        assert audit(L, workers=workers).outcome == "passed"
         with L.ctx.engine.connect() as conn:
             rows = conn.execute(text("SELECT started_at, updated_at FROM audit_runs")).all()
     assert rows and all(t0 <= t < t0 + 1_000_000 for row in rows for t in row)

@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 import ledger.ops.audit.walk as audit_mod
 from ledger import Ledger
+from ledger.core.finding import Finding, FindingClass
 from ledger.errors import UsageError
 from ledger.ops.audit import AuditOptions, join_gaps, run_audit, split
 from ledger.ops.samples import realistic
@@ -22,19 +23,19 @@ from tests.ops.test_audit import abstained, audit_runs, finding_set, tampered
 
 
 # -- join_gaps against a model of what each part reports ---------------------------------
-def _gaps(present: list[int], lo: int, hi: int) -> list[dict[str, Any]]:
+def _gaps(present: list[int], lo: int, hi: int) -> list[Finding]:
     """The seq_gap findings one walk over ``[lo, hi)`` reports (as ChainAuditor and
     audit_range word them): a gap before each row that does not follow its predecessor,
     and one open gap (actual None) when rows are missing up to ``hi``."""
     out, expected = [], lo
     for s in (s for s in present if lo <= s < hi):
         if s != expected:
-            out.append({"code": "seq_gap", "seq": expected, "actual": s,
-                        "message": f"entries {expected}..{s - 1} are missing"})
+            out.append(Finding("seq_gap", expected, FindingClass.DELETED,
+                               f"entries {expected}..{s - 1} are missing", expected, s))
         expected = s + 1
     if expected < hi:
-        out.append({"code": "seq_gap", "seq": expected, "actual": None,
-                    "message": f"entries {expected}..{hi - 1} are missing"})
+        out.append(Finding("seq_gap", expected, FindingClass.DELETED,
+                           f"entries {expected}..{hi - 1} are missing", expected, None))
     return out
 
 
@@ -43,13 +44,13 @@ def _gaps(present: list[int], lo: int, hi: int) -> list[dict[str, Any]]:
 def test_joined_parts_report_the_gaps_of_one_walk(n, workers, data):
     present = sorted(data.draw(st.sets(st.integers(0, n - 1))))
     bounds = [p["start"] for p in split(0, n, workers)] + [n]
-    parts: list[dict[str, Any]] = []
+    parts: list[Finding] = []
     for lo, hi in pairwise(bounds):
         parts += _gaps(present, lo, hi)
-    parts.append({"code": "seq_gap_x", "seq": 0, "actual": None, "message": "not a gap"})
+    parts.append(Finding("seq_gap_x", 0, FindingClass.DELETED, "not a gap"))
     join_gaps(parts, bounds)
     assert parts[:-1] == _gaps(present, 0, n)
-    assert parts[-1]["code"] == "seq_gap_x"  # other findings are left alone
+    assert parts[-1].code == "seq_gap_x"  # other findings are left alone
 
 
 def test_gaps_at_two_boundaries_that_do_not_touch_stay_two_findings(db_url):
@@ -61,10 +62,10 @@ def test_gaps_at_two_boundaries_that_do_not_touch_stay_two_findings(db_url):
         with T.unlocked(db_url) as conn:
             conn.execute(text("DELETE FROM entries WHERE seq IN (8, 9, 20, 21)"))
         one, three = run_audit(L, AuditOptions()), run_audit(L, AuditOptions(workers=3))
-    assert [(f["code"], f["seq"], f["actual"], f["message"]) for f in one["findings"]] == [
+    assert [(f.code, f.seq, f.actual, f.message) for f in one.findings] == [
         ("seq_gap", 8, 10, "entries 8..9 are missing"),
         ("seq_gap", 20, 22, "entries 20..21 are missing")]
-    assert three["findings"] == one["findings"] and three["summary"] == one["summary"]
+    assert three.findings == one.findings and three.summary == one.summary
 
 
 # -- interrupted and resumed ----------------------------------------------------------
@@ -118,21 +119,21 @@ def test_an_interrupted_parallel_run_resumes_to_the_report_of_a_fresh_run(db_url
         assert len(parts) == 3 and any(p["start"] < p["next_seq"] < p["end"] for p in parts)
         resumed = run_audit(L, AuditOptions(resume=True))
         after = audit_runs(db_url)[-1]
-    assert resumed["run_id"] == run.id == after.id and after.state == "complete"
-    assert resumed["workers"] == 3
-    assert resumed["summary"] == fresh["summary"]
+    assert resumed.run_id == run.id == after.id and after.state == "complete"
+    assert resumed.workers == 3
+    assert resumed.summary == fresh.summary
     assert finding_set(resumed) == finding_set(fresh) == {
         ("payload_digest_mismatch", 12), ("column_mismatch", 43), ("seq_gap", 75),
         ("hash_not_committed", 100)}
     assert abstained(resumed) == abstained(fresh)
     # what the run saved is the joined report, each finding and abstention once
-    want = {("finding", f["code"], f["seq"]) for f in fresh["findings"]}
-    want |= {("abstention", a["reason"], a["seq"]) for a in fresh["abstentions"]}
+    want = {("finding", f.code, f.seq) for f in fresh.findings}
+    want |= {("abstention", a.reason, a.seq) for a in fresh.abstentions}
     assert _saved(db_url, run.id) == want
     with T.connect(db_url) as conn:
         n = conn.execute(text("SELECT COUNT(*) FROM audit_findings WHERE run_id = :r"),
                          {"r": run.id}).scalar_one()
-    assert n == len(fresh["findings"]) + len(fresh["abstentions"])
+    assert n == len(fresh.findings) + len(fresh.abstentions)
 
 
 def test_a_gap_across_a_boundary_is_one_finding_after_a_resume(sqlite_url, monkeypatch):
@@ -148,10 +149,10 @@ def test_a_gap_across_a_boundary_is_one_finding_after_a_resume(sqlite_url, monke
             with pytest.raises(WorkerStopped):
                 run_audit(L, AuditOptions(workers=2))
         resumed = run_audit(L, AuditOptions(resume=True))
-    assert [(f["code"], f["seq"], f["actual"]) for f in fresh["findings"]] == [
+    assert [(f.code, f.seq, f.actual) for f in fresh.findings] == [
         ("seq_gap", 17, 25)]
-    assert resumed["findings"] == fresh["findings"]
-    assert resumed["summary"] == fresh["summary"]
+    assert resumed.findings == fresh.findings
+    assert resumed.summary == fresh.summary
 
 
 def test_a_run_stopped_after_its_parts_but_before_it_completed_resumes_to_the_same(db_url):
@@ -159,10 +160,10 @@ def test_a_run_stopped_after_its_parts_but_before_it_completed_resumes_to_the_sa
         done = run_audit(L, AuditOptions(workers=2))
         with T.connect(db_url) as conn:
             conn.execute(text("UPDATE audit_runs SET state = 'running' WHERE id = :r"),
-                         {"r": done["run_id"]})
+                         {"r": done.run_id})
         again = run_audit(L, AuditOptions(resume=True))
-    assert again["run_id"] == done["run_id"]
-    assert again["summary"] == done["summary"] and again["findings"] == done["findings"]
+    assert again.run_id == done.run_id
+    assert again.summary == done.summary and again.findings == done.findings
     assert audit_runs(db_url)[-1].state == "complete"
 
 
@@ -176,7 +177,7 @@ def test_a_run_stopped_after_its_parts_but_before_it_completed_resumes_to_the_sa
 def test_a_run_whose_saved_parts_were_edited_is_refused_naming_the_rule(sqlite_url, parts):
     with Ledger.init(sqlite_url) as L:
         L.append_many(realistic(40))
-        run_id = run_audit(L, AuditOptions(workers=2))["run_id"]
+        run_id = run_audit(L, AuditOptions(workers=2)).run_id
         with T.connect(sqlite_url) as conn:
             opts = json.loads(conn.execute(text("SELECT options FROM audit_runs WHERE id = :r"),
                                            {"r": run_id}).scalar_one())

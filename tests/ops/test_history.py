@@ -50,7 +50,7 @@ def test_runs_carry_their_label(tampered: str, tmp_path) -> None:
 def test_findings_fold_into_incidents(tampered: str) -> None:
     with Ledger.open(tampered) as L:
         report = L.audit(AuditOptions(command="ledger audit"))
-        run = L.audit_run(report["run_id"])
+        run = L.audit_run(report.run_id)
     assert len(run["finding_list"]) == run["finding_total"] == 21
     by_field = {g["field"]: g for g in run["incidents"]}
     assert set(by_field) == {"status", "engine"}
@@ -66,7 +66,7 @@ def test_findings_fold_into_incidents(tampered: str) -> None:
 
 def test_findings_are_selected_sorted_and_paged(tampered: str) -> None:
     with Ledger.open(tampered) as L:
-        run_id = L.audit(AuditOptions())["run_id"]
+        run_id = L.audit(AuditOptions()).run_id
         page = L.audit_run(run_id, FindingSelection(field="status", sort="-seq", offset=5,
                                                     limit=4))
         assert page["finding_total"] == 20

@@ -56,7 +56,7 @@ def _raw(url: str):
 
 
 def _abstained(report: dict) -> list[tuple[int, str]]:
-    return sorted((a["seq"], a["reason"]) for a in report["abstentions"])
+    return sorted((a.seq, a.reason) for a in report.abstentions)
 
 
 def test_redact_by_subject_erases_and_the_audit_abstains(ledger, ring):
@@ -72,11 +72,11 @@ def test_redact_by_subject_erases_and_the_audit_abstains(ledger, ring):
     for seq in seqs["bob"]:
         assert ledger.get(seq)["payloads"]["query"]["text"] is not None
     report = ledger.audit(AuditOptions())
-    assert report["summary"]["failed"] == 0 and report["findings"] == []
-    assert report["outcome"] == "unverified"
-    redacted = [a for a in report["abstentions"] if a["reason"] == "redacted"]
+    assert report.summary.failed == 0 and report.findings == ()
+    assert report.outcome == "unverified"
+    redacted = [a for a in report.abstentions if a.reason == "redacted"]
     assert len(redacted) == 6
-    assert {a["redaction_seq"] for a in redacted} == set(out.redaction_seqs)
+    assert {a.to_json()["redaction_seq"] for a in redacted} == set(out.redaction_seqs)
 
 
 def test_dry_run_changes_nothing(ledger):
@@ -136,7 +136,7 @@ def test_query_takes_its_attestation_unless_kept(ledger, ring):
     doc = json.loads(ledger.get(kept.redaction_seqs[0])["payloads"]["request"]["text"])
     assert doc["keep_attestation"] is True
     report = ledger.audit(AuditOptions())
-    assert report["summary"]["failed"] == 0, report["findings"]
+    assert report.summary.failed == 0, report.findings
 
 
 def test_legal_hold_blocks_redaction_until_released(ledger, ring):
@@ -153,7 +153,7 @@ def test_legal_hold_blocks_redaction_until_released(ledger, ring):
     with pytest.raises(NotFound):
         ledger.hold_release(Ask("twice"), hold)
     ledger.redact(ASK, keyring=ring, subject="alice")
-    assert ledger.audit(AuditOptions())["summary"]["failed"] == 0
+    assert ledger.audit(AuditOptions()).summary.failed == 0
 
 
 def test_minimum_retention_refuses_without_override(ledger, ring):
@@ -188,7 +188,7 @@ def test_retention_apply_is_resumable_and_skips_holds(db_url, tmp_path):
         assert lg.apply_retention(policy, keyring=ring).entries == 0  # a rerun: nothing left
         assert lg.get(seqs[0])["payloads"]["query"]["text"] is not None
         assert lg.holds() == {hold: [seqs[0]]}
-        assert lg.audit(AuditOptions())["summary"]["failed"] == 0
+        assert lg.audit(AuditOptions()).summary.failed == 0
 
 
 def test_erasure_report_is_signed(ledger, ring):
@@ -246,8 +246,8 @@ def test_a_delete_with_the_trigger_off_is_still_caught(ledger, db_url):
     finally:
         eng.dispose()
     report = ledger.audit(AuditOptions())
-    assert [(f["seq"], f["code"]) for f in report["findings"]] == [(0, "payload_missing")]
-    assert report["outcome"] == "failed"
+    assert [(f.seq, f.code) for f in report.findings] == [(0, "payload_missing")]
+    assert report.outcome == "failed"
 
 
 def test_audit_checks_the_redaction_entries_themselves(ledger):
@@ -259,11 +259,11 @@ def test_audit_checks_the_redaction_entries_themselves(ledger):
     p = prepare_event("redaction", {"producer": "x", "role": "agent"}, "request", doc)
     bad = commit_batch(ledger.engine, ledger.meta.ledger_id, ledger.clock, [p])[0]
     report = ledger.audit(AuditOptions())
-    codes = {(f["seq"], f["code"]) for f in report["findings"]}
+    codes = {(f.seq, f.code) for f in report.findings}
     assert (bad.seq, "redaction_role_invalid") in codes
     # the payload the bad redaction names is still stored: not applied
     assert (seqs["bob"][0], "redaction_not_applied") in codes
-    assert report["summary"]["failed"] >= 2
+    assert report.summary.failed >= 2
 
 
 # -- a hold and a redaction racing (issue 34, item 1) -------------------------------------
@@ -302,7 +302,7 @@ def test_a_hold_appended_while_a_redaction_is_planned_blocks_it(db_url, tmp_path
         assert lg.get(seqs["bob"][0])["payloads"]["query"]["text"] is not None
         assert lg.head()["size"] == clock.hold + 1
         report = lg.audit(AuditOptions())
-        assert report["findings"] == [] and report["outcome"] == "passed"
+        assert report.findings == () and report.outcome == "passed"
 
 
 # -- a hold that cannot be read (issue 34, item 2) ---------------------------------------
@@ -358,10 +358,10 @@ def test_the_audit_names_an_erasure_made_while_a_hold_was_unreadable(ledger, db_
     p, pairs = prepare_redaction(req, ASK)
     rseq = commit_redaction(ledger.ctx, [p], [pairs])[0].result.seq
     report = ledger.audit(AuditOptions())
-    codes = {(f["seq"], f["code"]) for f in report["findings"]}
+    codes = {(f.seq, f.code) for f in report.findings}
     assert (rseq, "redaction_under_unreadable_hold") in codes
     assert (hold, "payload_missing") in codes
-    assert report["outcome"] == "failed"
+    assert report.outcome == "failed"
 
 
 # -- redactions are signed by the ledger key (issue 34, item 3) ---------------------------
@@ -392,11 +392,11 @@ def test_a_redaction_is_signed_and_the_audit_checks_it(ledger, ring, tmp_path):
     doc = json.loads(ledger.get(out.redaction_seqs[0])["payloads"]["request"]["text"])
     assert doc["format"] == "ledger-redaction/2" and doc["signature"].count(".") == 2
     signed = ledger.audit(AuditOptions(keys=(_jwks(ring, tmp_path),)))
-    assert signed["findings"] == [] and signed["outcome"] == "unverified"
+    assert signed.findings == () and signed.outcome == "unverified"
     assert _abstained(signed) == [(seqs["alice"][0], "redacted")]
     unkeyed = ledger.audit(AuditOptions())  # without --key the signature is not checked
     assert (out.redaction_seqs[0], "no_ledger_key") in _abstained(unkeyed)
-    assert unkeyed["findings"] == []
+    assert unkeyed.findings == ()
     # no keyring, no redaction (nothing written)
     size = ledger.head()["size"]
     with pytest.raises(UsageError) as e:
@@ -414,15 +414,15 @@ def test_a_redaction_written_without_the_ledger_key_fails_the_audit(ledger, ring
     forged = _forge(ledger, {seqs["bob"][0]: ["query"]},
                     signer=ledger_signer(other, ledger.meta.origin))
     report = ledger.audit(AuditOptions(keys=keys))
-    assert [(f["seq"], f["code"], f["class"]) for f in report["findings"]] == \
+    assert [(f.seq, f.code, f.cls) for f in report.findings] == \
         [(forged, "redaction_signature_invalid", "signature_invalid")]
-    assert report["outcome"] == "failed" and report["summary"]["failed"] == 1
+    assert report.outcome == "failed" and report.summary.failed == 1
     # a lawful signature lifted onto other targets: the claims no longer match
     lawful = ledger.redact(ASK, seqs=[seqs["alice"][0]], payloads=["meta"], keyring=ring)
     doc = json.loads(ledger.get(lawful.redaction_seqs[0])["payloads"]["request"]["text"])
     lifted = build_request({seqs["bob"][1]: ["query"]}, doc["reason"]).signed(doc["signature"])
     moved = _forge(ledger, {}, reqs=lifted)
-    codes = {(f["seq"], f["code"]) for f in ledger.audit(AuditOptions(keys=keys))["findings"]}
+    codes = {(f.seq, f.code) for f in ledger.audit(AuditOptions(keys=keys)).findings}
     assert (moved, "redaction_signature_invalid") in codes
     assert (lawful.redaction_seqs[0], "redaction_signature_invalid") not in codes
 
@@ -432,45 +432,43 @@ def test_unsigned_redactions_are_old_data_until_a_signed_one_exists(ledger, ring
     keys = (_jwks(ring, tmp_path),)
     old = _forge(ledger, {seqs["alice"][0]: ["query"]})  # as written before signing
     report = ledger.audit(AuditOptions(keys=keys))
-    assert report["findings"] == [] and report["outcome"] == "unverified"
+    assert report.findings == () and report.outcome == "unverified"
     assert (old, "redaction_unsigned") in _abstained(report)
     assert (seqs["alice"][0], "redacted") in _abstained(report)
     ledger.redact(ASK, seqs=[seqs["alice"][1]], payloads=["meta"], keyring=ring)
     late = _forge(ledger, {seqs["bob"][0]: ["query"]})  # unsigned after a signed one
     report = ledger.audit(AuditOptions(keys=keys))
-    assert [(f["seq"], f["code"]) for f in report["findings"]] == [(late, "redaction_unsigned")]
+    assert [(f.seq, f.code) for f in report.findings] == [(late, "redaction_unsigned")]
     assert (old, "redaction_unsigned") in _abstained(report)
-    assert report["outcome"] == "failed"
+    assert report.outcome == "failed"
 
 
 def test_an_audit_unverified_only_by_redactions_is_a_since_last_baseline(ledger, ring,
                                                                           tmp_path):
     """After an erasure no audit can pass; a run whose only non-verified items are the
     erased payloads still sets the --since-last baseline and asks for no review."""
-    from ledger.core.finding import summary_line
-
     _seed(ledger)
     ledger.redact(ASK, keyring=ring, subject="alice", payloads=["query"])
     keys = (_jwks(ring, tmp_path),)  # the redaction is signed: checked with the ledger's key
     first = ledger.audit(AuditOptions(record=True, keys=keys))
-    assert first["outcome"] == "unverified" and first["findings"] == []
-    assert {a["reason"] for a in first["abstentions"]} == {"redacted"}
-    assert "human review" not in summary_line(first)
-    run = json.loads(ledger.get(first["recorded_seq"])["payloads"]["report"]["text"])
+    assert first.outcome == "unverified" and first.findings == ()
+    assert {a.reason for a in first.abstentions} == {"redacted"}
+    assert "human review" not in first.summary_line()
+    run = json.loads(ledger.get(first.recorded_seq)["payloads"]["report"]["text"])
     assert (run["format"], run["abstentions"], run["redacted"]) == \
         ("ledger-audit-run/2", 3, 3)
     ledger.append_many(_subs(2, "carol", 20), producer="p")
     second = ledger.audit(AuditOptions(since_last=True, record=True, keys=keys))
-    assert second["range"]["start"] == first["range"]["end"]  # not 0 again
-    assert second["findings"] == [] and second["outcome"] == "passed"
+    assert second.range.start == first.range.end  # not 0 again
+    assert second.findings == () and second.outcome == "passed"
     # an abstention that is not an erasure is no baseline, and asks for review
     key, jwk = new_es256_key()
     iat = SystemClock().now_us() // 1_000_000
     ledger.append_many([attested(0, key, ISSUER, "did:test:issuer#untrusted", iat)],
                        producer="p")
     third = ledger.audit(AuditOptions(since_last=True, record=True, keys=keys))
-    assert third["range"]["start"] == second["range"]["end"]
-    assert {a["reason"] for a in third["abstentions"]} == {"unknown_issuer_key"}
-    assert "(human review needed)" in summary_line(third)
+    assert third.range.start == second.range.end
+    assert {a.reason for a in third.abstentions} == {"unknown_issuer_key"}
+    assert "(human review needed)" in third.summary_line()
     fourth = ledger.audit(AuditOptions(since_last=True, keys=keys))
-    assert fourth["range"]["start"] == second["range"]["end"]  # third set no baseline
+    assert fourth.range.start == second.range.end  # third set no baseline

@@ -12,6 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from ledger.cli.main import cli
+from ledger.core.audit_report import AuditRange, AuditReport, RowCounts
+from ledger.core.finding import Abstention, Finding
 from ledger.crypto.keys import Keyring
 from ledger.facade import Ledger
 from ledger.ops.samples import realistic
@@ -98,11 +100,12 @@ def test_bad_input_is_refused_and_writes_nothing(db_url: str, tmp_path: Path) ->
 
 def test_render_escapes_every_value() -> None:
     evil = '"><img src=x onerror=alert(1)>'
-    audit = {"range": {"start": 0, "end": 1}, "summary": {"rows": 1, "verified": 0,
-             "failed": 1, "unverified": 0}, "outcome": "failed", "abstentions": [
-             {"seq": 0, "check": evil, "reason": evil, "message": evil}],
-             "findings": [{"seq": 0, "code": evil, "class": evil, "message": evil,
-                           "expected": evil, "actual": evil}], "policy": evil}
+    # every text of the report is the attacker's, the finding's class too (the page takes
+    # the report as it is given)
+    audit = AuditReport(
+        evil, evil, AuditRange(0, 1), RowCounts(1, 0, 1, 0),
+        (Finding(evil, 0, evil, evil, evil, evil),),  # type: ignore[arg-type]
+        (Abstention(0, evil, evil, evil),), evil, True, 1, evil, evil, None, "failed")
     data = {"format": "x", "title": evil, "command": "ledger audit", "generated_at": evil,
             "ledger_id": evil, "origin": evil,
             "scope": {"start": 0, "end": 1, "since": evil, "until": None, "entries": 1,

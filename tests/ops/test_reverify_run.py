@@ -93,7 +93,7 @@ def test_a_recorded_run_is_an_entry_every_reader_checks(db_url: str, tmp_path: P
         (row,) = page.rows
         assert row["seq"] == seq and row["integrity"]["verified"] and row["document"] == doc
         audit = run_audit(led, AuditOptions())
-    assert audit["outcome"] == "passed" and audit["summary"]["rows"] == 3
+    assert audit.outcome == "passed" and audit.summary.rows == 3
     bundle, jwks = _export(db_url, tmp_path, "bundle")
     ours = verify_export(bundle, jwks)
     assert ours["outcome"] == "passed", ours["findings"]
@@ -115,8 +115,8 @@ def test_a_changed_run_document_is_found_by_the_audit_and_the_read_check(
         audit = run_audit(led, AuditOptions())
     assert not got["integrity"]["verified"] and got["document"] is None
     assert "payload_digest_mismatch" in got["integrity"]["codes"]
-    assert audit["outcome"] == "failed"
-    assert [(f["seq"], f["code"]) for f in audit["findings"]] == [
+    assert audit.outcome == "failed"
+    assert [(f.seq, f.code) for f in audit.findings] == [
         (seq, "payload_digest_mismatch")]
 
 
@@ -142,7 +142,7 @@ def test_a_rewritten_run_whose_document_denies_its_envelope_is_found_everywhere(
         got = led.get(seq)
         audit = run_audit(led, AuditOptions())
     assert "document_envelope_mismatch" in got["integrity"]["codes"]
-    assert [(f["seq"], f["code"]) for f in audit["findings"]] == [
+    assert [(f.seq, f.code) for f in audit.findings] == [
         (seq, "document_envelope_mismatch")]
     code = CliRunner().invoke(cli, ["--db", db_url, "audit"]).exit_code
     assert code == 1

@@ -76,9 +76,9 @@ def test_eight_writers_over_four_tenants(db_url, tmp_path):
         cp.write_text(note, encoding="utf-8")
         report = ledger.audit(AuditOptions(checkpoints=(str(cp),),
                                            keys=(str(ring.path / "jwks.json"),)))
-        assert report["findings"] == [] and report["outcome"] == "passed"
+        assert report.findings == () and report.outcome == "passed"
         for t in TENANTS:
-            assert ledger.audit_tenant(t)["findings"] == []
+            assert ledger.audit_tenant(t).findings == ()
             ledger.export(tmp_path / t, ExportOptions(keys=ring.path, tenant=t))
             v = verify_export(tmp_path / t, ring.path / "jwks.json")
             assert v["findings"] == [] and v["complete"] is True

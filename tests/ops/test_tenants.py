@@ -334,8 +334,9 @@ def test_a_tenant_audit_reads_its_chain_only_and_passes(db_url, tmp_path):
         _checkpoint(ledger, tmp_path)
         for tenant, n in (("acme", 4), ("globex", 3), ("default", 2), ("nobody", 0)):
             report = ledger.audit_tenant(tenant)
-            assert report["findings"] == [] and report["outcome"] == "passed", tenant
-            assert report["tenant"] == tenant and report["summary"]["rows"] == n
+            assert findings(report) == [] and report.outcome == "passed", tenant
+            assert report.tenant == tenant and report.summary.rows == n
+            assert report.to_json()["tenant"] == tenant
 
 
 def test_a_tenant_audit_catches_its_own_tampering_and_not_the_others(db_url, tmp_path):
@@ -345,9 +346,9 @@ def test_a_tenant_audit_catches_its_own_tampering_and_not_the_others(db_url, tmp
     with tamper.unlocked(db_url) as conn:
         conn.execute(text("UPDATE entries SET recorded_at = recorded_at + 1 WHERE seq = 5"))
     with Ledger.open(db_url) as ledger:
-        acme = {(f["code"], f["seq"]) for f in ledger.audit_tenant("acme")["findings"]}
+        acme = {(f["code"], f["seq"]) for f in findings(ledger.audit_tenant("acme"))}
         assert ("entry_hash_mismatch", 5) in acme
-        assert ledger.audit_tenant("globex")["findings"] == []
+        assert findings(ledger.audit_tenant("globex")) == []
 
 
 def test_a_tenant_entry_rehashed_is_not_the_leaf_of_the_tree(db_url, tmp_path):
@@ -367,7 +368,7 @@ def test_a_tenant_entry_rehashed_is_not_the_leaf_of_the_tree(db_url, tmp_path):
                      {"e": eh})
     assert lid
     with Ledger.open(db_url) as ledger:
-        got = {(f["code"], f["seq"]) for f in ledger.audit_tenant("acme")["findings"]}
+        got = {(f["code"], f["seq"]) for f in findings(ledger.audit_tenant("acme"))}
     assert ("tenant_not_in_tree", 8) in got and ("tenant_heads_mismatch", 8) in got
 
 

@@ -105,7 +105,7 @@ def test_append_through_the_pool_equals_plain_and_audits_clean(tmp_path, monkeyp
             results = L.append_many(items, producer="p")
             outcomes[mode] = [(r.ok, r.seq, r.error) for r in results]
             report = L.audit()
-            assert report["findings"] == [] and report["summary"]["failed"] == 0, report
+            assert report.findings == () and report.summary.failed == 0, report
             assert L.quarantine_status()["rows"] == sum(not r.ok for r in results)
     assert outcomes["pool"] == outcomes["plain"]
 

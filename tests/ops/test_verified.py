@@ -93,7 +93,7 @@ def test_findings_are_attached_to_the_entries_they_name(db_url):
     with Ledger.open(db_url) as L:
         assert L.query_page(make_filters(has_findings=True), layer="auditor").rows == []
         report = L.audit(AuditOptions())
-        assert report["outcome"] == "failed"
+        assert report.outcome == "failed"
         page = L.query_page(make_filters(has_findings=True), layer="auditor")
         assert [r["seq"] for r in page.rows] == [3] and page.with_findings == 1
         [row] = page.rows
@@ -108,7 +108,7 @@ def test_findings_are_attached_to_the_entries_they_name(db_url):
     with T.unlocked(db_url) as conn:
         T.update_entry(conn, 3, engine=json.loads(bytes(T.row(conn, 3).envelope))["engine"])
     with Ledger.open(db_url) as L:
-        assert L.audit(AuditOptions())["outcome"] == "passed"
+        assert L.audit(AuditOptions()).outcome == "passed"
         assert L.query_page(make_filters(has_findings=True), layer="auditor").rows == []
         assert L.get(3)["findings"] == []
 

@@ -57,8 +57,8 @@ def rows(url: str) -> dict[int, tuple[int, bytes | None, bytes]]:
 
 
 def verdicts(report: dict) -> tuple[int, int, list]:
-    c = report["summary"]
-    return c["rows"], c["verified"], [(f["seq"], f["code"]) for f in report["findings"]]
+    c = report.summary
+    return c.rows, c.verified, [(f.seq, f.code) for f in report.findings]
 
 
 # -- the codec itself ---------------------------------------------------------------
@@ -267,11 +267,11 @@ def test_migration_0009_keeps_redactions_as_they_were(db_url, tmp_path):
 
         def seen() -> tuple:
             rep = L.audit(AuditOptions())
-            return (rep["summary"], sorted((a["seq"], a["check"], a["reason"],
-                                            a.get("redaction_seq"))
-                                           for a in rep["abstentions"]), rep["findings"])
+            return (rep.summary, sorted((a.seq, a.check, a.reason,
+                                            a.to_json().get("redaction_seq"))
+                                           for a in rep.abstentions), rep.findings)
         before = seen()
-    assert before[2] == [] and len(before[1]) >= 4
+    assert before[2] == () and len(before[1]) >= 4
     erased = "SELECT pid FROM payloads WHERE pid IN (17, 19, 33, 35)"  # seqs 2, 4: 1 and 3
     engine = make_engine(db_url)
     try:
@@ -282,9 +282,9 @@ def test_migration_0009_keeps_redactions_as_they_were(db_url, tmp_path):
             assert conn.execute(text(erased)).all() == []
         with Ledger.init(db_url) as L:  # up to the head again
             rep = L.audit(AuditOptions())
-            assert (rep["summary"], sorted(
-                (a["seq"], a["check"], a["reason"], a.get("redaction_seq"))
-                for a in rep["abstentions"]), rep["findings"]) == before
+            assert (rep.summary, sorted(
+                (a.seq, a.check, a.reason, a.to_json().get("redaction_seq"))
+                for a in rep.abstentions), rep.findings) == before
     finally:
         engine.dispose()
     with T.connect(db_url) as conn:

@@ -66,15 +66,15 @@ def test_redaction_erases_in_one_transaction_and_the_audit_abstains(ledger):
                                   "ORDER BY seq, slot")).all()
     assert [tuple(r) for r in guard] == [(2, 3, 6), (2, 5, 6), (4, 4, 6)]
     report = ledger.audit(AuditOptions())
-    assert report["summary"]["failed"] == 0 and report["findings"] == []
-    redacted = [(a["seq"], a["check"], a["reason"], a["redaction_seq"])
-                for a in report["abstentions"] if a["reason"] == "redacted"]
+    assert report.summary.failed == 0 and report.findings == ()
+    redacted = [(a.seq, a.check, a.reason, a.to_json()["redaction_seq"])
+                for a in report.abstentions if a.reason == "redacted"]
     assert redacted == [(2, "payload:query", "redacted", 6), (2, "payload:subject", "redacted", 6),
                         (4, "payload:meta", "redacted", 6)]
     # the request is a ledger-redaction/1 with no ledger signature: unconfirmed on its own row
-    assert {(a["seq"], a["reason"]) for a in report["abstentions"]
-            if a["reason"] != "redacted"} == {(6, "redaction_unsigned")}
-    assert report["outcome"] == "unverified"
+    assert {(a.seq, a.reason) for a in report.abstentions
+            if a.reason != "redacted"} == {(6, "redaction_unsigned")}
+    assert report.outcome == "unverified"
     # the subject is gone: its entry is no longer found by it
     with db.connect(ledger.engine) as conn:
         assert repo.subject_seqs(conn, "req-000002") == []
@@ -87,9 +87,9 @@ def test_redacting_an_erased_payload_again_is_a_noop(ledger):
     again = redact(ledger, [(1, ["query", "meta"])])
     assert again.erased == [(1, "meta")] and again.already_erased == [(1, "query")]
     report = ledger.audit(AuditOptions())
-    assert report["summary"]["failed"] == 0
-    cited = {(a["check"], a["redaction_seq"]) for a in report["abstentions"]
-             if a["reason"] == "redacted"}
+    assert report.summary.failed == 0
+    cited = {(a.check, a.to_json()["redaction_seq"]) for a in report.abstentions
+             if a.reason == "redacted"}
     assert cited == {("payload:query", 3), ("payload:meta", 4)}  # the first redaction
 
 
@@ -105,7 +105,7 @@ def test_a_payload_deleted_behind_the_ledger_is_still_a_failure(ledger, db_url):
     with T.unlocked(db_url) as conn:
         conn.execute(text("DELETE FROM payloads WHERE pid = 11"))  # seq 1, slot 3 (query)
     report = ledger.audit(AuditOptions())
-    assert [(f["code"], f["seq"]) for f in report["findings"]] == [("payload_missing", 1)]
+    assert [(f.code, f.seq) for f in report.findings] == [("payload_missing", 1)]
 
 
 def test_a_payload_put_back_after_its_redaction_is_a_policy_violation(ledger, db_url):
@@ -118,7 +118,7 @@ def test_a_payload_put_back_after_its_redaction_is_a_policy_violation(ledger, db
         conn.execute(text("INSERT INTO payloads (pid, salt, codec, data) "
                           "VALUES (11, :s, :c, :d)"), {"s": salt, "c": how, "d": data})
     report = ledger.audit(AuditOptions())
-    assert [(f["code"], f["seq"], f["class"]) for f in report["findings"]] == [
+    assert [(f.code, f.seq, f.cls) for f in report.findings] == [
         ("redaction_not_applied", 1, "policy_violation")]
 
 

@@ -87,9 +87,9 @@ def test_a_v1_ledger_migrates_and_audits_unchanged(db_url):
     with Ledger.open(db_url, clock=FixedClock(FIXTURE["clock_us"], 1000)) as L:
         assert db.current_revision(L.engine) == "0013"
         report = L.audit(AuditOptions())
-        assert report["outcome"] == "passed", report["findings"][:3]
+        assert report.outcome == "passed", report.findings[:3]
         n = len(FIXTURE["tables"]["entries"]["rows"])
-        assert report["summary"] == {"rows": n, "verified": n, "failed": 0, "unverified": 0}
+        assert report.summary.to_json() == {"rows": n, "verified": n, "failed": 0, "unverified": 0}
         with L.engine.connect() as conn:
             hashes = [bytes(h) for (h,) in conn.execute(text(
                 "SELECT entry_hash FROM entries ORDER BY seq"))]
@@ -114,7 +114,7 @@ def test_a_v1_ledger_migrates_and_audits_unchanged(db_url):
         res = L.append_many(realistic(5, start=900))
         assert all(r.ok for r in res)
         assert json.loads(L.get(res[0].seq)["envelope"])["v"] == 2
-        assert L.audit(AuditOptions())["outcome"] == "passed"
+        assert L.audit(AuditOptions()).outcome == "passed"
 
 
 def test_a_subject_is_found_in_v1_rows_and_v2_rows(db_url):

@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from ledger import Ledger
 from ledger.cli.main import cli
+from ledger.ops.audit import AuditReport
 from tests import tamper as T
 from tests.ops.test_audit import audit, audit_runs, finding_set
 from tests.system.killing import kill_after_progress
@@ -34,13 +35,13 @@ def _killed_after_first_save(url: str, *args: str) -> Any:
     return run
 
 
-def _resumed_and_fresh(url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _resumed_and_fresh(url: str) -> tuple[AuditReport, AuditReport]:
     """The report of ``ledger audit --resume`` (which must exit 1: findings) and of a
     fresh audit of the same ledger."""
     res = CliRunner().invoke(cli, ["--db", url, "audit", "--resume", "--json-report", "-"])
     assert res.exit_code == 1, res.output
     with Ledger.open(url) as L:
-        return json.loads(res.stdout), audit(L)
+        return AuditReport.from_json(json.loads(res.stdout)), audit(L)
 
 
 @pytest.mark.slow
@@ -56,8 +57,8 @@ def test_sigkilled_cli_audit_resumes_to_the_same_report(sqlite_url):
     run = _killed_after_first_save(sqlite_url)
 
     resumed, fresh = _resumed_and_fresh(sqlite_url)
-    assert resumed["run_id"] == run.id
-    assert resumed["summary"] == fresh["summary"] == {
+    assert resumed.run_id == run.id
+    assert resumed.summary.to_json() == fresh.summary.to_json() == {
         "rows": 60_000, "verified": 59_998, "failed": 2, "unverified": 0}
     assert finding_set(resumed) == finding_set(fresh) == {("column_mismatch", 1_000),
                                                           ("column_mismatch", 55_000)}
@@ -79,9 +80,9 @@ def test_sigkilled_parallel_cli_audit_resumes_to_the_same_report(sqlite_url):
     run = _killed_after_first_save(sqlite_url, "--workers", "2")
 
     resumed, fresh = _resumed_and_fresh(sqlite_url)
-    assert resumed["run_id"] == run.id and resumed["workers"] == 2
-    assert resumed["summary"] == fresh["summary"] == {
+    assert resumed.run_id == run.id and resumed.workers == 2
+    assert resumed.summary.to_json() == fresh.summary.to_json() == {
         "rows": 59_980, "verified": 59_978, "failed": 2, "unverified": 0}
-    assert resumed["findings"] == fresh["findings"]
+    assert resumed.findings == fresh.findings
     assert finding_set(fresh) == {("column_mismatch", 1_000), ("seq_gap", 29_990),
                                   ("column_mismatch", 45_000)}

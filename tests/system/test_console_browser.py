@@ -129,7 +129,7 @@ def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     with tamper.unlocked(db_url) as conn:
         tamper.update_entry(conn, 3, status="BLOCKED" if status3 != "BLOCKED" else "VERIFIED")
     with Ledger.open(db_url) as ledger:
-        assert ledger.audit()["outcome"] == "failed"
+        assert ledger.audit().outcome == "failed"
     counts: dict[str, int] = {}
     for s in subs:
         counts[s["result"]["status"]] = counts.get(s["result"]["status"], 0) + 1

@@ -106,7 +106,7 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         ledger.append_many([attested(i, key, ISSUER, jwk["kid"], iat) for i in range(4)],
                            producer="seed")
         ledger.checkpoint(ring)
-        assert ledger.audit()["outcome"] != "failed"
+        assert ledger.audit().outcome != "failed"
     log = tmp / "serve.log"
     proc, url = start_server(db_url, keys, log)
     srv = Server(request.param, db_url, keys, origin, proc, url, log)
@@ -168,7 +168,7 @@ def tampered(lab: Lab) -> Lab:
             lab.stored[t.name] = value
     lab.tampered = True
     with Ledger.open(lab.db_url) as ledger:
-        assert ledger.audit()["outcome"] == "failed"
+        assert ledger.audit().outcome == "failed"
     return lab
 
 

@@ -52,7 +52,7 @@ def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     prepare_ledger(db_url, keys, origin)
     with Ledger.open(db_url) as ledger:
         assert ledger.append(forged_identity(), producer="seed").ok
-        assert ledger.audit()["outcome"] == "passed"  # the hash checks: only re-execution sees it
+        assert ledger.audit().outcome == "passed"  # the hash checks: only re-execution sees it
         report = ledger.reverify(ReverifyOptions(record=True, producer="nightly",
                                                  time_limit_s=60))
     assert report["outcome"] == "disagrees" and report["recorded_seq"] == 1, report["outcomes"]

@@ -65,7 +65,7 @@ def big(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                 f"ELSE 'BLOCKED' END WHERE seq = {seq}")
     with Ledger.open(db_url, clock=clock) as ledger:
         report = ledger.audit(AuditOptions(command="ledger audit", actor="scale-test"))
-        assert report["summary"]["failed"] == len(rewritten)
+        assert report.summary.failed == len(rewritten)
         clock.advance(DAY * 130 - (clock.now_us() - SEP1))
         ledger.append_many(submissions(LIVE, seed=999, start=N), producer="late")
     log = tmp / "serve.log"

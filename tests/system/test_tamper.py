@@ -24,7 +24,7 @@ from ledger.cli.main import cli
 from ledger.clock import FixedClock
 from ledger.core.canonical import canonical_json
 from ledger.crypto.trust import TrustStore
-from ledger.ops.audit import AuditOptions, run_audit
+from ledger.ops.audit import AuditOptions, AuditReport, run_audit
 from ledger.ops.samples import realistic
 from ledger.ops.trust import trust_events
 from ledger.ops.trust_store import load_trust_store
@@ -52,29 +52,29 @@ def build_attested(url: str, n: int = 6) -> Ledger:
     return L
 
 
-def audit(url: str) -> dict[str, Any]:
+def audit(url: str) -> AuditReport:
     with Ledger.open(url) as L:
         return run_audit(L, AuditOptions())
 
 
-def cli_audit(url: str) -> tuple[int, dict[str, Any], str]:
+def cli_audit(url: str) -> tuple[int, AuditReport, str]:
     res = CliRunner().invoke(cli, ["--db", url, "audit", "--json-report", "-"])
     assert not res.exception or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, json.loads(res.stdout), res.stderr
+    return res.exit_code, AuditReport.from_json(json.loads(res.stdout)), res.stderr
 
 
-def codes(report: dict[str, Any]) -> list[tuple[str, int, str]]:
-    return [(f["code"], f["seq"], f["class"]) for f in report["findings"]]
+def codes(report: AuditReport) -> list[tuple[str, int, str]]:
+    return [(f.code, f.seq, f.cls) for f in report.findings]
 
 
-def detected(url: str, code: str, seq: int, cls: str) -> dict[str, Any]:
+def detected(url: str, code: str, seq: int, cls: str) -> AuditReport:
     """The audit's first finding is (code, seq, cls); run_audit fails; the CLI exits 1
     and reports the same findings."""
     report = audit(url)
-    assert report["outcome"] == "failed"
-    assert report["findings"], "nothing found"
-    first = report["findings"][0]
-    assert (first["code"], first["seq"], first["class"]) == (code, seq, cls), codes(report)
+    assert report.outcome == "failed"
+    assert report.findings, "nothing found"
+    first = report.findings[0]
+    assert (first.code, first.seq, first.cls) == (code, seq, cls), codes(report)
     exit_code, cli_report, stderr = cli_audit(url)
     assert exit_code == 1
     assert codes(cli_report) == codes(report)
@@ -105,7 +105,7 @@ def test_triggers_stop_raw_changes_before_and_after_an_unlocked_block(db_url):
     with T.unlocked(db_url) as conn:
         conn.execute(text("UPDATE entries SET subject = subject WHERE seq = 0"))
     assert all(refused(sql) for sql in changes)  # restored exactly
-    assert audit(db_url)["outcome"] == "passed"
+    assert audit(db_url).outcome == "passed"
 
 
 # =============================================================================
@@ -123,9 +123,9 @@ def test_one_byte_of_an_evidence_preimage(db_url):
         T.set_payload(conn, digest, bytes(data))
         want = T.digest_for(conn, seq, "preimage", bytes(data))  # v2: the salted commitment
     report = detected(db_url, "payload_digest_mismatch", seq, "payload_modified")
-    (f,) = report["findings"]
-    assert f["expected"] == digest and f["actual"] == want
-    assert report["summary"] == {"rows": N, "verified": N - 1, "failed": 1, "unverified": 0}
+    (f,) = report.findings
+    assert f.expected == digest and f.actual == want
+    assert report.summary.to_json() == {"rows": N, "verified": N - 1, "failed": 1, "unverified": 0}
 
 
 def test_a_status_column(db_url):
@@ -134,8 +134,8 @@ def test_a_status_column(db_url):
         assert T.row(conn, 7).status == "VERIFIED"
         T.update_entry(conn, 7, status="BLOCKED")
     report = detected(db_url, "column_mismatch", 7, "payload_modified")
-    (f,) = report["findings"]
-    assert (f["expected"], f["actual"]) == ("VERIFIED", "BLOCKED")
+    (f,) = report.findings
+    assert (f.expected, f.actual) == ("VERIFIED", "BLOCKED")
 
 
 def test_an_agent_message_inside_the_stored_result(db_url):
@@ -148,7 +148,7 @@ def test_an_agent_message_inside_the_stored_result(db_url):
         assert b"Claim verified" in doc
         T.set_payload(conn, digest, doc.replace(b"Claim verified", b"Claim rejected"))
     report = detected(db_url, "payload_digest_mismatch", seq, "payload_modified")
-    assert len(report["findings"]) == 1
+    assert len(report.findings) == 1
 
 
 def test_an_envelope_byte(db_url):
@@ -182,7 +182,7 @@ def test_a_middle_row_deleted(db_url):
         conn.execute(text("DELETE FROM entries WHERE seq = 17"))
     report = detected(db_url, "seq_gap", 17, "deleted")
     assert codes(report) == [("seq_gap", 17, "deleted")]
-    assert report["summary"]["rows"] == N - 1
+    assert report.summary.rows == N - 1
 
 
 def _swap(url: str, i: int, j: int) -> None:
@@ -203,7 +203,7 @@ def test_two_rows_swapped_within_one_batch(db_url):
     assert codes(report) == [("entry_out_of_place", 7, "reordered"),
                              ("entry_out_of_place", 8, "reordered"),
                              ("broken_link", 9, "forked")]
-    assert [(f["expected"], f["actual"]) for f in report["findings"][:2]] == [(7, 8), (8, 7)]
+    assert [(f.expected, f.actual) for f in report.findings[:2]] == [(7, 8), (8, 7)]
 
 
 def test_two_rows_swapped_across_batches(db_url):
@@ -248,7 +248,7 @@ def test_unverifiable_row_with_a_proof_appended_with_a_valid_link(db_url):
     assert seq == N
     report = detected(db_url, "proof_on_non_verified", N, "contract_violation")
     assert codes(report) == [("proof_on_non_verified", N, "contract_violation")]
-    assert report["findings"][0]["actual"] == proof
+    assert report.findings[0].actual == proof
 
 
 def test_truncated_tail_without_moving_the_head(db_url):
@@ -265,7 +265,7 @@ def test_head_hash_rewritten(db_url):
         size, _, last = T.head(conn)
         T.set_head(conn, size, b"\x01" * 32, last)
     report = detected(db_url, "head_hash_mismatch", N - 1, "forked")
-    assert report["summary"]["failed"] == 0  # a ledger-level finding, not a row
+    assert report.summary.failed == 0  # a ledger-level finding, not a row
 
 
 def test_head_row_deleted(db_url):
@@ -274,7 +274,7 @@ def test_head_row_deleted(db_url):
     with T.unlocked(db_url) as conn:
         conn.execute(text("DELETE FROM head"))
     report = detected(db_url, "head_missing", 0, "truncated")
-    assert report["summary"]["rows"] == N and report["summary"]["verified"] == N
+    assert report.summary.rows == N and report.summary.verified == N
 
 
 # =============================================================================
@@ -289,7 +289,7 @@ def test_attestation_payload_rows_swapped(db_url):
     report = detected(db_url, "payload_digest_mismatch", 2, "payload_modified")
     assert {(c, s) for c, s, k in codes(report) if k == "payload_modified"} == {
         ("payload_digest_mismatch", 2), ("payload_digest_mismatch", 4)}
-    assert report["summary"]["failed"] == 2
+    assert report.summary.failed == 2
 
 
 def test_attestation_payload_rows_swapped_reports_no_false_deletion(db_url):
@@ -326,7 +326,7 @@ def test_alg_none_token_inserted_with_a_valid_link_is_judged_by_the_audit(db_url
         cols, blobs = T.forged_result(T.ledger_id(conn), T.attested(sub, token))
         seq = T.append_forged(conn, cols, blobs, move_head=True)
     report = detected(db_url, "attestation_alg_not_allowed", seq, "signature_invalid")
-    assert len(report["findings"]) == 1
+    assert len(report.findings) == 1
 
 
 def _rogue_trust_event(conn: Any, key: Any, kid: str) -> tuple[dict[str, Any], dict[str, bytes]]:
@@ -343,7 +343,7 @@ def test_rogue_key_inserted_behind_the_append_path(db_url):
         assert T.append_forged(conn, cols, blobs, move_head=False) == old_size
     report = detected(db_url, "entries_beyond_head", old_size, "forked")
     assert codes(report) == [("entries_beyond_head", old_size, "forked")]
-    assert report["summary"]["failed"] == 0  # the row itself is well formed
+    assert report.summary.failed == 0  # the row itself is well formed
     _, _, stderr = cli_audit(db_url)
     assert "; 1 ledger-level finding(s)" in stderr
 
@@ -370,8 +370,8 @@ def test_rogue_key_appended_with_valid_link_needs_a_checkpoint(db_url):
         forged = L.append(T.signed_sub(99, clock.now_us(), key=rogue, kid=kid))
         assert forged.ok and L.get(forged.seq)["attestation_verdict"] == "valid"
     report = audit(db_url)
-    assert report["outcome"] == "passed"
-    assert report["summary"] == {"rows": 7, "verified": 7, "failed": 0, "unverified": 0}
+    assert report.outcome == "passed"
+    assert report.summary.to_json() == {"rows": 7, "verified": 7, "failed": 0, "unverified": 0}
     assert cli_audit(db_url)[0] == 0
 
 
@@ -390,7 +390,7 @@ def test_a_modified_key_event_document_is_found_and_never_trusted(db_url):
             assert fresh.trust_store().keys == []  # the modified event grants nothing
         finally:
             fresh.close()
-    codes = {(f["code"], f["seq"]) for f in report["findings"]}
+    codes = {(f.code, f.seq) for f in report.findings}
     assert ("payload_digest_mismatch", seq) in codes
 
 

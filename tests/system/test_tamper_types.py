@@ -69,13 +69,13 @@ def test_a_value_of_the_wrong_storage_class_is_reported_and_the_audit_goes_on(
                                 ).scalar() == "text"
     with Ledger.open(sqlite_url) as L:
         report = run_audit(L, AuditOptions(workers=workers))
-    got = {f["code"] for f in report["findings"]}
-    assert {f["seq"] for f in report["findings"]} <= {seq}
+    got = {f.code for f in report.findings}
+    assert {f.seq for f in report.findings} <= {seq}
     assert got == expected
-    summary = report["summary"]
-    assert summary["rows"] == N
-    assert summary["verified"] == N - (1 if expected else 0)
-    assert report["outcome"] == ("failed" if expected else "passed")
+    summary = report.summary
+    assert summary.rows == N
+    assert summary.verified == N - (1 if expected else 0)
+    assert report.outcome == ("failed" if expected else "passed")
 
 
 @pytest.fixture

@@ -16,12 +16,14 @@ of the auditor's checkpoints and of the custody entries.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection
 
 from ledger.clock import format_us
-from ledger.core.audit import EXIT_CODES, Finding, outcome
+from ledger.core.audit import EXIT_CODES, Finding
+from ledger.core.audit_report import REPORT_FORMAT, AuditRange, AuditReport, report_outcome
 from ledger.core.finding import summary_line
 from ledger.core.policy import Policy, load_policy
 from ledger.crypto.keys import PublicKeyRef, load_public_keys
@@ -45,10 +47,10 @@ from ledger.store import entries as repo
 from ledger.store import standby
 from ledger.store.db import connect
 
-__all__ = ["EXIT_CODES", "REPORT_FORMAT", "AuditOptions", "audit_tenant", "auto_workers",
-           "join_gaps", "load_policy", "record_run", "run_audit", "split", "summary_line"]
+__all__ = ["EXIT_CODES", "REPORT_FORMAT", "AuditOptions", "AuditReport", "audit_tenant",
+           "auto_workers", "join_gaps", "load_policy", "record_run", "run_audit", "split",
+           "summary_line"]
 
-REPORT_FORMAT = "ledger-audit-report/1"
 
 
 def _ledger_keys(paths: tuple[str, ...]) -> list[PublicKeyRef] | None:
@@ -84,25 +86,39 @@ def _range(conn: Connection, ctx: LedgerContext, opts: AuditOptions,
 
 def _report(ctx: LedgerContext, opts: AuditOptions, tally: Tally, policy: Policy, start: int,
             end: int, workers: int, started: int, run_id: int | None,
-            read_only: bool) -> dict[str, Any]:
-    """The report of a walked run (docs/audit.md), before the checkpoints and the outcome."""
-    report = {
-        "format": REPORT_FORMAT, "ledger_id": ctx.meta.ledger_id, "origin": ctx.meta.origin,
-        "range": {"start": start, "end": end},
-        "summary": tally.counts(), "findings": sorted(tally.findings, key=lambda f: f["seq"]),
-        "abstentions": tally.abstentions, "policy": policy.source,
-        "attestations_checked": opts.check_attestations,
-        "workers": workers,
-        "started_at": format_us(started), "finished_at": format_us(ctx.clock.now_us()),
-        "run_id": run_id,
-    }
-    if read_only:
-        report["read_only_replica"] = True
-    return report
+            read_only: bool) -> AuditReport:
+    """The report of a walked run (docs/audit.md), with the checkpoints' findings and its
+    outcome; not yet recorded."""
+    # (every finding of the walk, a row's or the ledger's, has a seq)
+    findings = sorted(tally.findings, key=lambda f: f.seq or 0)
+    abstentions = list(tally.abstentions)
+    checkpoints: tuple[str, ...] | None = None
+    anchors: tuple[dict[str, Any], ...] | None = None
+    if opts.checkpoints:
+        from ledger.ops.audit.checkpoints import check_checkpoints
+
+        found, abstained = check_checkpoints(ctx, opts.checkpoints, opts.keys)
+        findings += found
+        abstentions += abstained
+        checkpoints = tuple(opts.checkpoints)
+        if opts.anchor_policy is not None:
+            from ledger.ops.checkpoint import apply_anchor_policy
+
+            found, judged = apply_anchor_policy(ctx, opts.checkpoints, opts.anchor_policy)
+            findings += found
+            anchors = tuple(judged)
+        findings.sort(key=lambda f: (f.seq is None, f.seq or 0))
+    summary = tally.row_counts()
+    return AuditReport(
+        ctx.meta.ledger_id, ctx.meta.origin, AuditRange(start, end), summary,
+        tuple(findings), tuple(abstentions), policy.source, opts.check_attestations,
+        workers, format_us(started), format_us(ctx.clock.now_us()), run_id,
+        report_outcome(summary, tuple(findings), tuple(abstentions)),
+        read_only_replica=read_only, checkpoints=checkpoints, anchors=anchors)
 
 
 def run_audit(ctx: LedgerContext, opts: AuditOptions,
-              progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[int], None] | None = None) -> AuditReport:
     """Run an audit and return its report (see docs/audit.md for the format)."""
     policy = load_policy(opts.policy_path)
     started = ctx.clock.now_us()
@@ -134,18 +150,9 @@ def run_audit(ctx: LedgerContext, opts: AuditOptions,
         save_aggregates(engine, run_id, tally.agg)
     add_custody_findings(tally, engine, opts.start if not opts.since_last else start, end,
                          ctx.meta.ledger_id, _ledger_keys(opts.keys))
-    tally.findings += [f.to_dict() for f in pre + head_findings]  # ledger-level, not rows
+    tally.findings += [f.reported() for f in pre + head_findings]  # ledger-level, not rows
     report = _report(ctx, opts, tally, policy, opts.start if not opts.since_last else start,
                      end, len(parts) if parts else opts.workers, started, run_id, read_only)
-    if opts.checkpoints:
-        from ledger.ops.audit.checkpoints import apply_checkpoints
-
-        apply_checkpoints(ctx, report, opts.checkpoints, opts.keys)
-        if opts.anchor_policy is not None:
-            from ledger.ops.checkpoint import apply_anchor_policy
-
-            apply_anchor_policy(ctx, report, opts.checkpoints, opts.anchor_policy)
-    report["outcome"] = outcome(report)
     if opts.record:
-        report["recorded_seq"] = record_run(ctx, report, opts.producer)
+        report = replace(report, recorded_seq=record_run(ctx, report, opts.producer))
     return report

@@ -11,33 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from ledger.core.finding import CHECKPOINT_FINDING_KEYS, Abstention
+from ledger.core.finding import CHECKPOINT_FINDING_KEYS, Abstention, Finding
 from ledger.crypto.keys import known_keys, load_public_keys
 from ledger.errors import UsageError
 from ledger.ops.checkpoint import checkpoint_findings
 from ledger.ops.context import LedgerContext
 
 
-def apply_checkpoints(ctx: LedgerContext, report: dict[str, Any], paths: Sequence[str],
-                      key_paths: Sequence[str]) -> None:
-    """Check each checkpoint file and fold its findings into ``report`` (in place)."""
+def check_checkpoints(ctx: LedgerContext, paths: Sequence[str], key_paths: Sequence[str],
+                      ) -> tuple[list[Finding], list[Abstention]]:
+    """Check each checkpoint file: its findings (as reported, each with its
+    ``checkpoint``) and the abstentions of the signatures not checked (no ``--key``)."""
     refs = [ref for p in key_paths for ref in load_public_keys(p)]
     known = known_keys(refs, ctx.meta.origin) if refs else None
-    checked = []
+    findings: list[Finding] = []
+    abstentions: list[Abstention] = []
     for path in paths:
         try:
             text = Path(path).read_bytes()
         except OSError as exc:
             raise UsageError(f"cannot read checkpoint {path}: {exc.strerror}",
                              field="checkpoint") from None
-        report["findings"] += [f.with_extra(checkpoint=path).to_dict(CHECKPOINT_FINDING_KEYS)
-                               for f in checkpoint_findings(ctx, text, known)]
+        findings += [f.with_extra(checkpoint=path).reported(CHECKPOINT_FINDING_KEYS)
+                     for f in checkpoint_findings(ctx, text, known)]
         if known is None:
-            report["abstentions"].append(Abstention(
+            abstentions.append(Abstention(
                 None, "checkpoint_signature", "no_ledger_key",
-                f"{path}: no --key given, so its signature was not verified").to_dict())
-        checked.append(path)
-    report["checkpoints"] = checked
-    report["findings"].sort(key=lambda f: (f["seq"] is None, f["seq"] or 0))
+                f"{path}: no --key given, so its signature was not verified"))
+    return findings, abstentions

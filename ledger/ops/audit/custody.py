@@ -19,14 +19,15 @@ from ledger.core.redaction_audit import check_custody, custody_entry
 from ledger.crypto.keys import PublicKeyRef
 from ledger.crypto.redaction_sign import judge_redactions
 from ledger.errors import UsageError
+from ledger.ops.audit.tally import Tally
 from ledger.store import custody
 from ledger.store.db import connect
 
 
 def custody_findings(engine: Any, start: int, end: int, ledger_id: str = "",
                      keys: list[PublicKeyRef] | None = None,
-                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Findings and abstentions (as report dicts) about the redaction and hold entries in
+                     ) -> tuple[list[Finding], list[Abstention]]:
+    """Findings and abstentions (as reported) about the redaction and hold entries in
     [start, end): the document checks, and each redaction's signature
     (``ledger.crypto.redaction_sign.judge_redactions``, with the ledger's public keys
     ``keys``; None: not given, a signed redaction abstains ``no_ledger_key``)."""
@@ -38,17 +39,17 @@ def custody_findings(engine: Any, start: int, end: int, ledger_id: str = "",
         kinds = custody.kinds_of(conn, sorted(named))
     entries = [custody_entry(*r) for r in rows]
     found = check_custody(entries, kinds.get)
-    findings = [f.to_dict() for f in found if f.seq is not None and start <= f.seq < end]
-    abstentions = []
+    findings = [f.reported() for f in found if f.seq is not None and start <= f.seq < end]
+    abstentions: list[Abstention] = []
     for seq, check in judge_redactions(_requests(entries), ledger_id, keys):
         if not start <= seq < end or check.disposition == Disposition.VERIFIED:
             continue
         if check.disposition == Disposition.FAILED:
             findings.append(Finding(check.code, seq, FindingClass.SIGNATURE_INVALID,
-                                    check.message).to_dict())
+                                    check.message).reported())
         else:
             abstentions.append(Abstention(seq, "redaction_signature", check.code,
-                                          check.message).to_dict())
+                                          check.message))
     return findings, abstentions
 
 
@@ -85,14 +86,14 @@ def _named(e: Any) -> list[int]:
         return []
 
 
-def add_custody_findings(tally: Any, engine: Any, start: int, end: int, ledger_id: str = "",
+def add_custody_findings(tally: Tally, engine: Any, start: int, end: int, ledger_id: str = "",
                          keys: list[PublicKeyRef] | None = None) -> None:
-    """Add the custody findings and abstentions of [start, end) to ``tally`` (an
-    ``ledger.ops.audit.tally.Tally``), moving the rows they concern out of ``verified``."""
+    """Add the custody findings and abstentions of [start, end) to ``tally``, moving the
+    rows they concern out of ``verified``."""
     found, abstained = custody_findings(engine, start, end, ledger_id, keys)
-    failed_before = {f["seq"] for f in tally.findings}
-    unverified_before = {a["seq"] for a in tally.abstentions} - failed_before
-    new_failed = {f["seq"] for f in found} - failed_before
+    failed_before = {f.seq for f in tally.findings}
+    unverified_before = {a.seq for a in tally.abstentions} - failed_before
+    new_failed = {f.seq for f in found} - failed_before
     for seq in new_failed:
         if seq in unverified_before and tally.unverified:
             tally.unverified -= 1
@@ -100,7 +101,7 @@ def add_custody_findings(tally: Any, engine: Any, start: int, end: int, ledger_i
         elif tally.verified:
             tally.verified -= 1
             tally.failed += 1
-    for _seq in {a["seq"] for a in abstained} - failed_before - unverified_before - new_failed:
+    for _seq in {a.seq for a in abstained} - failed_before - unverified_before - new_failed:
         if tally.verified:
             tally.verified -= 1
             tally.unverified += 1

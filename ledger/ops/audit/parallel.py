@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from itertools import pairwise
 from typing import Any
+
+from ledger.core.finding import Finding
 
 
 def auto_workers() -> int:
@@ -23,31 +26,34 @@ def split(start: int, end: int, workers: int) -> list[dict[str, Any]]:
             for lo, hi in pairwise(bounds)]
 
 
-def join_gaps(findings: list[dict[str, Any]], bounds: list[int]) -> None:
+def join_gaps(findings: list[Finding], bounds: list[int]) -> None:
     """Make the findings of a range audited in parts ``[bounds[i], bounds[i + 1])`` read as
     one worker reports them: a run of deleted rows that crosses a part boundary is one
     ``seq_gap``, and a gap that ends a part ends where the next part's first row stands.
 
     A part reports the gap at its end with ``actual`` None (no row after it in its range)
-    and the gap at its start with ``seq`` = its first seq.  Changes ``findings`` in place."""
-    gaps = [f for f in findings if f["code"] == "seq_gap"]
-    open_gap: dict[str, Any] | None = None  # the gap open up to the boundary ahead
+    and the gap at its start with ``seq`` = its first seq.  Changes ``findings`` in place
+    (a joined gap replaces the part's, the next part's head gap is removed)."""
+    open_at: int | None = None  # where the gap open up to the boundary ahead stands
     for lo, hi in pairwise(bounds):
         if lo == hi:  # an empty part reports nothing
             continue
-        if open_gap is not None:
-            head = next((f for f in gaps if f["seq"] == lo and f is not open_gap), None)
-            if head is None:  # the part's first row stands at lo
-                open_gap["actual"] = lo
-                open_gap = None
+        if open_at is not None:
+            head_at = next((i for i, f in enumerate(findings)
+                            if f.code == "seq_gap" and f.seq == lo and i != open_at), None)
+            gap = findings[open_at]
+            if head_at is None:  # the part's first row stands at lo
+                findings[open_at] = replace(gap, actual=lo)
+                open_at = None
             else:
-                findings.remove(head)
-                gaps.remove(head)
-                upto = head["actual"] if head["actual"] is not None else hi
-                open_gap["actual"] = head["actual"]
-                open_gap["message"] = f"entries {open_gap['seq']}..{upto - 1} are missing"
-                if head["actual"] is not None:
-                    open_gap = None
-        if open_gap is None:
-            open_gap = next((f for f in gaps if f["actual"] is None and lo <= f["seq"] < hi),
-                            None)
+                head = findings.pop(head_at)
+                open_at -= head_at < open_at
+                upto = head.actual if head.actual is not None else hi
+                findings[open_at] = replace(gap, actual=head.actual,
+                                            message=f"entries {gap.seq}..{upto - 1} are missing")
+                if head.actual is not None:
+                    open_at = None
+        if open_at is None:
+            open_at = next((i for i, f in enumerate(findings) if f.code == "seq_gap"
+                            and f.actual is None and f.seq is not None and lo <= f.seq < hi),
+                           None)

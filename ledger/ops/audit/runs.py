@@ -12,10 +12,11 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ledger.clock import Clock
-from ledger.core.audit import FORKED, ChainAuditor, Finding
+from ledger.core.audit import FORKED, ChainAuditor
+from ledger.core.audit_report import AuditReport
 from ledger.core.digest import digest_text
 from ledger.core.entry import hash_hex, parse_hash_hex
-from ledger.core.finding import REDACTED
+from ledger.core.finding import REDACTED, Abstention, Finding
 from ledger.errors import LedgerError, UsageError
 from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.audit.tally import Tally
@@ -113,10 +114,10 @@ def new_run(engine: Any, ctx: LedgerContext, opts: AuditOptions, start: int, end
 
 def save_progress(engine: Any, run_id: int, pos: int, tally: Tally, auditor: ChainAuditor | None,
           saved: dict[str, int], state: str = "running", *, clock: Clock) -> None:
-    rows = [{"run_id": run_id, "seq": f["seq"], "kind": "finding", "body": json.dumps(f)}
-            for f in tally.findings[saved["findings"]:]]
-    rows += [{"run_id": run_id, "seq": a["seq"], "kind": "abstention", "body": json.dumps(a)}
-             for a in tally.abstentions[saved["abstentions"]:]]
+    rows = [{"run_id": run_id, "seq": f.seq, "kind": "finding",
+             "body": json.dumps(f.to_json())} for f in tally.findings[saved["findings"]:]]
+    rows += [{"run_id": run_id, "seq": a.seq, "kind": "abstention",
+              "body": json.dumps(a.to_json())} for a in tally.abstentions[saved["abstentions"]:]]
     st = {"prev_failed_hash": bool(auditor and auditor.prev_failed_hash)}
     with transaction(engine) as conn:
         runs.add_findings(conn, rows)
@@ -147,17 +148,20 @@ def finish_run(engine: Any, run_id: int, end: int, tally: Tally, clock: Clock) -
                                              "at": 0}, state="complete", clock=clock)
 
 
+Unsaved = list[Finding | Abstention]  # found since the last save, in order
+
+
 def save_parts(engine: Any, run_id: int, parts: list[dict[str, Any]], tally: Tally,
-                unsaved: list[tuple[str, dict[str, Any]]] | None, clock: Clock) -> None:
+               unsaved: Unsaved | None, clock: Clock) -> None:
     """Save a parallel run: each part's position and walk state, the whole run's counts,
     and the findings and abstentions in ``unsaved``; ``unsaved`` None: the run is complete
     and ``tally`` holds all of them (gaps joined), which replace what was saved."""
     done = unsaved is None
     if unsaved is None:
-        unsaved = [("finding", f) for f in tally.findings]
-        unsaved += [("abstention", a) for a in tally.abstentions]
-    rows = [{"run_id": run_id, "seq": body["seq"], "kind": kind, "body": json.dumps(body)}
-            for kind, body in unsaved]
+        unsaved = [*tally.findings, *tally.abstentions]
+    rows = [{"run_id": run_id, "seq": x.seq,
+             "kind": "finding" if isinstance(x, Finding) else "abstention",
+             "body": json.dumps(x.to_json())} for x in unsaved]
     with transaction(engine) as conn:
         if done:
             runs.delete_findings(conn, run_id)
@@ -184,7 +188,10 @@ def resume(engine: Any, opts: AuditOptions,
                              field="resume")
         tally = Tally(**json.loads(run.counts), agg=None)  # walked in part before
         for kind, body in runs.run_findings(conn, run.id):
-            (tally.findings if kind == "finding" else tally.abstentions).append(json.loads(body))
+            if kind == "finding":
+                tally.findings.append(Finding.from_json(json.loads(body)))
+            else:
+                tally.abstentions.append(Abstention.from_json(json.loads(body)))
     saved = json.loads(run.options)
     opts = replace(opts, start=run.range_start, end=run.range_end,
                    policy_path=saved.get("policy"),
@@ -215,19 +222,20 @@ def _parts_ok(parts: Any, start: int, end: int) -> bool:
     return at == end
 
 
-def record_run(ctx: LedgerContext, report: dict[str, Any], producer: str | None) -> int:
-    """Append an ``audit_run`` entry: the summary, the range, and the report digest."""
-    body = json.dumps(report, sort_keys=True, separators=(",", ":")).encode()
-    head_hash = hash_before(ctx, report["range"]["end"])
-    abstentions = report["abstentions"]
-    doc = {"format": AUDIT_RUN_V2, "range": report["range"],
-           "summary": report["summary"], "findings": len(report["findings"]),
+def record_run(ctx: LedgerContext, report: AuditReport, producer: str | None) -> int:
+    """Append an ``audit_run`` entry: the summary, the range, and the report digest (of
+    the report without ``recorded_seq``)."""
+    body = json.dumps(report.to_json(), sort_keys=True, separators=(",", ":")).encode()
+    head_hash = hash_before(ctx, report.range.end)
+    abstentions = report.abstentions
+    doc = {"format": AUDIT_RUN_V2, "range": report.range.to_json(),
+           "summary": report.summary.to_json(), "findings": len(report.findings),
            "abstentions": len(abstentions),
-           "redacted": sum(1 for a in abstentions if a.get("reason") == REDACTED),
-           "outcome": report["outcome"], "head_hash": head_hash,
+           "redacted": sum(1 for a in abstentions if a.reason == REDACTED),
+           "outcome": report.outcome, "head_hash": head_hash,
            "report_digest": digest_text(body),
-           "finished_at": report["finished_at"]}
-    ev = prepare_event("audit_run", {"outcome": report["outcome"], "producer": producer},
+           "finished_at": report.finished_at}
+    ev = prepare_event("audit_run", {"outcome": report.outcome, "producer": producer},
                        "report", doc)
     res = commit_batch(ctx.engine, ctx.meta.ledger_id, ctx.clock, [ev])
     return int(res[0].seq)  # type: ignore[arg-type]

@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.core.audit_report import RowCounts
+from ledger.core.finding import Abstention, Finding
+
 
 @dataclass
 class Tally:
@@ -13,8 +16,8 @@ class Tally:
     verified: int = 0
     failed: int = 0
     unverified: int = 0
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    abstentions: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # as reported (Finding.reported)
+    abstentions: list[Abstention] = field(default_factory=list)
     # row counts by (hour, kind, status, engine, producer, att_verdict, disposition): see
     # _count; None when this session did not walk the whole range (a resumed run)
     agg: dict[tuple[Any, ...], int] | None = field(default_factory=dict)
@@ -32,9 +35,12 @@ class Tally:
         else:
             self.agg = None
 
+    def row_counts(self) -> RowCounts:
+        return RowCounts(self.rows, self.verified, self.failed, self.unverified)
+
     def counts(self) -> dict[str, int]:
-        return {"rows": self.rows, "verified": self.verified, "failed": self.failed,
-                "unverified": self.unverified}
+        """The counts as saved in ``audit_runs`` (the report's ``summary`` object)."""
+        return self.row_counts().to_json()
 
 
 HOUR_US = 3_600_000_000
@@ -56,7 +62,7 @@ def _count(t: Tally, r: Any, disposition: str) -> None:
 
 def tally_row(t: Tally, outcome: Any, r: Any = None) -> None:
     t.rows += 1
-    t.findings += [x.to_dict() for x in outcome.gap_findings]
+    t.findings += [x.reported() for x in outcome.gap_findings]
     if not outcome.findings and not outcome.abstentions:
         t.verified += 1
         if r is not None:
@@ -70,5 +76,5 @@ def tally_row(t: Tally, outcome: Any, r: Any = None) -> None:
         t.unverified += 1
         if r is not None:
             _count(t, r, "unverified")
-    t.findings += [x.to_dict() for x in outcome.findings]
-    t.abstentions += [x.to_dict() for x in outcome.abstentions]
+    t.findings += [x.reported() for x in outcome.findings]
+    t.abstentions += outcome.abstentions

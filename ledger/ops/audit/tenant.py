@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from ledger.clock import format_us
-from ledger.core.audit import FORKED, ChainAuditor, Finding, outcome
+from ledger.core.audit import FORKED, ChainAuditor, Finding
+from ledger.core.audit_report import AuditRange, AuditReport, report_outcome
 from ledger.core.merkle import leaf_hash
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.core.policy import Policy, load_policy
@@ -44,7 +45,7 @@ from ledger.store.tree import read_store
 
 
 def audit_tenant(ctx: LedgerContext, tenant: str, *, policy_path: str | None = None,
-                 check_attestations: bool = True) -> dict[str, Any]:
+                 check_attestations: bool = True) -> AuditReport:
     """Audit ``tenant``'s chain (the report of ``ledger audit``, with ``tenant`` and the
     tenant's rows only).  Raises TenantError for a bad id."""
     check_tenant(tenant)
@@ -57,18 +58,15 @@ def audit_tenant(ctx: LedgerContext, tenant: str, *, policy_path: str | None = N
         tally, last = _walk(conn, ctx.meta.ledger_id, tenant, end, policy, store)
         recorded = repo.read_tenant_heads(conn).get(tenant)
     extra = _head_findings(tenant, recorded, last) + _tree_findings(ctx, tenant, tally.leaves)
-    tally.findings += [f.to_dict() for f in extra]
-    report: dict[str, Any] = {
-        "format": "ledger-audit-report/1", "ledger_id": ctx.meta.ledger_id,
-        "origin": ctx.meta.origin,
-        "tenant": tenant, "range": {"start": 0, "end": end}, "summary": tally.counts(),
-        "findings": sorted(tally.findings, key=lambda f: (f["seq"] is None, f["seq"] or 0)),
-        "abstentions": tally.abstentions, "policy": policy.source,
-        "attestations_checked": check_attestations, "workers": 1,
-        "started_at": format_us(started), "finished_at": format_us(ctx.clock.now_us()),
-        "run_id": None}
-    report["outcome"] = outcome(report)
-    return report
+    findings = tuple(sorted([*tally.findings, *(f.reported() for f in extra)],
+                            key=lambda f: (f.seq is None, f.seq or 0)))
+    abstentions = tuple(tally.abstentions)
+    summary = tally.row_counts()
+    return AuditReport(
+        ctx.meta.ledger_id, ctx.meta.origin, AuditRange(0, end), summary, findings,
+        abstentions, policy.source, check_attestations, 1, format_us(started),
+        format_us(ctx.clock.now_us()), None, report_outcome(summary, findings, abstentions),
+        tenant=tenant)
 
 
 class _TenantTally(Tally):

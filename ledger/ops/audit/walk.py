@@ -12,13 +12,15 @@ from sqlalchemy import Connection
 
 from ledger.clock import Clock
 from ledger.core.audit import DELETED, FORKED, TRUNCATED, Anchors, ChainAuditor, Finding
+from ledger.core.audit_report import RowCounts
 from ledger.core.entry import genesis_hash, hash_hex
+from ledger.core.finding import Abstention
 from ledger.core.policy import Policy, load_policy
 from ledger.core.tenant import DEFAULT_TENANT, tenant_genesis
 from ledger.crypto.trust import TrustStore, row_judge
 from ledger.errors import TenantError
 from ledger.ops.audit.parallel import join_gaps
-from ledger.ops.audit.runs import AuditOptions, finish_run, save_parts, save_progress
+from ledger.ops.audit.runs import AuditOptions, Unsaved, finish_run, save_parts, save_progress
 from ledger.ops.audit.tally import HOUR_US, Tally, tally_row
 from ledger.ops.redaction_map import load_redaction_map
 from ledger.ops.trust_store import load_trust_store
@@ -101,7 +103,7 @@ def audit_range(engine: Any, ledger_id: str, start: int, end: int, policy: Polic
             tally.findings.append(Finding(
                 "seq_gap", auditor.expected_seq, DELETED,
                 f"entries {auditor.expected_seq}..{end - 1} are missing",
-                auditor.expected_seq, None).to_dict())
+                auditor.expected_seq, None).reported())
     return tally
 
 
@@ -211,7 +213,7 @@ def _worker(args: tuple[Any, ...]) -> Tally:
     def on_page(pos: int, tally: Tally, auditor: ChainAuditor) -> None:
         if _PROGRESS is None:
             return
-        _PROGRESS.put((part, pos, tally.counts(), tally.findings[sent[0]:],
+        _PROGRESS.put((part, pos, tally.row_counts(), tally.findings[sent[0]:],
                        tally.abstentions[sent[1]:], bool(auditor.prev_failed_hash)))
         sent[:] = [len(tally.findings), len(tally.abstentions)]
 
@@ -256,23 +258,23 @@ def run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict[
     # aggregates only when every part is walked whole in this session
     parts_fresh = all(p["next_seq"] == p["start"] for p in parts) and base.agg is not None
     live = {i: Tally() for i in todo}  # each part's counts and findings in this session
-    unsaved: list[tuple[str, dict[str, Any]]] = []
+    unsaved: Unsaved = []
     since_save = 0
     url = engine.url.render_as_string(hide_password=False)
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
     mpc = mp.get_context(method)
     pipe = mpc.Queue()
 
-    def moved(i: int, pos: int, counts: dict[str, int], found: list[dict[str, Any]],
-              abst: list[dict[str, Any]], failed_hash: bool) -> None:
+    def moved(i: int, pos: int, counts: RowCounts, found: list[Finding],
+              abst: list[Abstention], failed_hash: bool) -> None:
         nonlocal since_save
         t = live[i]
-        delta = counts["rows"] - t.rows
-        t.rows, t.verified = counts["rows"], counts["verified"]
-        t.failed, t.unverified = counts["failed"], counts["unverified"]
+        delta = counts.rows - t.rows
+        t.rows, t.verified = counts.rows, counts.verified
+        t.failed, t.unverified = counts.failed, counts.unverified
         t.findings += found
         t.abstentions += abst
-        unsaved.extend([("finding", f) for f in found] + [("abstention", a) for a in abst])
+        unsaved.extend([*found, *abst])
         parts[i]["next_seq"] = pos
         parts[i]["state"] = {"prev_failed_hash": failed_hash}
         since_save += delta
@@ -290,7 +292,7 @@ def run_parts(engine: Any, ledger_id: str, run_id: int | None, parts: list[dict[
                 final = running.pop(i).get()  # a worker's error is raised here
                 t = live[i]
                 t.agg = final.agg
-                moved(i, parts[i]["end"], final.counts(), final.findings[len(t.findings):],
+                moved(i, parts[i]["end"], final.row_counts(), final.findings[len(t.findings):],
                       final.abstentions[len(t.abstentions):], False)
             elif msg[0] in running:  # (a late message of a finished part: the result has it)
                 moved(*msg)

@@ -5,7 +5,7 @@ Each checkpoint file is judged by :func:`ledger.verify.anchor.check_anchors` wit
 timestamp tokens found for it: a sidecar ``FILE.tsr`` (DER, as ``ledger checkpoint --out
 FILE`` writes it) and those stored in the ledger for that size (a token binds the
 checkpoint text, so the database cannot forge one).  Findings join the report as
-ledger-level findings; ``report["anchors"]`` says, per checkpoint, who cosigned and the
+ledger-level findings; the report's ``anchors`` say, per checkpoint, who cosigned and the
 time every entry it covers was recorded no later than.
 """
 
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.core.cosignature import COSIGNATURE_TYPE
+from ledger.core.finding import Finding
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.cosign import load_vkeys
 from ledger.crypto.timestamp import load_tsa_trust
@@ -38,9 +39,11 @@ def sidecar_tokens(path: str | Path) -> list[dict[str, Any]]:
              "nonce": None}]
 
 
-def apply_anchor_policy(ctx: LedgerContext, report: dict[str, Any], paths: Sequence[str],
-                        policy: AnchorPolicy) -> None:
-    """Judge each checkpoint file and fold findings and ``anchors`` into ``report``."""
+def apply_anchor_policy(ctx: LedgerContext, paths: Sequence[str], policy: AnchorPolicy,
+                        ) -> tuple[list[Finding], list[dict[str, Any]]]:
+    """Judge each checkpoint file: the findings (as reported, each with its
+    ``checkpoint``) and the report's ``anchors``."""
+    findings: list[Finding] = []
     anchors = []
     for path in paths:
         text = Path(path).read_bytes()
@@ -50,11 +53,9 @@ def apply_anchor_policy(ctx: LedgerContext, report: dict[str, Any], paths: Seque
             continue  # already a checkpoint_unverified finding
         tokens = sidecar_tokens(path) + timestamps_of(ctx, size)
         check = check_anchors(text, size, tokens, policy, last_recorded_at(ctx.engine, size))
-        for f in check.findings:
-            report["findings"].append({**f, "checkpoint": path})
+        findings += [Finding.from_json({**f, "checkpoint": path}) for f in check.findings]
         anchors.append({"checkpoint": path, **check.to_dict()})
-    report["anchors"] = anchors
-    report["findings"].sort(key=lambda f: (f["seq"] is None, f["seq"] or 0))
+    return findings, anchors
 
 
 def anchor_policy_from(witness_key_files: list[str], quorum: int | None,
