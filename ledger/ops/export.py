@@ -50,12 +50,7 @@ from ledger.core.entry import hash_hex
 from ledger.core.erasure import RedactionMap
 from ledger.core.note import Checkpoint, parse_checkpoint_body, parse_note
 from ledger.core.tenant import (
-    TenantHead,
-    check_tenant,
-    heads_proof,
-    heads_root,
     parse_extension,
-    sorted_heads,
 )
 from ledger.crypto.bundle_sign import check_note
 from ledger.crypto.jws import sign_manifest
@@ -67,15 +62,15 @@ from ledger.crypto.keys import (
     public_jwk,
     raw_public,
 )
-from ledger.errors import CheckpointError, UsageError
+from ledger.errors import UsageError
 from ledger.ops.checkpoint import StoredTree, anchor_files, latest_checkpoint, make_checkpoint
 from ledger.ops.context import LedgerContext
 from ledger.ops.query import Filters, iter_pages, make_filters, with_window
 from ledger.ops.redaction_map import load_redaction_map
+from ledger.ops.tenant_export import tenant_filters, tenant_section
 from ledger.ops.view import export_line
 from ledger.store import entries as repo
 from ledger.store.db import connect
-from ledger.store.tenants import heads_at
 from ledger.store.tree import read_store
 
 PAGE = 1000
@@ -253,17 +248,10 @@ def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: S
     links prove the rest) or ``every`` (one per entry).  ``tenant``: the tenant's whole
     chain up to the checkpoint, with the proof that it is complete (docs/tenants.md; no
     other filter then).  Raises UsageError (bad arguments, non-empty directory),
-    KeyringError, CheckpointError.
-    """
+    KeyringError, CheckpointError."""
     if proofs not in PROOF_MODES:
         raise UsageError(f"proofs must be one of {', '.join(PROOF_MODES)}", field="proofs")
-    f = filters or Filters()
-    if tenant is not None:
-        check_tenant(tenant)
-        if f != Filters():
-            raise UsageError("a tenant export is the tenant's whole chain: it takes no other "
-                             "filter", code="tenant_export_filtered", field="tenant")
-        f = replace(f, tenant=(tenant,))
+    f = tenant_filters(tenant, filters or Filters())
     out = _prepare_dir(out_dir)
     with connect(ctx.engine) as conn:
         head = repo.read_head(conn)
@@ -306,39 +294,9 @@ def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: S
                    "by_status": dict(counts["by_status"]), "by_kind": dict(counts["by_kind"])},
         "checkpoint": {"size": cp.size, "root_hash": cp.root_hash.hex()},
         "files": {k: files[k] for k in sorted(files)}, "signing_kid": signer.kid,
-    }
-    if section is not None:
-        manifest["tenant"] = section
+        **({} if section is None else {"tenant": section})}
     _write_manifest(ctx, out, signer, manifest)
     return manifest
-
-
-def tenant_section(store: Any, cp: Checkpoint, tenant: str, written: int) -> dict[str, Any]:
-    """The manifest's ``tenant`` object: the tenant's head at the checkpoint and the proof
-    that the checkpoint's tenants line commits to it (docs/tenants.md).  Raises
-    CheckpointError when the entries do not give the heads the checkpoint signed (the
-    ledger changed behind the append path: audit it)."""
-    heads = sorted_heads(TenantHead(t, n, h) for t, n, h in heads_at(store.cur, store.pg,
-                                                                     cp.size))
-    line = parse_extension(cp.extensions)
-    mine = [i for i, h in enumerate(heads) if h.tenant == tenant]
-    count = heads[mine[0]].count if mine else 0
-    section: dict[str, Any] = {
-        "id": tenant, "count": count,
-        "head_hash": hash_hex(heads[mine[0]].head_hash) if mine else None, "heads": None}
-    if line is not None:
-        if line != (len(heads), heads_root(heads)):
-            raise CheckpointError("the tenant heads of the entries are not those the "
-                                  f"checkpoint of size {cp.size} committed to; run ledger audit",
-                                  code="tenant_heads_mismatch")
-        if mine:
-            section["heads"] = {"count": len(heads), "index": mine[0],
-                                "path": [h.hex() for h in heads_proof(heads, mine[0])]}
-    if written != count:
-        raise CheckpointError(f"tenant {tenant} has {written} entries below {cp.size} but its "
-                              f"head counts {count}; run ledger audit",
-                              code="tenant_heads_mismatch")
-    return section
 
 
 @dataclass(frozen=True)
