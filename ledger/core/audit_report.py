@@ -53,7 +53,12 @@ class RowCounts:
     failed: int = 0
     unverified: int = 0
 
+    def __add__(self, other: RowCounts) -> RowCounts:
+        return RowCounts(self.rows + other.rows, self.verified + other.verified,
+                         self.failed + other.failed, self.unverified + other.unverified)
+
     def to_json(self) -> dict[str, int]:
+        """The report's ``summary`` counts."""
         return {"rows": self.rows, "verified": self.verified, "failed": self.failed,
                 "unverified": self.unverified}
 

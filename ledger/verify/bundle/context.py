@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.core.audit_report import RowCounts as RowCounts  # the counts of a walk
 from ledger.core.finding import Disposition
 from ledger.core.note import Checkpoint
 from ledger.core.policy import Policy
@@ -46,21 +47,3 @@ class BundleContext:
             return None
         return Disposition(disp)
 
-
-@dataclass(frozen=True)
-class RowCounts:
-    """Rows by disposition (docs/audit.md: ``rows = verified + failed + unverified``)."""
-
-    rows: int = 0
-    verified: int = 0
-    failed: int = 0
-    unverified: int = 0
-
-    def __add__(self, other: RowCounts) -> RowCounts:
-        return RowCounts(self.rows + other.rows, self.verified + other.verified,
-                         self.failed + other.failed, self.unverified + other.unverified)
-
-    def summary(self) -> dict[str, int]:
-        """The report's ``summary`` counts."""
-        return {"rows": self.rows, "verified": self.verified, "failed": self.failed,
-                "unverified": self.unverified}

@@ -46,7 +46,7 @@ def build_report(ctx: BundleContext, sink: FindingSink, entries: RowCounts,
     """The report: summary, signatures, findings (a disagreement named after the file whose
     digest is bad), abstentions and outcome."""
     m = ctx.manifest
-    summary: dict[str, Any] = entries.summary()
+    summary: dict[str, Any] = dict(entries.to_json())
     summary["key_events"] = key_events.rows
     report = {
         "format": REPORT_FORMAT, "bundle": str(ctx.dir), "ledger_id": m.get("ledger_id"),
