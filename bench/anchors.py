@@ -30,13 +30,13 @@ from ledger.core.cosignature import format_add_checkpoint
 from ledger.crypto.cosign import generate_cosigner, load_vkeys
 from ledger.crypto.keys import Keyring
 from ledger.crypto.timestamp import load_tsa_trust
+from ledger.demo.samples import realistic
 from ledger.ops.checkpoint import (
     AnchorConfig,
     WitnessEndpoint,
     make_anchored_checkpoint,
     make_checkpoint,
 )
-from ledger.ops.samples import realistic
 from ledger.witness.local_tsa import LocalTsa
 
 ORIGIN = "bench.example/anchors"

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from ledger.ops.samples import bench_submission
+from ledger.demo.samples import bench_submission
 
 PG_ADMIN_URL = os.environ.get("LEDGER_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from bench.common import available, pg_url, print_table, sqlite_url
 from ledger import Ledger
+from ledger.demo.samples import bench_submission
 from ledger.ops.audit import AuditOptions
 from ledger.ops.custody import Ask
-from ledger.ops.samples import bench_submission
 
 EVERY = 100  # 1 % of the entries belong to the redacted subject, 1 % to the raw one
 

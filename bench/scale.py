@@ -29,7 +29,7 @@ size:
 ``BatchWriter`` in one ``append_transaction`` per 20,000 entries), so every entry, link,
 payload row and index entry is what an append writes, and the audit passes.  To fill
 fast, the submissions are a pool of ``POOL`` distinct validated submissions of the
-realistic mix (``ledger.ops.samples.realistic``: six engines and shapes) that the fill
+realistic mix (``ledger.demo.samples.realistic``: six engines and shapes) that the fill
 cycles through; each copy gets its own subject (``req-<seq>``) and is sealed again (fresh
 salts, so every payload commitment, envelope and entry hash is distinct), but its
 evidence, preimage and ``proof_ref`` repeat every ``POOL`` entries: an index on
@@ -60,11 +60,11 @@ from ledger.client.reader_tiles import TreeTiles, inclusion_path_from_tiles
 from ledger.core.merkle import leaf_hash, verify_inclusion
 from ledger.core.tiles import HASH_SIZE, TILE_WIDTH, Tile, level_width, parse_tile_path, tree_levels
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import realistic
 from ledger.ops.append import BatchWriter, Prepared, validate_items
 from ledger.ops.audit import AuditOptions, run_audit
 from ledger.ops.checkpoint import inclusion_proof, sync_tree, tree_root
 from ledger.ops.query import make_filters, query
-from ledger.ops.samples import realistic
 from ledger.ops.tiles import entry_bundle, tile_bytes
 from ledger.store.append import append_transaction
 from ledger.store.db import normalize_url

@@ -28,7 +28,7 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
 * ``witness`` (the tlog-witness service) -> ``core``, ``crypto``, ``errors``, ``witness``, its
   own state table ``store/witness_state.py`` and FastAPI/Starlette; never the ledger's
   ``ops``, the facade, ``api`` or ``cli``;
-* ``cli`` and ``api`` import no database library; they and the demo (``demo*.py``) never
+* ``cli`` and ``api`` import no database library; they and the demo (``demo/``) never
   reach into ``Ledger.ctx`` (an attribute access ``.ctx`` anywhere in them): they call the
   facade;
 * a family of ``ops`` (a package ``ops/<family>/``, :data:`FAMILIES`) is used through its
@@ -166,7 +166,7 @@ def layer_of(path: Path, rel: Path | None = None) -> str:
     rel = _rel(path, rel)
     if len(rel.parts) > 1:
         return rel.parts[0]
-    return "demo" if rel.stem.startswith("demo") else rel.stem  # demo.py, demo_anchors.py
+    return "demo" if rel.stem.startswith("demo") else rel.stem  # (a probe named demo_*.py)
 
 
 def _modules() -> list[Path]:

@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from ledger.api.receipts import verify_receipt
 from ledger.core.submission import MAX_SUBMISSION_BYTES
-from ledger.ops.samples import math_verified
+from ledger.demo.samples import math_verified
 from ledger.store.db import make_engine
 from tests.api.server import Server, api  # noqa: F401 - fixture
 

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy.engine import make_url
 
 from ledger.api.auth import POLICY
-from ledger.ops.samples import math_verified
+from ledger.demo.samples import math_verified
 from ledger.ops.tokens import ROLES
 from tests.api.server import (
     Server,

@@ -7,7 +7,7 @@ import random
 
 import httpx
 
-from ledger.ops.samples import math_verified
+from ledger.demo.samples import math_verified
 from tests.api.server import Server, prepare_ledger, start_server, stop_process
 
 

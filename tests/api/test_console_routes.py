@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from ledger.crypto.keys import Keyring, load_public_keys
+from ledger.demo.samples import realistic
 from ledger.facade import Ledger
-from ledger.ops.samples import realistic
 from ledger.verify.proof import open_signed_checkpoint
 from tests import tamper
 from tests.api.server import Server, prepare_ledger, start_server

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from ledger.api.auth import POLICY
-from ledger.ops.samples import math_verified
+from ledger.demo.samples import math_verified
 from ledger.ops.tokens import ROLES
 from tests.api.server import Server, prepare_ledger, start_server, stop_process
 from tests.conftest import ENGINES

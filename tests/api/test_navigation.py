@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from ledger.demo.samples import realistic
 from ledger.facade import Ledger
-from ledger.ops.samples import realistic
 from tests import tamper
 from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import ENGINES, engine_url

@@ -13,6 +13,7 @@ import pytest
 
 from ledger.api.errors import PROBLEM_MEDIA_TYPE, rejection_response
 from ledger.api.schemas import PROBLEM_SCHEMA
+from ledger.demo.samples import math_verified
 from ledger.errors import (
     CATEGORY_STATUS,
     IdempotencyConflict,
@@ -20,7 +21,6 @@ from ledger.errors import (
     SubmissionError,
     SubmissionTooLarge,
 )
-from ledger.ops.samples import math_verified
 from tests.api.server import Server, api  # noqa: F401 - fixture
 
 PROBLEM_MEMBERS = {"type", "title", "status", "detail", "code", "error"}

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from ledger.crypto.keys import Keyring, load_public_keys
+from ledger.demo.samples import math_verified
 from ledger.facade import Ledger
-from ledger.ops.samples import math_verified
 from ledger.verify.proof import verify_consistency_bundle, verify_inclusion_bundle
 from tests.api.server import Server, prepare_ledger, start_server, stop_process
 from tests.conftest import ENGINES, engine_url

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 from ledger.ops.tokens import ROLES
 from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import PG_ADMIN_URL, _psycopg

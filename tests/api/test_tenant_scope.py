@@ -28,7 +28,7 @@ from sqlalchemy import create_engine, text
 from ledger.cli.main import cli
 from ledger.crypto.keys import Keyring
 from ledger.crypto.tokens import ledger_signer
-from ledger.ops.samples import logic_verified, math_verified
+from ledger.demo.samples import logic_verified, math_verified
 from ledger.ops.tokens import ACCESS_TOKEN_TYP, mint_access_token
 from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import ENGINES, engine_url

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from ledger import Ledger
 from ledger.cli.main import cli
 from ledger.clock import FixedClock
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 from tests import tamper as T
 
 SUMMARY = re.compile(r"^audit complete: (\d+) rows, (\d+) verified, (\d+) failed, "

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from ledger import Ledger
 from ledger.cli.main import cli
 from ledger.crypto.keys import Keyring
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 from tests.api.server import ROOT, prepare_ledger
 from tests.conftest import PG_ADMIN_URL, _psycopg
 from tests.store.pgadmin import own_database

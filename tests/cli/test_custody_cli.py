@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from ledger.cli.main import cli
 from ledger.clock import SystemClock
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import math_verified
 from ledger.facade import Ledger
 from ledger.ops.custody import verify_report
-from ledger.ops.samples import math_verified
 
 
 def _ledger(db_url: str, n: int = 3, keys=None) -> list[int]:

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from ledger import Ledger
 from ledger.cli.main import cli
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 
 
 def test_json_array_items_keep_duplicate_key_detection(sqlite_url, tmp_path):

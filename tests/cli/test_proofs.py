@@ -11,8 +11,8 @@ from ledger import Ledger
 from ledger.cli.main import cli
 from ledger.clock import FixedClock
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import realistic
 from ledger.ops.checkpoint import inclusion_bundle
-from ledger.ops.samples import realistic
 
 ORIGIN = "test.ledger/proofs"
 T0 = 1_790_000_000_000_000

@@ -10,9 +10,9 @@ from ledger import Ledger
 from ledger.cli.main import cli
 from ledger.clock import FixedClock
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import realistic
 from ledger.errors import UsageError
 from ledger.ops.checkpoint import consistency_bundle, make_checkpoint
-from ledger.ops.samples import realistic
 
 ORIGIN = "test.ledger/prove"
 T0 = 1_790_000_000_000_000

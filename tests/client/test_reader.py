@@ -33,9 +33,9 @@ from ledger.core.entry import SLOTS
 from ledger.core.note import Checkpoint, format_checkpoint_body
 from ledger.crypto.keys import Keyring
 from ledger.crypto.note_sign import sign_note
+from ledger.demo.samples import math_verified
 from ledger.facade import Ledger
 from ledger.ops.checkpoint import tree_root
-from ledger.ops.samples import math_verified
 from tests.api.server import ROOT
 from tests.client.server import LedgerServer
 from tests.conftest import ENGINES

@@ -190,7 +190,7 @@ def test_tiles_of_a_rewritten_history_are_refused(published, tmp_path, db_url):
         other = tmp_path / "other"
         other.mkdir()
         from ledger import Ledger
-        from ledger.ops.samples import realistic
+        from ledger.demo.samples import realistic
 
         url = f"sqlite:///{other / 'l.db'}"
         with Ledger.init(url, origin=ORIGIN) as B:

@@ -18,9 +18,9 @@ import pytest
 
 from ledger.client import LedgerReader
 from ledger.crypto.keys import Keyring, jwks_public_keys
+from ledger.demo.samples import math_verified
 from ledger.errors import EntryUnverified, ProofError
 from ledger.facade import Ledger
-from ledger.ops.samples import math_verified
 from ledger.verify.proof import verify_inclusion_bundle
 from tests.client.server import LedgerServer
 from tests.conftest import ENGINES

@@ -23,7 +23,7 @@ from ledger.core.audit import ChainAuditor
 from ledger.core.entry import PAYLOAD_MAP_V2, PAYLOAD_TAG, body_hash, entry_hash, genesis_hash
 from ledger.core.policy import load_policy, parse_policy
 from ledger.crypto.trust import row_judge
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 from ledger.ops.trust_store import load_trust_store
 from ledger.store.db import connect
 from ledger.store.entries import iter_entry_pages

@@ -25,8 +25,8 @@ from sqlalchemy import create_engine, inspect, text
 from ledger import Ledger
 from ledger.clock import FixedClock
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import bench_submission
 from ledger.ops.audit import AuditOptions
-from ledger.ops.samples import bench_submission
 
 DATA = Path(__file__).resolve().parent
 ISSUER = "did:qwed:node:test"

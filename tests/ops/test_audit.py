@@ -20,9 +20,9 @@ import ledger.ops.audit.walk as audit_mod
 from ledger import Ledger
 from ledger.clock import FixedClock
 from ledger.core.entry import hash_hex
+from ledger.demo.samples import realistic
 from ledger.errors import UsageError
 from ledger.ops.audit import EXIT_CODES, AuditOptions, AuditReport, run_audit
-from ledger.ops.samples import realistic
 from tests import tamper as T
 
 ROOT = Path(__file__).resolve().parents[2]

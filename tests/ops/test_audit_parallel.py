@@ -15,9 +15,9 @@ from sqlalchemy import text
 import ledger.ops.audit.walk as audit_mod
 from ledger import Ledger
 from ledger.core.finding import Finding, FindingClass
+from ledger.demo.samples import realistic
 from ledger.errors import UsageError
 from ledger.ops.audit import AuditOptions, join_gaps, run_audit, split
-from ledger.ops.samples import realistic
 from tests import tamper as T
 from tests.ops.test_audit import abstained, audit_runs, finding_set, tampered
 

@@ -16,6 +16,7 @@ from ledger.core.merkle import MemoryTree
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring, known_keys
 from ledger.crypto.note_sign import verify_note
+from ledger.demo.samples import realistic
 from ledger.errors import UsageError
 from ledger.ops.checkpoint import (
     CheckpointError,
@@ -29,7 +30,6 @@ from ledger.ops.checkpoint import (
     tree_root,
 )
 from ledger.ops.checkpoint import tree as tree_ops
-from ledger.ops.samples import realistic
 from ledger.store.tree import TreeStore
 from tests import merkle_tamper as tamper
 from tests.chaincheck import recompute_chain

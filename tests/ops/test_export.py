@@ -30,11 +30,11 @@ from ledger.core.bundle import CSV_HEADER, LISTED_FILES, MANIFEST, MANIFEST_JWT
 from ledger.core.entry import PAYLOAD_MAP_V2
 from ledger.core.merkle import leaf_hash, verify_inclusion
 from ledger.crypto.keys import Keyring, KeyringError
+from ledger.demo.samples import realistic
 from ledger.errors import UsageError
 from ledger.ops.checkpoint import latest_checkpoint
 from ledger.ops.export import ExportOptions, export_bundle, signer_from_keyring
 from ledger.ops.query import make_filters
-from ledger.ops.samples import realistic
 from ledger.verify.export import verify_export
 from tests.conftest import ENGINES, engine_url
 from tests.ops.test_query import HOSTILE, hostile_sub, leaky_subs

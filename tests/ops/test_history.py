@@ -8,10 +8,10 @@ import pytest
 
 from ledger import Ledger
 from ledger.clock import FixedClock
+from ledger.demo.samples import realistic
 from ledger.errors import UsageError
 from ledger.ops.audit import AuditOptions
 from ledger.ops.history import FindingSelection
-from ledger.ops.samples import realistic
 from tests import tamper as T
 
 

@@ -17,6 +17,7 @@ from ledger import Ledger
 from ledger.cli.main import cli
 from ledger.clock import FixedClock
 from ledger.crypto.keys import Keyring, load_public_keys
+from ledger.demo.samples import realistic
 from ledger.errors import NotFound, ProofError, UsageError
 from ledger.ops.checkpoint import (
     CheckpointError,
@@ -24,7 +25,6 @@ from ledger.ops.checkpoint import (
     inclusion_bundle,
     make_checkpoint,
 )
-from ledger.ops.samples import realistic
 from ledger.verify.proof import CONSISTENCY_FORMAT, verify_bundle, verify_consistency_bundle
 from tests.verify.test_proof import ORIGIN, T0, flip_hex, flip_signature
 

@@ -18,6 +18,7 @@ import tests.tamper as T
 from ledger import DiagnosticResult, Ledger
 from ledger.cli.main import cli
 from ledger.clock import FixedClock, format_us
+from ledger.demo.samples import realistic
 from ledger.errors import UsageError
 from ledger.ops.query import (
     AGENT_FIELDS,
@@ -28,7 +29,6 @@ from ledger.ops.query import (
     iter_query,
     make_filters,
 )
-from ledger.ops.samples import realistic
 
 T0 = T.FIXTURE_TIME_US
 MINUTE = 60_000_000

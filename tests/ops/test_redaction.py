@@ -12,12 +12,12 @@ from sqlalchemy import create_engine, text
 from ledger.clock import FixedClock, SystemClock
 from ledger.core.retention import DAY_US, parse_retention
 from ledger.crypto.tokens import new_es256_key
+from ledger.demo.samples import attested, math_verified
 from ledger.errors import NotFound, RedactionRefused, UsageError
 from ledger.facade import Ledger
 from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.audit import AuditOptions
 from ledger.ops.custody import Ask, verify_report
-from ledger.ops.samples import attested, math_verified
 from tests.keyrings import ledger_keyring
 
 ISSUER = "did:test:issuer"

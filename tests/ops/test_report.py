@@ -15,8 +15,8 @@ from ledger.cli.main import cli
 from ledger.core.audit_report import AuditRange, AuditReport, RowCounts
 from ledger.core.finding import Abstention, Finding
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import realistic
 from ledger.facade import Ledger
-from ledger.ops.samples import realistic
 from ledger.report import render_html
 from tests import tamper
 

@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import text
 
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import math_verified
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions
 from ledger.ops.export import ExportOptions
-from ledger.ops.samples import math_verified
 from ledger.verify.export import verify_export
 
 TENANTS = ["north", "south", "east", "west"]

@@ -23,9 +23,9 @@ from ledger.core.entry import body_hash, entry_hash, genesis_hash
 from ledger.core.readcheck import ENTRY_HASH_MISMATCH, HASH_NOT_COMMITTED, check_entry
 from ledger.core.tenant import tenant_entry_hash, tenant_genesis
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import math_verified
 from ledger.errors import ProofError
 from ledger.facade import Ledger
-from ledger.ops.samples import math_verified
 from ledger.ops.verified import checked_headers
 from ledger.store.db import connect
 from ledger.store.entries import EntryRow

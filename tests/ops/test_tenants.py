@@ -28,10 +28,10 @@ from ledger.core.tenant import (
     tenant_genesis,
 )
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import math_verified
 from ledger.errors import UsageError
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions
-from ledger.ops.samples import math_verified
 from tests import tamper
 
 

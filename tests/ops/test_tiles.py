@@ -20,8 +20,8 @@ from ledger.core.entry import body_hash, entry_hash
 from ledger.core.merkle import leaf_hash, node_hash
 from ledger.core.tiles import Tile, split_tile
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import realistic
 from ledger.errors import CheckpointError, NotFound
-from ledger.ops.samples import realistic
 
 ORIGIN = "test.example/tiles"
 

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import text
 
 from ledger import Ledger
+from ledger.demo.samples import realistic
 from ledger.errors import TreeIntegrityError, UsageError
 from ledger.ops.checkpoint import StoredTree, sync_tree
-from ledger.ops.samples import realistic
 from ledger.store.tree import read_store
 from tests import merkle_tamper as M
 from tests import tamper as T

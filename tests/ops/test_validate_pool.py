@@ -16,8 +16,8 @@ import pytest
 
 from ledger import Ledger
 from ledger.clock import FixedClock
+from ledger.demo.samples import realistic, rejected_examples
 from ledger.ops.append import pool as A
-from ledger.ops.samples import realistic, rejected_examples
 from ledger.store import codec
 from tests import tamper as T
 

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from ledger.clock import FixedClock
 from ledger.core.readcheck import INDEXED_COLUMNS, check_entry
+from ledger.demo.samples import realistic
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions
 from ledger.ops.custody import Ask
 from ledger.ops.lifecycle import upgrade_schema
 from ledger.ops.query import make_filters
-from ledger.ops.samples import realistic
 from ledger.store import entries as repo
 from tests import tamper as T
 from tests.keyrings import ledger_keyring

@@ -9,11 +9,11 @@ import pytest
 
 from ledger.core.bundle import dump_line
 from ledger.core.entry import PAYLOAD_MAP_V2
+from ledger.demo.samples import realistic
 from ledger.errors import UsageError
 from ledger.facade import Ledger
 from ledger.ops import view
 from ledger.ops.query import make_filters, query
-from ledger.ops.samples import realistic
 from ledger.ops.verified import check_page
 from ledger.store import entries as repo
 

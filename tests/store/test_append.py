@@ -9,8 +9,8 @@ from sqlalchemy import text
 
 from ledger import DiagnosticResult, Ledger
 from ledger.clock import FixedClock
+from ledger.demo.samples import realistic, rejected_examples
 from ledger.errors import NotFound, StoreDataError
-from ledger.ops.samples import realistic, rejected_examples
 from ledger.store import db
 from ledger.store import entries as repo
 from ledger.store.append import append_transaction

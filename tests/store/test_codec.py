@@ -20,8 +20,8 @@ from sqlalchemy import inspect, text
 
 from ledger import Ledger
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import bench_submission
 from ledger.ops.audit import AuditOptions
-from ledger.ops.samples import bench_submission
 from ledger.store import codec
 from ledger.store import entries as repo
 from ledger.store.db import (

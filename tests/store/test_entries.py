@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from ledger import Ledger
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 from ledger.store import db
 from ledger.store import entries as repo
 from tests import tamper as T

@@ -12,9 +12,9 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from ledger.core.canonical import canonical_json
+from ledger.demo.samples import bench_submission
 from ledger.ops.append import commit_redaction, prepare_event
 from ledger.ops.audit import AuditOptions
-from ledger.ops.samples import bench_submission
 from ledger.store import db
 from ledger.store import entries as repo
 from tests import tamper as T

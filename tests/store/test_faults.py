@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import text
 
 from ledger import Ledger
+from ledger.demo.samples import realistic
 from ledger.errors import StoreDataError, StoreUnavailable
-from ledger.ops.samples import realistic
 from ledger.store import db
 from ledger.store.append import append_transaction
 from tests.store.pgadmin import terminate_backends

@@ -19,9 +19,9 @@ from sqlalchemy import text
 from ledger import Ledger
 from ledger.clock import FixedClock
 from ledger.core.merkle import leaf_hash, node_hash
+from ledger.demo.samples import realistic
 from ledger.ops.audit import AuditOptions
 from ledger.ops.lifecycle import upgrade_schema
-from ledger.ops.samples import realistic
 from ledger.store import db
 
 FIXTURE = json.loads((Path(__file__).parent.parent / "data" / "ledger_rev0004.json")

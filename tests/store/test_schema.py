@@ -11,8 +11,8 @@ from sqlalchemy.exc import DBAPIError
 
 from ledger import Ledger
 from ledger.core.entry import genesis_hash, hash_hex
+from ledger.demo.samples import realistic, rejected_examples
 from ledger.errors import NotInitialized
-from ledger.ops.samples import realistic, rejected_examples
 from ledger.store.db import current_revision, make_engine, normalize_url
 from tests.chaincheck import recompute_chain
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 from ledger.store.append import append_transaction
 from ledger.store.tree import TreeStore, read_store
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from ledger.ops.samples import math_verified
+from ledger.demo.samples import math_verified
 from tests.api.server import (
     ROOT,
     Server,

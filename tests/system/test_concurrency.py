@@ -13,7 +13,7 @@ import time
 import pytest
 
 from ledger import Ledger
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 from tests.chaincheck import recompute_chain
 
 pytestmark = pytest.mark.slow
@@ -62,7 +62,7 @@ CRASH_BATCH = 400
 CHILD = """
 import sys
 from ledger import Ledger
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 url = sys.argv[1]
 subs = realistic({n}, seed=3)
 with Ledger.open(url) as L:

@@ -28,8 +28,8 @@ import pytest
 
 from ledger.crypto.keys import Keyring
 from ledger.crypto.tokens import new_es256_key
+from ledger.demo.samples import attested, realistic
 from ledger.facade import Ledger
-from ledger.ops.samples import attested, realistic
 from ledger.store.anchors import COSIGNATURE, AnchorRow, add_anchor
 from tests import tamper
 from tests.api.server import Server, prepare_ledger, start_server

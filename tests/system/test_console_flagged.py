@@ -28,8 +28,8 @@ from sqlalchemy import text
 
 from ledger.crypto.keys import Keyring
 from ledger.crypto.tokens import new_es256_key
+from ledger.demo.samples import attested, realistic
 from ledger.facade import Ledger
-from ledger.ops.samples import attested, realistic
 from tests import tamper
 from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import ENGINES, engine_url

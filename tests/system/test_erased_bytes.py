@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from ledger.demo.samples import math_verified
 from ledger.facade import Ledger
 from ledger.ops.custody import Ask
-from ledger.ops.samples import math_verified
 from tests.keyrings import ledger_keyring
 
 

@@ -25,7 +25,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from ledger.crypto.alert_sign import check_alert
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 from ledger.ops.tokens import ROLES
 from tests import tamper
 from tests.api.server import ROOT, Server, prepare_ledger, start_server, stop_process

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from ledger.clock import SystemClock
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import math_verified
 from ledger.facade import Ledger
 from ledger.ops.custody import Ask
 from ledger.ops.export import ExportOptions
-from ledger.ops.samples import math_verified
 from ledger.verify.export import verify_export
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"

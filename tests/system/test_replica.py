@@ -21,8 +21,8 @@ from click.testing import CliRunner
 
 from ledger.cli.main import cli
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import realistic
 from ledger.facade import Ledger
-from ledger.ops.samples import realistic
 from ledger.ops.tokens import ROLES
 from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import PG_ADMIN_URL

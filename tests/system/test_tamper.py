@@ -24,8 +24,8 @@ from ledger.cli.main import cli
 from ledger.clock import FixedClock
 from ledger.core.canonical import canonical_json
 from ledger.crypto.trust import TrustStore
+from ledger.demo.samples import realistic
 from ledger.ops.audit import AuditOptions, AuditReport, run_audit
-from ledger.ops.samples import realistic
 from ledger.ops.trust import trust_events
 from ledger.ops.trust_store import load_trust_store
 from tests import tamper as T

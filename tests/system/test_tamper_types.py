@@ -21,9 +21,9 @@ from sqlalchemy.exc import OperationalError
 from ledger import Ledger
 from ledger.cli.main import cli
 from ledger.core.entry import SLOTS
+from ledger.demo.samples import realistic
 from ledger.errors import IntegrityError
 from ledger.ops.audit import AuditOptions, run_audit
-from ledger.ops.samples import realistic
 from tests import tamper as T
 from tests.api.server import Server, prepare_ledger, start_server
 

@@ -21,8 +21,8 @@ from sqlalchemy import Connection, text
 from ledger.cli.main import cli
 from ledger.client import EntryUnverified, LedgerReader, ReadUnverified
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import realistic
 from ledger.facade import Ledger
-from ledger.ops.samples import realistic
 from tests import tamper as T
 from tests.api.server import Server, prepare_ledger, start_server, stop_process
 from tests.conftest import ENGINES, engine_url

@@ -16,10 +16,10 @@ from typing import Any
 
 from ledger.crypto.jws import sign_manifest
 from ledger.crypto.keys import Keyring, public_jwk, raw_public
+from ledger.demo.samples import math_verified
 from ledger.facade import Ledger
 from ledger.ops.export import ExportOptions
 from ledger.ops.filters import make_filters
-from ledger.ops.samples import math_verified
 
 PLAN = ["default", "acme", "acme", "globex", "default", "acme", "globex", "globex", "acme",
         "acme"]

@@ -19,8 +19,8 @@ from ledger.clock import FixedClock
 from ledger.core.bundle import ENTRIES, PROOFS, dump_line
 from ledger.core.finding import Disposition
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import realistic
 from ledger.ops.export import ExportOptions
-from ledger.ops.samples import realistic
 from ledger.verify.bundle.context import RowCounts
 from ledger.verify.bundle.proofs import ProofInterval, settle
 from ledger.verify.export import verify_export

@@ -14,7 +14,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from ledger.cli.main import cli
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "export.md"
 

@@ -17,10 +17,10 @@ import pytest
 from ledger import Ledger
 from ledger.clock import FixedClock
 from ledger.crypto.keys import Keyring
+from ledger.demo.samples import bench_submission
 from ledger.ops.append import commit_redaction, prepare_event
 from ledger.ops.export import ExportOptions
 from ledger.ops.filters import make_filters
-from ledger.ops.samples import bench_submission
 from ledger.verify.export import verify_export
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"

@@ -30,8 +30,8 @@ from ledger.crypto.cosign import cosign, cosigner_vkey
 from ledger.crypto.jws import sign_manifest
 from ledger.crypto.keys import Keyring
 from ledger.crypto.trust import TrustStore, check_attestation, jwk_thumbprint
+from ledger.demo.samples import realistic
 from ledger.ops.export import ExportOptions, signer_from_keyring
-from ledger.ops.samples import realistic
 from ledger.store.anchors import COSIGNATURE, AnchorRow, add_anchor
 from ledger.verify.anchor import AnchorPolicy
 from ledger.verify.export import EXIT_CODES, verify_export

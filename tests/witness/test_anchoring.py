@@ -13,6 +13,7 @@ from ledger.crypto.cosign import check_cosignatures
 from ledger.crypto.keys import known_keys
 from ledger.crypto.note_sign import verify_note
 from ledger.crypto.timestamp import load_tsa_trust
+from ledger.demo.samples import realistic
 from ledger.ops.checkpoint import (
     AnchorConfig,
     WitnessEndpoint,
@@ -21,7 +22,6 @@ from ledger.ops.checkpoint import (
     make_checkpoint,
     timestamps_of,
 )
-from ledger.ops.samples import realistic
 from ledger.store.anchors import last_cosigned_size
 from ledger.witness.local_tsa import POLICY
 from tests.witness.conftest import ORIGIN

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from ledger.cli.main import cli
-from ledger.ops.samples import realistic
+from ledger.demo.samples import realistic
 from ledger.witness.local_tsa import POLICY
 from tests.witness.conftest import ORIGIN
 

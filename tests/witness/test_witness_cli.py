@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from ledger import Ledger
 from ledger.core.cosignature import format_add_checkpoint, parse_vkey
 from ledger.crypto.cosign import load_vkeys
+from ledger.demo.samples import realistic
 from ledger.ops.checkpoint import make_checkpoint
-from ledger.ops.samples import realistic
 from ledger.store.witness_state import WitnessState
 from tests.witness.conftest import ORIGIN
 from tests.witness.procs import WitnessProcess

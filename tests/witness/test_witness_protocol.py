@@ -11,8 +11,8 @@ from ledger.core.cosignature import SIZE_CONTENT_TYPE, format_add_checkpoint, pa
 from ledger.core.note import parse_note
 from ledger.crypto.cosign import accept_cosignatures
 from ledger.crypto.note_sign import sign_note
+from ledger.demo.samples import realistic
 from ledger.ops.checkpoint import consistency_proof, make_checkpoint
-from ledger.ops.samples import realistic
 from ledger.store.witness_state import WitnessState
 from tests.witness.conftest import ORIGIN
 from tests.witness.procs import WitnessProcess

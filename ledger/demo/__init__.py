@@ -14,13 +14,13 @@ from ledger.core.entry import SLOTS
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.crypto.keys import Keyring, load_public_keys
 from ledger.crypto.tokens import new_es256_key
-from ledger.demo_anchors import anchored_demo
-from ledger.demo_tour import write_tour_inputs
+from ledger.demo.anchors import anchored_demo
+from ledger.demo.samples import attested, realistic, rejected_examples
+from ledger.demo.tour import write_tour_inputs
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions
 from ledger.ops.custody import Ask, write_report
 from ledger.ops.export import ExportOptions
-from ledger.ops.samples import attested, realistic, rejected_examples
 from ledger.report import write_html
 from ledger.store.layout import pid
 from ledger.verify.export import summary_line as export_line

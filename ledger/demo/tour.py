@@ -22,7 +22,7 @@ from ledger.client.spool import Spool
 from ledger.core.diagnostics import DiagnosticResult
 from ledger.core.qwed_log import entry_hash, entry_hmac
 from ledger.crypto.tokens import new_es256_key
-from ledger.ops.samples import attested, realistic
+from ledger.demo.samples import attested, realistic
 
 ISSUER = "did:qwed:node:prod"  # the tour's `ledger keys trust --issuer`
 ERASED_SUBJECT = "user-4711"  # the tour's `ledger redact --subject`

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from ledger.crypto.keys import Keyring
 from ledger.crypto.timestamp import load_tsa_trust
+from ledger.demo.samples import realistic
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions
 from ledger.ops.checkpoint import AnchorConfig, WitnessEndpoint
-from ledger.ops.samples import realistic
 from ledger.store.layout import pid
 from ledger.verify.anchor import AnchorPolicy
 from ledger.witness.local import LocalWitness
