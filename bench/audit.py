@@ -195,8 +195,8 @@ def audit_rate(url: str, workers: int = 1, attestations: bool = True) -> float:
         t0 = time.perf_counter()
         rep = run_audit(L, AuditOptions(workers=workers, check_attestations=attestations))
         dt = time.perf_counter() - t0
-    assert rep["outcome"] == "passed", rep["summary"]
-    return rep["summary"]["rows"] / dt
+    assert rep.outcome == "passed", rep.summary
+    return rep.summary.rows / dt
 
 
 def _key_and_jwks() -> tuple[Any, dict[str, Any]]:

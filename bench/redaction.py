@@ -48,8 +48,8 @@ def audit_rate(url: str) -> tuple[float, dict[str, Any]]:
         t0 = time.perf_counter()
         rep = led.audit(AuditOptions(check_attestations=False))
         dt = time.perf_counter() - t0
-    assert rep["summary"]["failed"] == 0, rep["findings"][:3]
-    return rep["summary"]["rows"] / dt, rep
+    assert rep.summary.failed == 0, rep.findings[:3]
+    return rep.summary.rows / dt, rep
 
 
 def raw_delete(url: str, n: int) -> float:
@@ -105,7 +105,7 @@ def run(backends: list[str], scale: float = 1.0) -> list[list[Any]]:
                 ours, count = redact_rate(url)
                 after, rep = audit_rate(url)
                 base = raw_delete(url, n)  # last: its deletions are findings, on purpose
-                redacted = sum(1 for a in rep["abstentions"] if a.get("reason") == "redacted")
+                redacted = sum(1 for a in rep.abstentions if a.reason == "redacted")
                 rows.append([kind, f"redact --subject ({count:,} entries, entries/s)", ours,
                              base, ours / base, "-"])
                 rows.append([kind, f"audit rows/s, {redacted:,} payloads redacted vs none",

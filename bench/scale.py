@@ -254,8 +254,8 @@ def audit_rate(L: Ledger, start: int, end: int) -> float:
     t0 = time.perf_counter()
     rep = run_audit(L.ctx, AuditOptions(start=start, end=end))
     dt = time.perf_counter() - t0
-    assert rep["outcome"] == "passed", rep["summary"]
-    return float(rep["summary"]["rows"] / dt)
+    assert rep.outcome == "passed", rep.summary
+    return float(rep.summary.rows / dt)
 
 
 # -- one engine ------------------------------------------------------------------------------
