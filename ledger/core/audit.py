@@ -358,12 +358,14 @@ class ChainAuditor:
                                  "prev_hash does not equal the previous entry's hash",
                                  hash_hex(self.prev_hash), hash_hex(prev)))
         tseq = tseq_of(DEFAULT_TENANT, row.seq, getattr(row, "tseq", None))
-        if self.default_tseq is not None and not _explained(
+        # (a row that fails its own hash is already a finding, and the default link does not
+        # bind tseq: its place is not checked, and the next row's is not either)
+        if own_ok and self.default_tseq is not None and not _explained(
                 tseq - self.default_tseq, self.missing - self.default_missing):
             f.append(Finding("tenant_seq_mismatch", row.seq, REORDERED,
                              f"tseq {tseq} is not the next place in tenant default's chain",
                              self.default_tseq, tseq))
-        self.default_tseq = tseq + 1 if tseq >= 0 else None
+        self.default_tseq = tseq + 1 if tseq >= 0 and own_ok else None
         self.default_missing = self.missing
         self.prev_hash = stored_hash
         self.prev_failed_hash = not own_ok
