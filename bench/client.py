@@ -31,7 +31,7 @@ from bench.service import serving
 from ledger import Ledger
 from ledger.client import LedgerClient, Spool
 from ledger.clock import SystemClock
-from ledger.core.qwed_log import entry_hash, entry_hmac
+from ledger.core.qwed_log import VERIFICATIONLOG_DDL, entry_hash, entry_hmac
 from ledger.crypto.keys import Keyring
 from ledger.crypto.tokens import ledger_signer
 from ledger.ops.qwed_import import import_qwed, read_source
@@ -100,12 +100,7 @@ def _append_rates(port: int, token: str, n: int, tmp: Path) -> list[float]:
 def _qwed_log(path: Path, rows: int) -> None:
     """A QWED-shaped verificationlog of ``rows`` rows over 4 organisations."""
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE verificationlog (id INTEGER PRIMARY KEY, organization_id INTEGER "
-                 "NOT NULL, user_id INTEGER, query VARCHAR NOT NULL, result VARCHAR NOT NULL, "
-                 "is_verified BOOLEAN NOT NULL, domain VARCHAR NOT NULL, timestamp DATETIME NOT "
-                 "NULL, entry_hash VARCHAR, hmac_signature VARCHAR, previous_hash VARCHAR, "
-                 "raw_llm_output VARCHAR, api_key_id INTEGER, verifier_version VARCHAR, "
-                 "admission VARCHAR)")
+    conn.execute(VERIFICATIONLOG_DDL)
     heads: dict[int, str | None] = {}
     batch = []
     for i in range(1, rows + 1):

@@ -27,6 +27,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+# QWED's ``verificationlog`` table with its 8.0 columns, as QWED creates it on SQLite (what the
+# demo's and the benchmark's QWED logs are written into)
+VERIFICATIONLOG_DDL = (
+    "CREATE TABLE verificationlog (id INTEGER PRIMARY KEY, organization_id INTEGER "
+    "NOT NULL, user_id INTEGER, query VARCHAR NOT NULL, result VARCHAR NOT NULL, "
+    "is_verified BOOLEAN NOT NULL, domain VARCHAR NOT NULL, timestamp DATETIME NOT "
+    "NULL, entry_hash VARCHAR, hmac_signature VARCHAR, previous_hash VARCHAR, "
+    "raw_llm_output VARCHAR, api_key_id INTEGER, verifier_version VARCHAR, "
+    "admission VARCHAR)")
 PRE_CALLER = ("organization_id", "user_id", "query", "result", "is_verified", "domain",
               "timestamp", "previous_hash", "raw_llm_output")
 LEGACY = PRE_CALLER[:-1]

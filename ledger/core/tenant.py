@@ -51,7 +51,7 @@ from ledger.core.merkle import (
     inclusion_nodes,
     root_from_inclusion_proof,
 )
-from ledger.errors import TenantError
+from ledger.errors import LedgerError, TenantError
 
 DEFAULT_TENANT = "default"
 TENANT_ENTRY_TAG = b"ledger.entry.tenant.v1\x00"
@@ -170,9 +170,7 @@ def verify_head(head: TenantHead, index: int, count: int, proof: Sequence[bytes]
     """Whether ``head`` is leaf ``index`` of a heads tree of ``count`` leaves with ``root``."""
     try:
         return root_from_inclusion_proof(index, count, head.leaf_hash(), proof) == root
-    except (ValueError, TenantError):
-        return False
-    except Exception:  # noqa: BLE001 -- ProofError and friends: not included
+    except (ValueError, LedgerError):  # a malformed proof or head (ProofError, TenantError)
         return False
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ledger.client.spool import Spool
 from ledger.core.diagnostics import DiagnosticResult
-from ledger.core.qwed_log import entry_hash, entry_hmac
+from ledger.core.qwed_log import VERIFICATIONLOG_DDL, entry_hash, entry_hmac
 from ledger.crypto.tokens import new_es256_key
 from ledger.demo.samples import attested, realistic
 
@@ -109,13 +109,7 @@ def write_qwed_log(path: Path, start: datetime, rounds: int = 4) -> int:
     path.unlink(missing_ok=True)
     conn = sqlite3.connect(path)
     try:
-        conn.execute(
-            "CREATE TABLE verificationlog (id INTEGER PRIMARY KEY, organization_id INTEGER "
-            "NOT NULL, user_id INTEGER, query VARCHAR NOT NULL, result VARCHAR NOT NULL, "
-            "is_verified BOOLEAN NOT NULL, domain VARCHAR NOT NULL, timestamp DATETIME NOT "
-            "NULL, entry_hash VARCHAR, hmac_signature VARCHAR, previous_hash VARCHAR, "
-            "raw_llm_output VARCHAR, api_key_id INTEGER, verifier_version VARCHAR, "
-            "admission VARCHAR)")
+        conn.execute(VERIFICATIONLOG_DDL)
         heads: dict[int, str | None] = {}
         secret = QWED_SECRET.encode()
         rows, n = [], 0

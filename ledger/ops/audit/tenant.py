@@ -33,6 +33,7 @@ from ledger.core.tenant import (
 )
 from ledger.crypto.trust import row_judge
 from ledger.ops.audit.tally import Tally, tally_row
+from ledger.ops.audit.walk import HeadPair, head_finding
 from ledger.ops.context import LedgerContext
 from ledger.ops.filters import make_filters
 from ledger.ops.query import iter_pages
@@ -55,9 +56,9 @@ def audit_tenant(ctx: LedgerContext, tenant: str, *, policy_path: str | None = N
     with connect(ctx.engine) as conn:
         head = repo.read_head(conn)
         end = head.size if head is not None else 0
-        tally, last = _walk(conn, ctx.meta.ledger_id, tenant, end, policy, store)
+        tally, leaves, last = _walk(conn, ctx.meta.ledger_id, tenant, end, policy, store)
         recorded = repo.read_tenant_heads(conn).get(tenant)
-    extra = _head_findings(tenant, recorded, last) + _tree_findings(ctx, tenant, tally.leaves)
+    extra = _head_findings(tenant, recorded, last) + _tree_findings(ctx, tenant, leaves)
     findings = tuple(sorted([*tally.findings, *(f.reported() for f in extra)],
                             key=lambda f: (f.seq is None, f.seq or 0)))
     abstentions = tuple(tally.abstentions)
@@ -69,16 +70,11 @@ def audit_tenant(ctx: LedgerContext, tenant: str, *, policy_path: str | None = N
         tenant=tenant)
 
 
-class _TenantTally(Tally):
-    leaves: dict[int, bytes]
-
-
 def _walk(conn: Any, ledger_id: str, tenant: str, end: int, policy: Policy, store: Any,
-          ) -> tuple[_TenantTally, tuple[int, int, bytes] | None]:
-    """The tenant's rows through the checks; (tally with the leaf of each seq, (seq, tseq,
+          ) -> tuple[Tally, dict[int, bytes], tuple[int, int, bytes] | None]:
+    """The tenant's rows through the checks: (tally, the leaf of each seq, (seq, tseq,
     hash) of its last entry)."""
-    tally = _TenantTally()
-    tally.leaves = {}
+    tally, leaves = Tally(), {}
     genesis = tenant_genesis(ledger_id, tenant)
     auditor = ChainAuditor(ledger_id, 0, genesis, 0, policy,
                            row_judge(store) if store is not None else None,
@@ -90,22 +86,17 @@ def _walk(conn: Any, ledger_id: str, tenant: str, end: int, policy: Policy, stor
         for r, blobs in page:
             tally_row(tally, auditor.check_row(r, blobs), r)
             eh = bytes(r.entry_hash)
-            tally.leaves[r.seq] = leaf_hash(eh) if len(eh) == 32 else b""
+            leaves[r.seq] = leaf_hash(eh) if len(eh) == 32 else b""
             last = (r.seq, r.seq if r.tseq is None else r.tseq, eh)
-    return tally, last
+    return tally, leaves, last
 
 
 def _head_findings(tenant: str, recorded: tuple[int, bytes] | None,
                    last: tuple[int, int, bytes] | None) -> list[Finding]:
-    want = (0, None) if last is None else (last[1] + 1, last[2])
-    got = recorded or (0, None)
-    if got[0] == 0 and want[0] == 0:
-        return []
-    if got != want:
-        return [Finding("tenant_head_mismatch", last[0] if last else 0, FORKED,
-                        f"the head of tenant {tenant} is not its last entry",
-                        f"{got[0]} {got[1].hex() if got[1] else None}",
-                        f"{want[0]} {want[1].hex() if want[1] else None}")]
+    want: HeadPair = (0, None) if last is None else (last[1] + 1, last[2])
+    got: HeadPair = recorded or (0, None)
+    if (got[0] or want[0]) and got != want:
+        return [head_finding(tenant, last[0] if last else 0, got, want, recorded is not None)]
     return []
 
 

@@ -129,16 +129,20 @@ def check_head(conn: Connection, h: repo.Head | None) -> list[Finding]:
                                "the head hash is not the last entry's hash",
                                hash_hex(h.head_hash), hash_hex(last) if last else None))
     tenants = check_tenant_heads(conn, h.size)
-    if out and all(f.message.startswith("the head of tenant default ") for f in tenants) \
-            and not any(t != "default" for t in repo.read_tenant_heads(conn)):
+    if out and {t for t, _ in tenants} | set(repo.read_tenant_heads(conn)) <= {DEFAULT_TENANT}:
         tenants = []  # one tenant: its head is the ledger's head, already reported
-    return out + tenants
+    return out + [f for _, f in tenants]
 
 
-def check_tenant_heads(conn: Connection, size: int) -> list[Finding]:
+# a tenant's head: (count of its entries, the last one's hash; None when it has none)
+HeadPair = tuple[int, "bytes | None"]
+
+
+def check_tenant_heads(conn: Connection, size: int) -> list[tuple[str, Finding]]:
     """Each ``tenant_heads`` row against its tenant's last entry: a rolled-back or forged
-    tenant head would make the next append of that tenant fork its chain."""
-    out: list[Finding] = []
+    tenant head would make the next append of that tenant fork its chain.  (tenant,
+    finding) pairs."""
+    out: list[tuple[str, Finding]] = []
     recorded = repo.read_tenant_heads(conn)
     cur = conn.connection.cursor()
     try:
@@ -146,18 +150,25 @@ def check_tenant_heads(conn: Connection, size: int) -> list[Finding]:
     finally:
         cur.close()
     for tenant in sorted(recorded.keys() | actual.keys()):
-        n, head_hash = recorded.get(tenant, (0, b""))
-        want_n, want_hash = actual.get(tenant, (0, None))
-        if n == 0 and want_n == 0:
-            continue
-        if (n, head_hash) != (want_n, want_hash):
+        got: HeadPair = recorded.get(tenant, (0, None))
+        want: HeadPair = actual.get(tenant, (0, None))
+        if (got[0] or want[0]) and got != want:
             last = repo.tenant_last_before(conn, tenant, size)
-            out.append(Finding("tenant_head_mismatch", last[0] if last else 0, FORKED,
-                               f"the head of tenant {tenant} is not its last entry"
-                               + ("" if tenant in recorded else " (the tenant has no head row)"),
-                               f"{n} {hash_hex(head_hash) if head_hash else None}",
-                               f"{want_n} {hash_hex(want_hash) if want_hash else None}"))
+            out.append((tenant, head_finding(tenant, last[0] if last else 0, got, want,
+                                             tenant in recorded)))
     return out
+
+
+def head_finding(tenant: str, at: int, recorded: HeadPair, actual: HeadPair,
+                 has_row: bool = True) -> Finding:
+    """``tenant_head_mismatch``: the head ``tenant_heads`` records is not the one its
+    entries give (``count hash`` of each)."""
+    def text(pair: HeadPair) -> str:
+        return f"{pair[0]} {hash_hex(pair[1]) if pair[1] else None}"
+    return Finding("tenant_head_mismatch", at, FORKED,
+                   f"the head of tenant {tenant} is not its last entry"
+                   + ("" if has_row else " (the tenant has no head row)"),
+                   text(recorded), text(actual))
 
 
 def run_whole(engine: Any, ledger_id: str, run_id: int | None, start: int, end: int,
