@@ -387,3 +387,21 @@ def test_ledger_audit_tenant_on_the_command_line(db_url, tmp_path):
     assert bad.exit_code == 2 and "tenant" in bad.output
     mixed = runner.invoke(cli, ["--db", db_url, "audit", "--tenant", "acme", "--from", "3"])
     assert mixed.exit_code == 2 and "--from" in mixed.output
+
+
+def test_ledger_export_tenant_refuses_hostile_input(db_url, tmp_path):
+    from click.testing import CliRunner
+
+    from ledger.cli.main import cli
+
+    with Ledger.init(db_url) as ledger:
+        fill(ledger, PLAN)
+        Keyring.load(tmp_path / "keys").generate(ledger.meta.origin, ledger.clock.now_us())
+    runner = CliRunner()
+    base = ["--db", db_url, "export", "--keys", str(tmp_path / "keys")]
+    for args in (["--tenant", "Acme"], ["--tenant", "a" * 64], ["--tenant", "../x"]):
+        got = runner.invoke(cli, [*base, "--out", str(tmp_path / "bad"), *args])
+        assert got.exit_code == 2 and "tenant" in got.output, got.output
+        assert "Traceback" not in got.output and not (tmp_path / "bad" / "manifest.json").exists()
+    ok = runner.invoke(cli, [*base, "--out", str(tmp_path / "ok"), "--tenant", "acme"])
+    assert ok.exit_code == 0, ok.output

@@ -130,3 +130,32 @@ def test_a_subject_is_found_in_v1_rows_and_v2_rows(db_url):
         v1 = [s for s, x in zip(_column("entries", "seq"), subjects) if x == old]
         assert seqs == v1 + [new.seq]
         assert all(r["subject"] == old for r in page.rows)
+
+
+def test_an_old_single_chain_ledger_is_tenant_default_and_exports_complete(db_url, tmp_path):
+    """Revision 0004's ledger upgraded to 0013: its chain is tenant default's (tseq NULL, read
+    as its seq), it audits clean, takes appends of default and of another tenant, and both
+    tenants' exports verify complete (docs/tenants.md, "Migration")."""
+    from ledger.crypto.keys import Keyring
+    from ledger.ops.export import ExportOptions
+    from ledger.verify.export import verify_export
+
+    load_v1_ledger(db_url)
+    upgrade_schema(db_url)
+    ring = Keyring.load(tmp_path / "keys")
+    with Ledger.open(db_url, clock=FixedClock(FIXTURE["clock_us"], 1000)) as L:
+        with L.engine.connect() as conn:
+            assert {t for (t,) in conn.execute(text("SELECT DISTINCT tenant FROM entries"))} \
+                == {"default"}
+        ring.generate(L.meta.origin, L.clock.now_us())
+        subs = realistic(4)
+        assert all(r.ok for r in L.append_many(subs[:2]))
+        assert all(r.ok for r in L.append_many(subs[2:], tenant="acme"))
+        report = L.audit(AuditOptions())
+        assert report.findings == (), report.findings[:3]
+        n = len(FIXTURE["tables"]["entries"]["rows"])
+        for tenant, count in (("default", n + 2), ("acme", 2)):
+            L.export(tmp_path / tenant, ExportOptions(keys=ring.path, tenant=tenant))
+            v = verify_export(tmp_path / tenant, ring.path / "jwks.json")
+            assert v["findings"] == [] and v["complete"] is True, v["findings"][:3]
+            assert v["summary"]["rows"] == count
