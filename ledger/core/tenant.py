@@ -41,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ledger.core.entry import (
+    ENTRY_TAG,
     HASH_SIZE,
     MAX_U63,
     entry_hash,
@@ -102,6 +103,26 @@ def tenant_entry_hash(tenant: str, prev_hash: bytes, seq: int, tseq: int, record
     t = check_tenant(tenant).encode("ascii")
     return hashlib.sha256(TENANT_ENTRY_TAG + prev_hash + _U64.pack(seq) + _U64.pack(tseq)
                           + _U64.pack(recorded_at_us) + bytes([len(t)]) + t + body).digest()
+
+
+@dataclass(frozen=True)
+class LinkParts:
+    """A tenant's link as the byte string ``tag || prev || u64be(seq) || [u64be(tseq)] ||
+    u64be(recorded_at_us) || tail`` that SHA-256 hashes: what a store that computes the
+    link itself (the PostgreSQL one-statement append) needs.  ``binds_tseq`` is False for
+    the default tenant's v1 link."""
+
+    tag: bytes
+    binds_tseq: bool
+    tail: bytes
+
+
+def link_parts(tenant: str, body: bytes) -> LinkParts:
+    """The parts of :func:`tenant_entry_hash` for an entry of ``tenant`` with ``body``."""
+    if tenant == DEFAULT_TENANT:
+        return LinkParts(ENTRY_TAG, False, body)
+    t = check_tenant(tenant).encode("ascii")
+    return LinkParts(TENANT_ENTRY_TAG, True, bytes([len(t)]) + t + body)
 
 
 @dataclass(frozen=True, order=True)

@@ -17,6 +17,7 @@ from ledger.store import layout
 from ledger.store.custody import DOCUMENTS_SQL
 from ledger.store.db import driver_cursor, is_pg, placeholder
 from ledger.store.entries import ENTRY_COLUMNS, Head
+from ledger.store.postgres import APPEND_LOCK_SQL
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ class AppendTxn:
 
     The transaction holds the append lock from its first statement: SQLite
     opens it with ``BEGIN IMMEDIATE`` (the database write lock); PostgreSQL
-    locks the one-row ``head`` table ``FOR UPDATE`` (:meth:`lock_head`).
+    takes the appenders' advisory lock, then locks the one-row ``head`` table ``FOR UPDATE``
+    (:meth:`lock_head`).
     ``cur`` and ``pg`` are shared with ``ledger.store.tree.TreeStore``.
     """
 
@@ -77,6 +79,8 @@ class AppendTxn:
         self.sql = _HOT[pg]
 
     def lock_head(self) -> Head:
+        if self.pg:  # queue first (ledger.store.postgres.APPEND_LOCK_SQL), then the row
+            self.cur.execute(APPEND_LOCK_SQL)
         self.cur.execute(self.sql.lock_head)
         size, head_hash, last = self.cur.fetchone()
         return Head(size, bytes(head_hash), last)

@@ -117,7 +117,7 @@ def test_a_value_the_database_refuses_rejects_its_item_and_not_its_batch_mates(p
         assert res[1].error["code"] == StoreDataError.default_code
         assert StoreDataError("x").http_status == 422
         assert L.head()["size"] == 2
-        single = commit_one_pg(L.engine, L.clock, prepared(1, "x\x00"))
+        single = commit_one_pg(L.engine, L.meta.ledger_id, L.clock, prepared(1, "x\x00"))
         assert single is not None and not single.ok
         assert single.error["code"] == "unstorable_value"
         assert L.head()["size"] == 2

@@ -88,10 +88,9 @@ def append_many(ctx: LedgerContext, submissions: Sequence[Any], *, producer: str
         # one statement for a plain single append; an attested one needs its key
         # events read *after* the lock is taken (one statement sees one snapshot)
         if len(prepared) == 1 and prepared[0].idempotency_key is None and \
-                prepared[0].tenant == DEFAULT_TENANT and \
                 prepared[0].sub is not None and prepared[0].sub.attestation is None and \
                 ctx.engine.dialect.name == "postgresql":
-            one = commit_one_pg(ctx.engine, ctx.clock, prepared[0])
+            one = commit_one_pg(ctx.engine, ctx.ledger_id, ctx.clock, prepared[0])
             committed = [one] if one is not None else []
         if prepared and not committed:
             committed = commit_batch(ctx.engine, ctx.ledger_id, ctx.clock, prepared,

@@ -17,15 +17,13 @@ from sqlalchemy import Engine
 
 from ledger.clock import Clock, format_us
 from ledger.core.entry import (
-    ENTRY_TAG,
     FORMAT_V2,
     SLOTS,
     body_hash,
     column_map,
-    entry_hash,
     hash_hex,
 )
-from ledger.core.tenant import tenant_entry_hash, tenant_genesis
+from ledger.core.tenant import DEFAULT_TENANT, link_parts, tenant_entry_hash, tenant_genesis
 from ledger.crypto.trust import time_problem
 from ledger.errors import (
     IdempotencyConflict,
@@ -65,23 +63,30 @@ def _columns(p: Prepared) -> dict[str, Any]:
             for name, column in column_map(p.kind, p.version).items()}
 
 
-def commit_one_pg(engine: Engine, clock: Clock, p: Prepared) -> AppendResult | None:
-    """One entry, one statement, one round trip (PostgreSQL, no idempotency key, no
-    attestation: an attested entry needs its key events read after the lock is taken,
-    so ``append_many`` sends it to commit_batch).
+def commit_one_pg(engine: Engine, ledger_id: str, clock: Clock, p: Prepared,
+                  ) -> AppendResult | None:
+    """One entry of any tenant, one statement, one round trip (PostgreSQL, no idempotency
+    key, no attestation: an attested entry needs its key events read after the lock is
+    taken, so ``append_many`` sends it to commit_batch).
 
     Returns None — nothing written — when the statement finds no head row to extend;
     the caller then uses commit_batch.  The database's link is checked against
-    ``entry_hash`` before COMMIT (``ledger.store.postgres``); a value the database
+    ``tenant_entry_hash`` before COMMIT (``ledger.store.postgres``); a value the database
     refuses rejects the item.
     """
     row = _columns(p)
     body = body_hash(p.envelope)
     row.update(kind=p.kind, envelope=p.envelope, body_hash=body)
     blobs = p.stored_rows()
+    tenant = p.tenant
+    # the default tenant's head row always exists (created with the ledger, revision 0013);
+    # another tenant's first entry links to its genesis
+    genesis = None if tenant == DEFAULT_TENANT else tenant_genesis(ledger_id, tenant)
     try:
-        got = postgres.append_one(engine, row, blobs, clock.now_us(),
-                                  ENTRY_TAG, lambda prev, seq, t: entry_hash(prev, seq, t, body))
+        got = postgres.append_one(
+            engine, row, blobs, clock.now_us(), link_parts(tenant, body),
+            lambda prev, seq, tseq, t: tenant_entry_hash(tenant, prev, seq, tseq, t, body),
+            tenant=tenant, genesis=genesis)
     except StoreDataError as exc:
         return AppendResult(False, error=exc.to_dict(), index=p.index)
     if got is None:
