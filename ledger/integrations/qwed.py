@@ -164,3 +164,40 @@ class QwedGateway:
         kw.setdefault("meta", self.meta)
         return self.client.append(submission(result, engine=engine, query=query,
                                              recorder=self.recorder, **kw))
+
+
+class OrganisationGateways:
+    """A gateway that serves several QWED organisations: each organisation's results go
+    to its own :class:`QwedGateway`, whose client holds a producer token of that
+    organisation's tenant (``ledger token issue --role producer --tenant T``), so each
+    organisation's results are appended to its tenant's chain (docs/producers.md,
+    "Tenants").
+
+    ``gateways`` maps QWED's ``organization_id`` (an int, or its text) to a gateway.  A
+    result of an organisation that is not mapped is refused with ValueError and nothing is
+    sent: a result is never written into another organisation's tenant by default.
+    """
+
+    def __init__(self, gateways: dict[Any, QwedGateway]) -> None:
+        if not gateways:
+            raise ValueError("map at least one organisation to a gateway")
+        self.gateways = {self._key(org): g for org, g in gateways.items()}
+
+    @staticmethod
+    def _key(organization_id: Any) -> str:
+        if isinstance(organization_id, bool) or \
+                not isinstance(organization_id, (int, str)) or str(organization_id) == "":
+            raise ValueError("organization_id is QWED's organisation id: an int or its text")
+        return str(organization_id)
+
+    def gateway(self, organization_id: Any) -> QwedGateway:
+        """The gateway of an organisation; ValueError for one that is not mapped."""
+        got = self.gateways.get(self._key(organization_id))
+        if got is None:
+            raise ValueError(f"organization_id {organization_id!r} is not mapped to a tenant")
+        return got
+
+    def record(self, result: Any, *, organization_id: Any, engine: str,
+               query: str | None = None, **kw: Any) -> Any:
+        """Append one result of ``organization_id`` through its gateway (its tenant)."""
+        return self.gateway(organization_id).record(result, engine=engine, query=query, **kw)

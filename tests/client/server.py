@@ -39,11 +39,12 @@ class LedgerServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
-    def token(self, role: str = "producer", subject: str = "gateway-1") -> str:
+    def token(self, role: str = "producer", subject: str = "gateway-1",
+              tenant: str | None = None) -> str:
         signer = ledger_signer(Keyring.load(self.keys), self.origin)
         return mint_access_token(signer, role=role, subject=subject, ttl_s=3600,
                                  issuer=self.origin, audience=self.origin,
-                                 now_s=int(time.time()))
+                                 now_s=int(time.time()), tenant=tenant)
 
     def start(self) -> LedgerServer:
         self.starts += 1
