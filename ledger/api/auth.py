@@ -70,7 +70,9 @@ POLICY: dict[str, frozenset[str]] = {
 }
 # The actions a token with a tenant may use: each answers from (or writes to) its tenant
 # only.  Every other action spans the whole ledger and refuses it (``operator_level``).
-TENANT_ACTIONS = frozenset({"append", "read", "checkpoint", "export", "schema"})
+# redact / hold / holds: its tenant's entries and holds only (ledger.ops.custody).
+TENANT_ACTIONS = frozenset({"append", "read", "checkpoint", "export", "schema",
+                            "redact", "hold", "holds"})
 TENANT_SCOPE_CODE = "tenant_scope"
 
 
