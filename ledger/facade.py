@@ -388,18 +388,21 @@ class Ledger:
         """Release the hold ``hold_seq``; the release entry's seq."""
         return custody.hold_release(self.ctx, ask, hold_seq)
 
-    def holds(self) -> dict[int, list[int]]:
-        """hold seq -> held entries, for every hold in force."""
-        return custody.holds_in_force(self.ctx)
+    def holds(self, tenant: str | None = None) -> dict[int, list[int]]:
+        """hold seq -> held entries, for every hold in force (``tenant``: those it sees)."""
+        return custody.holds_in_force(self.ctx, tenant)
 
     def apply_retention(self, policy: custody.RetentionPolicy, *, dry_run: bool = False,
                         producer: str | None = None, role: str = "operator",
                         progress: Callable[[int, int], None] | None = None,
-                        keyring: Keyring | None = None) -> custody.RetentionRun:
-        """Erase what ``policy`` says has expired, signed with ``keyring`` (unless
-        ``dry_run``); ``progress(done, total)`` after each page."""
+                        keyring: Keyring | None = None,
+                        tenant: str | None = None) -> custody.RetentionRun:
+        """Erase what ``policy`` says has expired (of ``tenant``'s entries only, when
+        given), signed with ``keyring`` (unless ``dry_run``); ``progress(done, total)``
+        after each page."""
         return custody.apply_retention(self.ctx, policy, dry_run=dry_run, producer=producer,
-                                       role=role, progress=progress, keyring=keyring)
+                                       role=role, progress=progress, keyring=keyring,
+                                       tenant=tenant)
 
     # -- operations: monitoring and backups (docs/operations.md) ----------------------
     def monitor_status(self, findings: bool = True) -> monitor_ops.Status:

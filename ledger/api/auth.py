@@ -15,10 +15,11 @@ A token is accepted only if all of these hold (anything else is 401):
 - the ``tenant`` claim, when present, is a tenant id (``ledger.core.tenant``) and the role
   is not operator (else 401: a malformed scope is never read as "no scope").
 
-A token with a tenant is scoped to it: it appends to that tenant's chain and every entries
-read answers from that tenant's entries only (an entry of another tenant is answered
-exactly as a missing one).  Actions that cannot be scoped yet refuse it with one 403
-``tenant_scope`` (:data:`TENANT_ACTIONS`, :func:`operator_level`).  A token without a
+A token with a tenant is scoped to it: it appends to that tenant's chain, every entries
+read answers from that tenant's entries only, and custody (redact, hold, holds) reaches its
+tenant's entries only (an entry of another tenant is answered exactly as a missing one).
+Actions that cannot be scoped yet refuse it with one 403 ``tenant_scope``
+(:data:`TENANT_ACTIONS`, :func:`operator_level`).  A token without a
 tenant is operator-level: what every token meant before tenants (docs/http.md, "Tenants").
 
 The trusted JWKS is the ledger keyring's (tokens minted by ``ledger token issue``)
@@ -70,7 +71,9 @@ POLICY: dict[str, frozenset[str]] = {
 }
 # The actions a token with a tenant may use: each answers from (or writes to) its tenant
 # only.  Every other action spans the whole ledger and refuses it (``operator_level``).
-TENANT_ACTIONS = frozenset({"append", "read", "checkpoint", "export", "schema"})
+# redact / hold / holds: its tenant's entries and holds only (ledger.ops.custody).
+TENANT_ACTIONS = frozenset({"append", "read", "checkpoint", "export", "schema",
+                            "redact", "hold", "holds"})
 TENANT_SCOPE_CODE = "tenant_scope"
 
 

@@ -7,6 +7,12 @@
 
 The entries' ``producer`` and ``requested_by`` are the token subject; the role recorded
 is ``custodian``.  Bodies are strict JSON objects with the fields below and nothing else.
+
+A token with a tenant is scoped to it (docs/tenants.md, "Custody per tenant"): it redacts
+and holds its tenant's entries only (another tenant's seq is answered exactly as a missing
+one), its redaction and hold entries join its tenant's chain, it releases the holds placed
+in its tenant, it lists the holds over its tenant's entries, and it may not override the
+operator's minimum retention (403 ``tenant_scope``, field ``override_minimum``).
 """
 
 from __future__ import annotations
@@ -17,10 +23,10 @@ from typing import Any
 from fastapi import APIRouter, Path, Request
 from starlette.concurrency import run_in_threadpool
 
-from ledger.api.auth import Principal, require
+from ledger.api.auth import TENANT_SCOPE_CODE, Principal, require
 from ledger.api.schemas import CUSTODY_ERRORS, READ_ERRORS, custody_body
 from ledger.core.strict import StrictError, closed, loads
-from ledger.errors import BadRequest
+from ledger.errors import BadRequest, Forbidden
 from ledger.ops.custody import Ask, load_retention
 
 router = APIRouter(tags=["custody"])
@@ -56,7 +62,7 @@ async def _body(request: Request, fields: tuple[str, ...]) -> dict[str, Any]:
 
 def _ask(doc: dict[str, Any], principal: Principal) -> Ask:
     return Ask(doc.get("reason"), doc.get("reference"), principal.subject,  # type: ignore[arg-type]
-               "custodian", principal.subject)
+               "custodian", principal.subject, principal.tenant)
 
 
 @router.post("/v1/redactions", summary="Erase payloads through redaction entries",
@@ -68,6 +74,12 @@ async def redact(request: Request, principal: Principal = require("redact")) -> 
     doc = await _body(request, REDACT_FIELDS)
     if doc.get("subject") is None and not doc.get("seqs"):
         raise BadRequest("give subject and/or seqs", code="bad_body", field="seqs")
+    if principal.tenant is not None and doc.get("override_minimum") is not None:
+        raise Forbidden("the minimum retention is the operator's policy: only an "
+                        "operator-level custodian overrides it", code=TENANT_SCOPE_CODE,
+                        field="override_minimum",
+                        detail={"rule": "a token with a tenant may not override the "
+                                        "minimum retention", "refused": "override_minimum"})
     service = request.app.state.service
     ask = _ask(doc, principal)
 
@@ -116,5 +128,5 @@ async def hold_release(request: Request, hold_seq: int = Path(ge=0, le=MAX_SEQ),
 @router.get("/v1/holds", summary="The legal holds in force", responses=READ_ERRORS)
 def holds(request: Request, principal: Principal = require("holds")) -> dict[str, Any]:
     """``{"holds": [{"hold_seq", "entries": [...]}]}``."""
-    got = request.app.state.service.ledger.holds()
+    got = request.app.state.service.ledger.holds(principal.tenant)
     return {"holds": [{"hold_seq": h, "entries": e} for h, e in got.items()]}

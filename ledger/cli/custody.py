@@ -96,14 +96,22 @@ def retention() -> None:
               type=click.Path(dir_okay=False, exists=True), help="The retention policy file.")
 @click.option("--dry-run", is_flag=True, help="List what would be erased; change nothing.")
 @click.option("--producer", default=None, help="Identity recorded as the entries' producer.")
+@click.option("--tenant", default=None, metavar="TENANT",
+              help="Apply the policy to this tenant's entries only; the redaction entries "
+                   "join its chain (default: every tenant's entries, default chain).")
 @keys_dir_option()
 @click.pass_obj
 def retention_apply(obj: CommandObj, policy_path: str, dry_run: bool, producer: str | None,
-                    keys_dir: str) -> None:
+                    tenant: str | None, keys_dir: str) -> None:
     """Erase every payload whose retention period has ended, through redaction entries.
 
     Held entries are skipped.  Resumable: run it again after an interruption.  Prints
-    one JSON line per entry, then a summary on stderr (a progress bar on a TTY)."""
+    one JSON line per entry, then a summary on stderr (a progress bar on a TTY).  A bad
+    --tenant is a usage error (exit 2, field tenant) before anything is read."""
+    from ledger.core.tenant import check_tenant
+
+    if tenant is not None:
+        check_tenant(tenant)
     policy = load_retention(policy_path)
     assert policy is not None  # None only for no path, and --policy is required
     with Ledger.open(obj["db_url"]) as ledger:
@@ -115,7 +123,7 @@ def retention_apply(obj: CommandObj, policy_path: str, dry_run: bool, producer: 
                 bar.update(done - bar.pos)
 
             run = ledger.apply_retention(policy, dry_run=dry_run, producer=producer,
-                                         progress=progress,
+                                         progress=progress, tenant=tenant,
                                          keyring=None if dry_run else Keyring.load(keys_dir))
     for line in run.lines:
         click.echo(dumps(line))

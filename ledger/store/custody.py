@@ -27,6 +27,7 @@ class StoredHead:
     recorded_at: int
     engine: str | None
     envelope: bytes
+    tenant: str = "default"  # the chain it belongs to (ledger.core.tenant)
 
 
 def _chunks(seqs: Sequence[int]) -> Iterable[list[int]]:
@@ -44,10 +45,21 @@ def entry_heads(conn: Connection, seqs: Sequence[int]) -> dict[int, StoredHead]:
     out: dict[int, StoredHead] = {}
     for chunk in _chunks(seqs):
         rows = conn.exec_driver_sql(
-            "SELECT seq, kind, recorded_at, engine, envelope FROM entries "
+            "SELECT seq, kind, recorded_at, engine, envelope, tenant FROM entries "
             f"WHERE seq IN ({_ph(conn, len(chunk))})", tuple(chunk)).fetchall()
-        for seq, kind, t, engine, env in rows:
-            out[seq] = StoredHead(seq, kind, t, engine, bytes(env))
+        for seq, kind, t, engine, env, tenant in rows:
+            out[seq] = StoredHead(seq, kind, t, engine, bytes(env), tenant)
+    return out
+
+
+def tenants_of(conn: Connection, seqs: Sequence[int]) -> dict[int, str]:
+    """seq -> its tenant, for the seqs of ``seqs`` that exist."""
+    out: dict[int, str] = {}
+    for chunk in _chunks(seqs):
+        rows = conn.exec_driver_sql(
+            f"SELECT seq, tenant FROM entries WHERE seq IN ({_ph(conn, len(chunk))})",
+            tuple(chunk)).fetchall()
+        out.update({int(seq): str(tenant) for seq, tenant in rows})
     return out
 
 
@@ -107,20 +119,31 @@ def custody_rows(conn: Connection, start: int, end: int,
     return [(s, k, bytes(env), None if d is None else bytes(d)) for s, k, env, d in rows]
 
 
+def _of_tenant(conn: Connection, tenant: str | None) -> tuple[str, tuple[object, ...]]:
+    """The SQL condition (and its argument) keeping the rows of ``tenant`` (None: all)."""
+    if tenant is None:
+        return "", ()
+    return f" AND tenant = {placeholder(is_pg(conn))}", (tenant,)
+
+
 def result_heads_before(conn: Connection, cutoff_us: int, after: int, limit: int,
-                        ) -> list[StoredHead]:
-    """One keyset page of result entries recorded before ``cutoff_us`` with seq > ``after``."""
+                        tenant: str | None = None) -> list[StoredHead]:
+    """One keyset page of result entries recorded before ``cutoff_us`` with seq > ``after``
+    (of ``tenant`` only, when given)."""
     ph = placeholder(is_pg(conn))
+    cond, arg = _of_tenant(conn, tenant)
     rows = conn.exec_driver_sql(
-        "SELECT seq, kind, recorded_at, engine, envelope FROM entries "
-        f"WHERE kind = 'result' AND seq > {ph} AND recorded_at < {ph} ORDER BY seq "
-        f"LIMIT {int(limit)}", (after, cutoff_us)).fetchall()
-    return [StoredHead(s, k, t, e, bytes(env)) for s, k, t, e, env in rows]
+        "SELECT seq, kind, recorded_at, engine, envelope, tenant FROM entries "
+        f"WHERE kind = 'result' AND seq > {ph} AND recorded_at < {ph}{cond} ORDER BY seq "
+        f"LIMIT {int(limit)}", (after, cutoff_us, *arg)).fetchall()
+    return [StoredHead(s, k, t, e, bytes(env), tn) for s, k, t, e, env, tn in rows]
 
 
-def count_results_before(conn: Connection, cutoff_us: int) -> int:
-    """How many result entries were recorded before ``cutoff_us``."""
+def count_results_before(conn: Connection, cutoff_us: int, tenant: str | None = None) -> int:
+    """How many result entries were recorded before ``cutoff_us`` (of ``tenant`` only, when
+    given)."""
     ph = placeholder(is_pg(conn))
+    cond, arg = _of_tenant(conn, tenant)
     return int(conn.exec_driver_sql(
-        f"SELECT count(*) FROM entries WHERE kind = 'result' AND recorded_at < {ph}",
-        (cutoff_us,)).scalar_one())
+        f"SELECT count(*) FROM entries WHERE kind = 'result' AND recorded_at < {ph}{cond}",
+        (cutoff_us, *arg)).scalar_one())

@@ -134,25 +134,39 @@ def test_holds_over_http(api: Server) -> None:
 
 
 @pytest.mark.slow
-def test_no_server_errors_on_generated_custody_requests(tmp_path) -> None:
-    """Schemathesis over the custody operations with a custodian token, on a server of its
+@pytest.mark.parametrize("tenant", [None, "acme"])
+def test_no_server_errors_on_generated_custody_requests(tmp_path, tenant: str | None) -> None:
+    """Schemathesis over the custody operations with a custodian token (operator-level, or
+    of the tenant acme while the ledger also holds entries of globex), on a server of its
     own (generated requests really redact and hold; the shared servers stay untouched)."""
     import shutil
     import subprocess
     import sys
+    import time
     from pathlib import Path
 
     import httpx
+
+    from ledger.crypto.keys import Keyring
+    from ledger.crypto.tokens import ledger_signer
+    from ledger.ops.tokens import mint_access_token
 
     url, keys, origin = f"sqlite:///{tmp_path / 'ledger.db'}", tmp_path / "keys", "t.example/c"
     prepare_ledger(url, keys, origin)
     proc, base = start_server(url, keys, tmp_path / "serve.log")
     try:
         srv = Server("sqlite", url, keys, origin, proc, base, tmp_path / "serve.log")
+        def token_of(role: str, of: str | None) -> str:
+            signer = ledger_signer(Keyring.load(keys), origin)
+            return mint_access_token(signer, role=role, subject=f"{role}-{of}", ttl_s=3600,
+                                     issuer=origin, audience=origin, now_s=int(time.time()),
+                                     tenant=of)
+
         for i in range(3):
-            srv.tokens["producer"] = srv.token("producer", "p")
-            _append(srv, f"s{i}", 1)
-        token = srv.token("custodian", "c")
+            for of in ("acme", "globex", None):
+                srv.tokens["producer"] = token_of("producer", of)
+                _append(srv, f"s{i}-{of}", 1)
+        token = token_of("custodian", tenant)
         schema = httpx.get(base + "/openapi.json", headers={"Authorization": f"Bearer {token}"})
         (tmp_path / "openapi.json").write_bytes(schema.content)
         exe = shutil.which("schemathesis", path=str(Path(sys.executable).parent))

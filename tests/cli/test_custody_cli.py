@@ -112,6 +112,29 @@ def test_minimum_retention_and_retention_apply(db_url, tmp_path):
     assert _lines(again.stdout) == []
 
 
+def test_retention_apply_for_one_tenant(db_url, tmp_path):
+    keys = tmp_path / "keys"
+    _ledger(db_url, keys=keys)
+    with Ledger.open(db_url) as lg:
+        mine = [r.seq for r in lg.append_many([math_verified(7, random.Random(7))],
+                                              tenant="acme")]
+    policy = tmp_path / "retention.json"
+    policy.write_text(json.dumps({"format": "ledger-retention/1", "rules": [
+        {"id": "meta-now", "payloads": ["meta"], "erase_after_days": 0}]}))
+    for bad in ("Acme", "", "a" * 64):
+        refused = _run(db_url, "retention", "apply", "--policy", str(policy), "--tenant", bad,
+                       keys=keys)
+        assert refused.exit_code == 2 and "tenant" in refused.stderr, refused.output
+    run = _run(db_url, "retention", "apply", "--policy", str(policy), "--tenant", "acme",
+               keys=keys)
+    assert run.exit_code == 0, run.output
+    assert [x["seq"] for x in _lines(run.stdout)] == mine
+    with Ledger.open(db_url) as lg:
+        assert lg.get(mine[0])["payloads"]["meta"]["text"] is None
+        assert lg.get(0)["payloads"]["meta"]["text"] is not None
+        assert lg.audit_tenant("acme").findings == ()
+
+
 def test_audit_with_the_ledger_key_tells_a_forged_redaction_from_a_lawful_one(db_url, tmp_path):
     from ledger.core.redaction import build_request
     from ledger.ops.append import commit_redaction

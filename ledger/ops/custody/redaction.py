@@ -7,6 +7,13 @@ legal hold, a payload still under its minimum retention without an override), an
 appends the ``redaction`` entries and deletes the payload bytes in ONE transaction
 (``ledger.ops.append.commit_redaction``).  ``hold_add`` / ``hold_release`` append
 ``hold`` entries.  docs/redaction.md has the model.
+
+An ``Ask`` with a ``tenant`` is scoped to it (docs/tenants.md, "Custody per tenant"): only
+that tenant's entries are targets (another tenant's seq is answered exactly as a seq that
+does not exist, a subject resolves to the tenant's entries only), its redaction and hold
+entries join that tenant's chain, and it releases only the holds placed in its tenant.
+An ``Ask`` without a tenant is operator-level: every tenant's entries, entries of the
+default tenant's chain.
 """
 
 from __future__ import annotations
@@ -29,10 +36,11 @@ from ledger.core.redaction import (
     payload_names,
 )
 from ledger.core.retention import RetentionPolicy
+from ledger.core.tenant import DEFAULT_TENANT, check_tenant
 from ledger.crypto.keys import Keyring
 from ledger.crypto.redaction_sign import sign_request
 from ledger.crypto.tokens import JwtSigner, ledger_signer
-from ledger.errors import KeyringError, NotFound, RedactionRefused, UsageError
+from ledger.errors import Forbidden, KeyringError, NotFound, RedactionRefused, UsageError
 from ledger.ops.append import (
     Prepared,
     check_producer,
@@ -86,6 +94,12 @@ class Ask:
     requested_by: str | None = None
     role: str = "operator"
     producer: str | None = None
+    tenant: str | None = None  # None: operator-level (every tenant; default chain)
+
+    @property
+    def chain(self) -> str:
+        """The tenant whose chain the entries of this ask join."""
+        return self.tenant if self.tenant is not None else DEFAULT_TENANT
 
 
 def _check_ask(ask: Ask, code: str = "bad_redaction") -> None:
@@ -93,6 +107,8 @@ def _check_ask(ask: Ask, code: str = "bad_redaction") -> None:
     check_text(ask.reference, "reference", required=False, code=code)
     check_text(ask.requested_by, "requested_by", required=False, code=code)
     check_producer(ask.producer)
+    if ask.tenant is not None:
+        check_tenant(ask.tenant)
     if ask.role not in ROLES:
         raise UsageError(f"role must be one of {', '.join(ROLES)}", code="bad_role",
                          field="role")
@@ -138,24 +154,40 @@ def _check_holds_in(txn: AppendTxn, seqs: Sequence[int]) -> None:
     refuse_held(_holds_of(txn.documents("hold")), seqs)
 
 
-def resolve_seqs(conn: Any, subject: str | None, seqs: Iterable[int]) -> list[int]:
-    """The target seqs: every result entry of ``subject`` and the given ``seqs``."""
+def resolve_seqs(conn: Any, subject: str | None, seqs: Iterable[int],
+                 tenant: str | None = None) -> list[int]:
+    """The target seqs: every result entry of ``subject`` (of ``tenant`` only, when given)
+    and the given ``seqs`` (checked against the tenant by the caller, as a missing seq)."""
     out = set(seqs)
     if subject is not None:
         check_text(subject, "subject", required=True)
         size = entries.read_head(conn).size  # type: ignore[union-attr]
-        out.update(entries.subject_seqs(conn, subject, end=size))
+        found = entries.subject_seqs(conn, subject, end=size)
+        if tenant is not None:
+            mine = custody.tenants_of(conn, found)
+            found = [s for s in found if mine.get(s) == tenant]
+        out.update(found)
     return sorted(out)
+
+
+def heads_of(conn: Any, seqs: Sequence[int], tenant: str | None) -> dict[int, Any]:
+    """seq -> stored head of the seqs that exist, and are ``tenant``'s when it is given:
+    another tenant's entry is left out exactly as a seq that does not exist."""
+    heads = custody.entry_heads(conn, seqs)
+    if tenant is None:
+        return heads
+    return {s: h for s, h in heads.items() if h.tenant == tenant}
 
 
 def plan(ctx: LedgerContext, conn: Any, seqs: Sequence[int], names: tuple[str, ...] | None,
          *, keep_attestation: bool = False, retention: RetentionPolicy | None = None,
-         override_minimum: str | None = None, holds: Holds | None = None) -> list[Target]:
+         override_minimum: str | None = None, holds: Holds | None = None,
+         tenant: str | None = None) -> list[Target]:
     """The erasures a redaction of ``seqs`` (``names``: None = all) performs.  Raises
-    NotFound (no such entry), UsageError (not a result entry; a named payload that no
-    target commits to), RedactionRefused (a legal hold; a minimum retention without
-    override)."""
-    heads = custody.entry_heads(conn, seqs)
+    NotFound (no such entry, or one not of ``tenant`` when it is given), UsageError (not a
+    result entry; a named payload that no target commits to), RedactionRefused (a legal
+    hold; a minimum retention without override)."""
+    heads = heads_of(conn, seqs, tenant)
     present = custody.present_slots(conn, seqs)
     holds = holds if holds is not None else load_holds(conn)
     now = ctx.clock.now_us()
@@ -233,9 +265,11 @@ def redaction_signer(ctx: LedgerContext, keyring: Keyring | None) -> JwtSigner:
 
 
 def prepare_redaction(req: RedactionRequest, ask: Ask) -> tuple[Prepared, list[tuple[int, str]]]:
-    """The redaction entry of ``req`` and its erasures ((seq, payload name) pairs)."""
+    """The redaction entry of ``req`` (in the chain of ``ask.chain``) and its erasures
+    ((seq, payload name) pairs)."""
     p = prepare_event("redaction", {"producer": ask.producer, "role": ask.role}, "request",
                       req.to_doc())
+    p.tenant = ask.chain
     return p, req.pairs()
 
 
@@ -269,11 +303,12 @@ def redact(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
     check_text(override_minimum, "override_minimum", required=False)
     names = payload_names(payloads)
     with connect(ctx.engine) as conn:
-        seqs = resolve_seqs(conn, subject, seqs)
+        seqs = resolve_seqs(conn, subject, seqs, ask.tenant)
         if not seqs:
             raise _nothing_matched(subject, "erase")
         targets = plan(ctx, conn, seqs, names, keep_attestation=keep_attestation,
-                       retention=retention, override_minimum=override_minimum)
+                       retention=retention, override_minimum=override_minimum,
+                       tenant=ask.tenant)
     reqs = requests_for(targets, ask, keep_attestation=keep_attestation,
                         override_minimum=override_minimum)
     out = RedactionOutcome(dry_run, targets, reqs)
@@ -299,13 +334,14 @@ def hold_add(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
              seqs: Iterable[int] = ()) -> int:
     """Put the result entries of ``subject`` and/or ``seqs`` under a legal hold; returns
     the hold entry's seq.  The subject is resolved to the seqs existing now (its text is
-    not stored).  Raises UsageError / NotFound."""
+    not stored).  With ``ask.tenant``, only that tenant's entries (another tenant's seq is
+    answered as a missing one).  Raises UsageError / NotFound."""
     _check_ask(ask, "bad_hold")
     with connect(ctx.engine) as conn:
-        targets = resolve_seqs(conn, subject, seqs)
+        targets = resolve_seqs(conn, subject, seqs, ask.tenant)
         if not targets:
             raise _nothing_matched(subject, "hold")
-        heads = custody.entry_heads(conn, targets)
+        heads = heads_of(conn, targets, ask.tenant)
     for seq in targets:
         if seq not in heads:
             raise NotFound(f"no entry with seq {seq}", code="no_such_entry", field="seq")
@@ -318,10 +354,25 @@ def hold_add(ctx: LedgerContext, ask: Ask, *, subject: str | None = None,
 
 def hold_release(ctx: LedgerContext, ask: Ask, hold_seq: int) -> int:
     """Release the hold entry ``hold_seq``; returns the release entry's seq.  Raises
-    NotFound when ``hold_seq`` is not a hold in force."""
+    NotFound when ``hold_seq`` is not a hold in force.  With ``ask.tenant``, only a hold
+    placed in that tenant is released: another tenant's hold is answered as "not a hold
+    entry"; an operator-level hold over the tenant's entries (which the tenant sees in its
+    list) is refused with Forbidden ``tenant_scope``."""
     _check_ask(ask, "bad_hold")
     with connect(ctx.engine) as conn:
         holds = load_holds(conn)
+        placed = custody.tenants_of(conn, [hold_seq]).get(hold_seq)
+        if ask.tenant is not None and placed != ask.tenant:
+            visible = placed is not None and holds.in_force(hold_seq) and \
+                hold_seq in _visible(conn, holds, ask.tenant)
+            if visible:
+                raise Forbidden(f"hold {hold_seq} was placed by an operator-level custodian: "
+                                "only an operator-level token releases it",
+                                code="tenant_scope", field="hold_seq",
+                                detail={"rule": "a token with a tenant releases only the "
+                                                "holds placed in its tenant"})
+            raise NotFound(f"entry {hold_seq} is not a hold entry", code="no_such_hold",
+                           field="hold_seq")
     if not holds.in_force(hold_seq):
         why = f"already released by {holds.released[hold_seq]}" \
             if hold_seq in holds.released else "not a hold entry"
@@ -333,14 +384,31 @@ def hold_release(ctx: LedgerContext, ask: Ask, hold_seq: int) -> int:
 def _append_hold(ctx: LedgerContext, order: Any, ask: Ask) -> int:
     p = prepare_event("hold", {"action": order.action, "producer": ask.producer,
                                "role": ask.role}, "order", order.to_doc())
+    p.tenant = ask.chain
     res = commit_batch(ctx.engine, ctx.ledger_id, ctx.clock, [p])[0]
     if not res.ok:
         raise UsageError(str((res.error or {}).get("message")), code="hold_refused")
     return res.seq  # type: ignore[return-value]
 
 
-def holds_in_force(ctx: LedgerContext) -> dict[int, list[int]]:
-    """hold seq -> the entries it holds, for every hold in force."""
+def holds_in_force(ctx: LedgerContext, tenant: str | None = None) -> dict[int, list[int]]:
+    """hold seq -> the entries it holds, for every hold in force.  With ``tenant``: the
+    holds placed in that tenant or holding any of its entries, each with the tenant's
+    entries only (nothing of another tenant: not its holds, not its held entries)."""
     with connect(ctx.engine) as conn:
         holds = load_holds(conn)
-    return {h: list(t) for h, t in sorted(holds.active.items())}
+        if tenant is None:
+            return {h: list(t) for h, t in sorted(holds.active.items())}
+        return _visible(conn, holds, tenant)
+
+
+def _visible(conn: Any, holds: Holds, tenant: str) -> dict[int, list[int]]:
+    """The holds in force that ``tenant`` sees (see ``holds_in_force``)."""
+    seqs = {s for h, t in holds.active.items() for s in (h, *t)}
+    of = custody.tenants_of(conn, sorted(seqs))
+    out: dict[int, list[int]] = {}
+    for h, targets in sorted(holds.active.items()):
+        mine = [s for s in targets if of.get(s) == tenant]
+        if mine or of.get(h) == tenant:
+            out[h] = mine
+    return out

@@ -5,6 +5,10 @@ keyset pages, plans each page like a redaction (held entries and payloads alread
 are skipped, never refused), and commits each page's erasures as redaction entries in
 one transaction.  It is resumable by construction: a rerun after an interruption finds
 the payloads already erased and goes on with the rest.
+
+With a ``tenant`` the walk reads that tenant's result entries only and its redaction
+entries join that tenant's chain (docs/tenants.md, "Custody per tenant"); without one it
+walks every tenant's entries and its redaction entries join the default chain.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from ledger.core.digest import digest_text
 from ledger.core.entry import SLOTS
 from ledger.core.retention import DAY_US, RetentionPolicy, parse_retention
+from ledger.core.tenant import check_tenant
 from ledger.crypto.keys import Keyring
 from ledger.crypto.tokens import JwtSigner
 from ledger.errors import RedactionRefused, UsageError
@@ -69,10 +74,14 @@ class RetentionRun:
 def apply_retention(ctx: LedgerContext, policy: RetentionPolicy, *, dry_run: bool = False,
                     producer: str | None = None, role: str = "operator",
                     progress: Callable[[int, int], None] | None = None,
-                    keyring: Keyring | None = None) -> RetentionRun:
-    """Erase every payload whose erase-after has passed (see the module docstring).
-    ``progress(done, total)`` after each page.  The redaction entries are signed by the
-    ledger key of ``keyring`` (required unless ``dry_run``)."""
+                    keyring: Keyring | None = None, tenant: str | None = None,
+                    ) -> RetentionRun:
+    """Erase every payload whose erase-after has passed (see the module docstring), of the
+    entries of ``tenant`` only when it is given.  ``progress(done, total)`` after each
+    page.  The redaction entries are signed by the ledger key of ``keyring`` (required
+    unless ``dry_run``)."""
+    if tenant is not None:
+        check_tenant(tenant)
     signer = None if dry_run else redaction_signer(ctx, keyring)
     now = ctx.clock.now_us()
     run = RetentionRun(dry_run)
@@ -81,14 +90,14 @@ def apply_retention(ctx: LedgerContext, policy: RetentionPolicy, *, dry_run: boo
         return run
     cutoff = now - min(days) * DAY_US
     ask = Ask(f"retention policy ({policy.source}): erase after the retention period",
-              "ledger-retention/1", None, role, producer)
+              "ledger-retention/1", None, role, producer, tenant)
     with connect(ctx.engine) as conn:
-        total = custody.count_results_before(conn, cutoff)
+        total = custody.count_results_before(conn, cutoff, tenant)
     after = -1
     while True:
         for attempt in range(RACE_RETRIES + 1):
             with connect(ctx.engine) as conn:
-                heads = custody.result_heads_before(conn, cutoff, after, PAGE)
+                heads = custody.result_heads_before(conn, cutoff, after, PAGE, tenant)
                 if not heads:
                     return run
                 seqs = [h.seq for h in heads]
