@@ -200,7 +200,8 @@ EXPLANATIONS: dict[str, Explanation] = {
     "redaction_role_invalid": _E(MEDIUM, "The redaction was not made by a custodian or an "
                                  "operator.", _CUSTODY),
     "redaction_target_invalid": _E(MEDIUM, "A redaction target does not exist, is not a "
-                                   "result, or is not earlier than the redaction.", _CUSTODY),
+                                   "result, is not earlier than the redaction, or belongs to "
+                                   "another tenant than the redaction's.", _CUSTODY),
     "redaction_of_held_entry": _E(MEDIUM, "A redaction erased an entry under a legal hold in "
                                   "force.", "Tell the person responsible for the hold: data "
                                   "under hold was erased. " + _CUSTODY),
@@ -220,8 +221,9 @@ EXPLANATIONS: dict[str, Explanation] = {
                        _CUSTODY),
     "hold_role_invalid": _E(MEDIUM, "The hold was not placed by a custodian or an operator.",
                             _CUSTODY),
-    "hold_target_invalid": _E(MEDIUM, "A held entry does not exist, is not a result or is not "
-                              "earlier; or a release names no hold in force.", _CUSTODY),
+    "hold_target_invalid": _E(MEDIUM, "A held entry does not exist, is not a result, is not "
+                              "earlier or belongs to another tenant than the hold's; or a "
+                              "release names no hold in force.", _CUSTODY),
     # -- attestations
     **{code: _E(HIGH, text, _ATT) for code, text in {
         "attestation_malformed": "The stored attestation token does not decode.",

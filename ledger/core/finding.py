@@ -289,7 +289,9 @@ AUDIT_CODES: dict[str, CodeDoc] = {
         "the envelope's `role` is not `custodian` or `operator` (allowed / role)"),
     "redaction_target_invalid": _C(_K.CONTRACT_VIOLATION, "the redaction",
         "a target does not exist, is not a result entry, or is not earlier than the "
-        "redaction (`result` / the target's kind)"),
+        "redaction (`result` / the target's kind); or, for a redaction in the chain of a "
+        "tenant other than `default`, is not that tenant's entry (the tenant / `another "
+        "tenant`)"),
     "redaction_of_held_entry": _C(_K.POLICY_VIOLATION, "the redaction",
         "a target was under a legal hold in force at the redaction (null / the hold seqs)"),
     "redaction_signature_invalid": _C(_K.SIGNATURE_INVALID, "the redaction",
@@ -309,7 +311,8 @@ AUDIT_CODES: dict[str, CodeDoc] = {
     "hold_role_invalid": _C(_K.POLICY_VIOLATION, "the hold",
         "the envelope's `role` is not `custodian` or `operator`"),
     "hold_target_invalid": _C(_K.CONTRACT_VIOLATION, "the hold",
-        "a held entry does not exist, is not a result entry or is not earlier; or a "
+        "a held entry does not exist, is not a result entry or is not earlier, or (a hold "
+        "in the chain of a tenant other than `default`) is not that tenant's entry; or a "
         "release names no hold in force"),
     "payload_digest_mismatch": _C(_K.PAYLOAD_MODIFIED, "the row",
         "a payload's bytes do not hash to its digest (digest / actual)"),

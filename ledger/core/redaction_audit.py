@@ -2,9 +2,12 @@
 
 A walk over the redaction and hold entries in seq order: each document must parse
 (``ledger-redaction/2`` or ``/1``, ``ledger-hold/1``), be asked for by an allowed role, name only
-result entries earlier than itself, and a redaction must not name an entry under a legal
-hold in force at its seq.  Whether the erased bytes are really gone (or still there) is
-the per-row payload check's business (``redacted`` / ``redaction_not_applied``).  Pure.
+result entries earlier than itself -- of its own tenant, when it is in the chain of a tenant
+other than ``default`` (a tenant's custodian acts on its tenant's entries only; the operator's
+custody entries are in the default chain and may name any) -- and a redaction must not name an
+entry under a legal hold in force at its seq.  Whether the erased bytes are really gone (or
+still there) is the per-row payload check's business (``redacted`` /
+``redaction_not_applied``).  Pure.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from ledger.core.finding import FINDING_CODES, Finding, FindingClass
 from ledger.core.redaction import ROLES, Holds, parse_hold, parse_request, read_order
+from ledger.core.tenant import DEFAULT_TENANT
 from ledger.errors import UsageError
 
 # the codes of this walk, each with its class from the registry (ledger.core.finding)
@@ -34,6 +38,11 @@ class CustodyEntry:
     kind: str
     envelope: dict[str, Any]
     document: bytes | None
+    tenant: str = DEFAULT_TENANT  # the chain the entry is in
+
+
+TenantOf = Callable[[int], "str | None"]  # seq -> the tenant of that entry (None: no entry)
+Target = Callable[[int, str], "Finding | None"]  # (target seq, code) -> its finding
 
 
 def _f(code: str, seq: int, message: str, expected: Any = None, actual: Any = None) -> Finding:
@@ -41,17 +50,20 @@ def _f(code: str, seq: int, message: str, expected: Any = None, actual: Any = No
 
 
 def check_custody(entries: Iterable[CustodyEntry], kind_of: Callable[[int], str | None],
-                  ) -> list[Finding]:
+                  tenant_of: TenantOf | None = None) -> list[Finding]:
     """Findings about the redaction and hold entries of ``entries`` (seq order).
     ``kind_of(seq)`` is the stored kind of an entry (None: no such entry).  A document
-    that is not stored is the payload check's finding, not one of these."""
+    that is not stored is the payload check's finding, not one of these.  ``tenant_of(seq)``
+    is the tenant of an entry (None: not checked)."""
     holds = Holds()
     out: list[Finding] = []
     for e in entries:
+        def target(seq: int, code: str, e: CustodyEntry = e) -> Finding | None:
+            return _target(e, seq, kind_of, code, tenant_of)
         if e.kind == "hold":
-            out += _check_hold(e, holds, kind_of)
+            out += _check_hold(e, holds, target)
         elif e.kind == "redaction":
-            out += _check_redaction(e, holds, kind_of)
+            out += _check_redaction(e, holds, target)
     return out
 
 
@@ -64,7 +76,7 @@ def _role(e: CustodyEntry, code: str) -> list[Finding]:
 
 
 def _target(e: CustodyEntry, seq: int, kind_of: Callable[[int], str | None],
-            code: str) -> Finding | None:
+            code: str, tenant_of: TenantOf | None) -> Finding | None:
     if seq >= e.seq:
         return _f(code, e.seq, f"target {seq} is not earlier than the entry itself",
                   f"< {e.seq}", seq)
@@ -72,11 +84,14 @@ def _target(e: CustodyEntry, seq: int, kind_of: Callable[[int], str | None],
     if kind != "result":
         what = "does not exist" if kind is None else f"is a {kind} entry, not a result"
         return _f(code, e.seq, f"target {seq} {what}", "result", kind)
+    if e.tenant != DEFAULT_TENANT and tenant_of is not None and tenant_of(seq) != e.tenant:
+        # the other tenant is not named: a tenant's own audit must not learn of it
+        return _f(code, e.seq, f"target {seq} is not an entry of tenant {e.tenant!r}, whose "
+                  "chain this entry is in", e.tenant, "another tenant")
     return None
 
 
-def _check_redaction(e: CustodyEntry, holds: Holds, kind_of: Callable[[int], str | None],
-                     ) -> list[Finding]:
+def _check_redaction(e: CustodyEntry, holds: Holds, target: Target) -> list[Finding]:
     out = _role(e, "redaction_role_invalid")
     if e.document is None:
         return out
@@ -85,7 +100,7 @@ def _check_redaction(e: CustodyEntry, holds: Holds, kind_of: Callable[[int], str
     except UsageError as exc:
         return out + [_f("redaction_invalid", e.seq, f"the request document: {exc.message}")]
     for seq, _names in req.targets:
-        bad = _target(e, seq, kind_of, "redaction_target_invalid")
+        bad = target(seq, "redaction_target_invalid")
         if bad is not None:
             out.append(bad)
             continue
@@ -104,8 +119,7 @@ def _check_redaction(e: CustodyEntry, holds: Holds, kind_of: Callable[[int], str
     return out
 
 
-def _check_hold(e: CustodyEntry, holds: Holds, kind_of: Callable[[int], str | None],
-                ) -> list[Finding]:
+def _check_hold(e: CustodyEntry, holds: Holds, target: Target) -> list[Finding]:
     out = _role(e, "hold_role_invalid")
     order_or_why = read_order(e.envelope, e.document)
     if isinstance(order_or_why, str):
@@ -126,7 +140,7 @@ def _check_hold(e: CustodyEntry, holds: Holds, kind_of: Callable[[int], str | No
     order = order_or_why
     if order.action == "add":
         for seq in order.targets:
-            bad = _target(e, seq, kind_of, "hold_target_invalid")
+            bad = target(seq, "hold_target_invalid")
             if bad is not None:
                 out.append(bad)
     problem = holds.apply(e.seq, order)
@@ -136,11 +150,11 @@ def _check_hold(e: CustodyEntry, holds: Holds, kind_of: Callable[[int], str | No
 
 
 def custody_entry(seq: int, kind: str, envelope: bytes, document: bytes | None,
-                  ) -> CustodyEntry:
+                  tenant: str = DEFAULT_TENANT) -> CustodyEntry:
     """A :class:`CustodyEntry` from stored bytes (an unreadable envelope: ``{}``; the
     per-row checks report it)."""
     try:
         env = json.loads(envelope)
     except ValueError:
         env = {}
-    return CustodyEntry(seq, kind, env if isinstance(env, dict) else {}, document)
+    return CustodyEntry(seq, kind, env if isinstance(env, dict) else {}, document, tenant)

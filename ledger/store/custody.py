@@ -65,12 +65,17 @@ def tenants_of(conn: Connection, seqs: Sequence[int]) -> dict[int, str]:
 
 def kinds_of(conn: Connection, seqs: Sequence[int]) -> dict[int, str]:
     """seq -> kind, for the seqs of ``seqs`` that exist."""
-    out: dict[int, str] = {}
+    return {seq: kind for seq, (kind, _) in kinds_and_tenants_of(conn, seqs).items()}
+
+
+def kinds_and_tenants_of(conn: Connection, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """seq -> (kind, tenant), for the seqs of ``seqs`` that exist."""
+    out: dict[int, tuple[str, str]] = {}
     for chunk in _chunks(seqs):
         rows = conn.exec_driver_sql(
-            f"SELECT seq, kind FROM entries WHERE seq IN ({_ph(conn, len(chunk))})",
+            f"SELECT seq, kind, tenant FROM entries WHERE seq IN ({_ph(conn, len(chunk))})",
             tuple(chunk)).fetchall()
-        out.update({seq: kind for seq, kind in rows})
+        out.update({seq: (kind, tenant or "default") for seq, kind, tenant in rows})
     return out
 
 
@@ -107,16 +112,17 @@ def documents(conn: Connection, kind: str, before: int | None = None,
 
 
 def custody_rows(conn: Connection, start: int, end: int,
-                 ) -> list[tuple[int, str, bytes, bytes | None]]:
-    """(seq, kind, envelope, document bytes | None) of the redaction and hold entries with
-    ``start <= seq < end``, in seq order (the audit's check of them)."""
+                 ) -> list[tuple[int, str, bytes, bytes | None, str]]:
+    """(seq, kind, envelope, document bytes | None, tenant) of the redaction and hold entries
+    with ``start <= seq < end``, in seq order (the audit's check of them)."""
     ph = placeholder(is_pg(conn))
     rows = conn.exec_driver_sql(
-        "SELECT e.seq, e.kind, e.envelope, p.data FROM entries e "
+        "SELECT e.seq, e.kind, e.envelope, p.data, e.tenant FROM entries e "
         f"LEFT JOIN payloads p ON p.pid = {pid_sql('e.seq')} "
         f"WHERE e.kind IN ('redaction', 'hold') AND e.seq >= {ph} AND e.seq < {ph} "
         "ORDER BY e.seq", (start, end)).fetchall()
-    return [(s, k, bytes(env), None if d is None else bytes(d)) for s, k, env, d in rows]
+    return [(s, k, bytes(env), None if d is None else bytes(d), t or "default")
+            for s, k, env, d, t in rows]
 
 
 def _of_tenant(conn: Connection, tenant: str | None) -> tuple[str, tuple[object, ...]]:

@@ -211,3 +211,24 @@ def test_retention_per_tenant(db_url, tmp_path):
         assert lg.audit(AuditOptions()).findings == ()
         for tenant in (A, B):
             assert lg.audit_tenant(tenant).findings == ()
+
+
+def test_the_audit_flags_a_tenant_hold_naming_another_tenants_entry(ledger, ring):
+    """Written past the custody checks (as a store-level writer could): a hold in acme's
+    chain that names a globex entry is hold_target_invalid, and the finding does not name
+    globex; the operator's hold (default chain) over the same entry is no finding."""
+    from ledger.core.redaction import build_hold
+    from ledger.ops.custody.redaction import _append_hold
+
+    seqs = _seed(ledger)
+    ctx = ledger.ctx
+    foreign = _append_hold(ctx, build_hold("add", "litigation", targets=[seqs[B][0]]), ask(A))
+    own = _append_hold(ctx, build_hold("add", "litigation", targets=[seqs[A][0]]), ask(A))
+    operator = _append_hold(ctx, build_hold("add", "litigation", targets=[seqs[B][1]]), ask(None))
+    report = ledger.audit(AuditOptions())
+    bad = [f for f in report.findings if f.code == "hold_target_invalid"]
+    assert [f.seq for f in bad] == [foreign]
+    assert B not in json.dumps(bad[0].to_json())
+    assert bad[0].expected == A
+    assert own not in {f.seq for f in report.findings}
+    assert operator not in {f.seq for f in report.findings}

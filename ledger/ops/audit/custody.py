@@ -36,9 +36,11 @@ def custody_findings(engine: Any, start: int, end: int, ledger_id: str = "",
         named: set[int] = set()
         for e in (custody_entry(*r) for r in rows):
             named.update(_named(e))
-        kinds = custody.kinds_of(conn, sorted(named))
+        named_rows = custody.kinds_and_tenants_of(conn, sorted(named))
     entries = [custody_entry(*r) for r in rows]
-    found = check_custody(entries, kinds.get)
+    kinds = {s: k for s, (k, _) in named_rows.items()}
+    tenants = {s: t for s, (_, t) in named_rows.items()}
+    found = check_custody(entries, kinds.get, tenants.get)
     findings = [f.reported() for f in found if f.seq is not None and start <= f.seq < end]
     abstentions: list[Abstention] = []
     for seq, check in judge_redactions(_requests(entries), ledger_id, keys):
