@@ -269,6 +269,30 @@ def listed_rows(c: httpx.Client) -> list[dict[str, Any]]:
     return list(r.json()["entries"])
 
 
+def test_a_tenants_charts_count_its_entries_only(scoped: Scoped) -> None:
+    """``/v1/aggregates`` with a tenant token: its results only (acme: 4, globex: 2 of them
+    the logic engine's), no producer, engine or count of the others, no size of the ledger."""
+    for tenant, role in ((A, "auditor"), (B, "auditor"), (A, "agent"), (B, "developer")):
+        with scoped.client(role, tenant) as c:
+            r = c.get("/v1/aggregates", params={"bucket": "day"})
+        assert r.status_code == 200, r.text
+        doc = r.json()
+        n = sum(row[-1] for b in doc["buckets"] for row in b["results"])
+        assert n == len(scoped.seqs[tenant]) and doc["covers"]["tenant"] == tenant
+        assert doc["covers"]["live"]["rows"] == n and "head" not in doc["covers"]
+        other = B if tenant == A else A
+        assert f"producer-{other}" not in r.text and "producer-None" not in r.text
+        if role != "agent":
+            mine = {row[1] for b in doc["buckets"] for row in b["results"]}
+            assert set(doc["engines"]) == mine
+        if tenant == A and role == "auditor":
+            assert doc["producers"] == [f"producer-{A}"]
+            with scoped.client("auditor", B) as c:
+                b_engines = {e["engine"] for e in listed_rows(c)}
+            only_b = b_engines - set(doc["engines"])
+            assert only_b and not any(e in r.text for e in only_b)  # the logic engine
+
+
 # -- the tenant's bundle: its complete export -------------------------------------------------
 def test_a_tenant_auditors_bundle_is_its_complete_chain(scoped: Scoped, tmp_path: Path) -> None:
     import io
@@ -293,7 +317,6 @@ def test_a_tenant_auditors_bundle_is_its_complete_chain(scoped: Scoped, tmp_path
 
 # -- what spans every tenant: one uniform 403 ----------------------------------------------
 REFUSED = [
-    ("auditor", "/v1/aggregates"),
     ("auditor", "/v1/audits"),
     ("auditor", "/v1/audits/1"),
     ("auditor", "/v1/reverify-runs"),
