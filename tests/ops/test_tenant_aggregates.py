@@ -157,3 +157,19 @@ def test_more_than_the_live_bound_is_said(ledger: Ledger,
     assert sum(n for b in doc["buckets"] for *_, n in b["results"]) == 4
     empty = ledger.aggregates("auditor", tenant="nobody")
     assert empty["buckets"] == [] and empty["covers"]["live"]["rows"] == 0
+
+
+def test_a_row_moved_to_another_tenant_is_flagged_on_both_sides(ledger: Ledger,
+                                                                db_url: str) -> None:
+    """A row's tenant column rewritten behind the ledger's back: counted, flagged, in the
+    tenant it now names (its hash binds its real tenant), and its real predecessor no longer
+    links on, so its old tenant shows a flagged row too; neither shows its values."""
+    a_seqs = [r["seq"] for r in ledger.iter_query(make_filters(tenant=[A]), layer="auditor")]
+    with T.unlocked(db_url) as conn:
+        T.update_entry(conn, a_seqs[4], tenant=B)
+    a_doc = ledger.aggregates("auditor", bucket="hour", tenant=A)
+    b_doc = ledger.aggregates("auditor", bucket="hour", tenant=B)
+    assert sum(b["flagged"] for b in a_doc["buckets"]) == 1
+    assert sum(b["flagged"] for b in b_doc["buckets"]) == 1
+    assert a_doc["covers"]["live"]["rows"] == 9 and b_doc["covers"]["live"]["rows"] == 18
+    assert "acme-bot" not in json.dumps(b_doc)
