@@ -95,6 +95,16 @@ def test_a_tenants_counts_are_its_entries_only(ledger: Ledger) -> None:
         assert 33 not in numbers(doc) and (27 - count) not in numbers(doc)
 
 
+def test_the_default_tenant_is_a_tenant_like_the_others(ledger: Ledger) -> None:
+    """Its chain began before the others' (tseq stored): 5 results and a key event, which
+    is no result; nothing of acme or globex."""
+    doc = ledger.aggregates("auditor", bucket="hour", tenant="default")
+    got, flagged = flat(doc)
+    want, bad = expected(ledger, "default")
+    assert got == want and sum(got.values()) == 5 and not flagged and not bad
+    assert doc["covers"]["live"]["rows"] == 6 and doc["producers"] == ["seed"]
+
+
 def test_every_layer_and_filter_stays_in_the_tenant(ledger: Ledger) -> None:
     want, _ = expected(ledger, A)
     agent = ledger.aggregates("agent", bucket="hour", tenant=A)
