@@ -184,10 +184,13 @@ class Ledger:
 
     def aggregates(self, layer: str, *, since: TimeBound = None, until: TimeBound = None,
                    bucket: str = "auto", engines: Iterable[str] = (),
-                   producers: Iterable[str] = ()) -> dict[str, Any]:
-        """Bucketed counts over the whole ledger for charts (``ledger.ops.aggregates``)."""
+                   producers: Iterable[str] = (), tenant: str | None = None,
+                   ) -> dict[str, Any]:
+        """Bucketed counts over the whole ledger (``tenant``: over that tenant's entries
+        only) for charts (``ledger.ops.aggregates``)."""
         return aggregates_ops.aggregates(self.ctx, layer, since=since, until=until,
-                                         bucket=bucket, engines=engines, producers=producers)
+                                         bucket=bucket, engines=engines, producers=producers,
+                                         tenant=tenant)
 
     def count_index_matches(self, f: query_ops.Filters, tenant: str | None = None) -> int:
         """How many entries (of ``tenant``, when given) the indexed columns select for

@@ -8,8 +8,9 @@ one yes/no at a time; anything else is 403 ``forbidden_filter``.
 
 A token with a tenant reads that tenant's entries only (``principal.tenant`` goes down to
 every query, count, pick-list and hash look-up): another tenant's entry is answered exactly
-as a seq or hash that does not exist.  ``/v1/aggregates`` counts the whole ledger and
-refuses such a token (403 ``tenant_scope``, ``ledger.api.auth.operator_level``).
+as a seq or hash that does not exist.  ``/v1/aggregates`` counts that tenant's entries
+only for such a token (``ledger.ops.aggregates``: its covers name no seq or size of the
+ledger).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Literal, TypedDict
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
-from ledger.api.auth import Principal, operator_level, require
+from ledger.api.auth import Principal, require
 from ledger.api.proofs import entry_proof
 from ledger.api.schemas import READ_ERRORS
 from ledger.errors import BadRequest, Forbidden, NotFound
@@ -222,15 +223,16 @@ def aggregates(
         bucket: Literal["auto", "hour", "day", "week"] = Query("auto"),
         engine: list[str] = Query([], **TEXT), producer: list[str] = Query([], **TEXT),
         principal: Principal = require("read")) -> dict[str, Any]:
-    """Bucketed counts of the result entries over the whole ledger at the caller's layer
+    """Bucketed counts of the result entries over the whole ledger (a token with a tenant:
+    over its tenant's entries only, each read-checked now) at the caller's layer
     (agents: by status; developers: status x engine; auditors: status x engine x producer,
     attestation verdicts and audit findings), from the latest complete audit run's
     aggregates and the entries after it checked now; ``covers`` says which run, up to which
     seq and how many live rows (docs/http.md).  A row that did not verify is counted as
     ``flagged``, never under its values."""
     check_params(request, {"since", "until", "bucket", "engine", "producer"})
-    operator_level(principal, "/v1/aggregates")
     layer = layer_of(principal)
     check_filters(layer, {"engine": engine, "producer": producer})
     return request.app.state.service.reader.aggregates(  # type: ignore[no-any-return]
-        layer, since=since, until=until, bucket=bucket, engines=engine, producers=producer)
+        layer, since=since, until=until, bucket=bucket, engines=engine, producers=producer,
+        tenant=principal.tenant)

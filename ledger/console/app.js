@@ -117,6 +117,10 @@ function flagText(row) {
 const findingCount = (row) => (Array.isArray(row && row.findings) ? row.findings.length : 0);
 
 function problem(e) {
+  if (e instanceof ApiError && e.code === "tenant_scope") {
+    // refused as spanning every tenant: said as a refusal, never shown as an empty view
+    return h("p", { class: "error", role: "alert", id: "tenant-scope", text: `Not shown: this view spans every tenant and needs an operator-level token (one without a tenant); your token is scoped to tenant ${state.tenant ?? "?"}. The server refused it (403 tenant_scope): nothing here is a count of zero.` });
+  }
   return h("p", { class: "error", role: "alert", text: e instanceof ApiError ? `${e.status} ${e.code}: ${e.message}` : String(e) });
 }
 
@@ -667,7 +671,7 @@ async function auditsView(view, query) {
   const q = parseQuery(query);
   let runs;
   try { runs = await allRuns(); } catch (e) {
-    if (e.status === 403) { view.append(h("p", { class: "muted", id: "audits-denied", text: `Recorded audit runs and their findings are shown to auditors only (your role: ${state.role}).` })); return; }
+    if (e.status === 403 && e.code !== "tenant_scope") { view.append(h("p", { class: "muted", id: "audits-denied", text: `Recorded audit runs and their findings are shown to auditors only (your role: ${state.role}).` })); return; }
     view.append(problem(e)); return;
   }
   if (!runs.length) { view.append(h("p", { class: "muted", text: "No audit run is recorded (ledger audit)." })); return; }
@@ -848,11 +852,16 @@ async function chartsView(view, query) {
   let agg;
   try { agg = await api("/v1/aggregates", params); } catch (e) { view.append(problem(e)); return; }
   const c = agg.covers;
+  if (c.tenant) { chartsBody(view, agg, c, `Counts over the entries of tenant ${c.tenant} only (the token's tenant): ${c.live.rows ? `${c.live.rows} entr${c.live.rows === 1 ? "y" : "ies"} checked now by the server's ${c.live.checked}` : "no entries"}${c.live.truncated ? `; only the first ${c.live.rows} of this range are counted (choose a shorter range)` : ""}${c.run_id !== null ? `; findings as audit run #${c.run_id} (started ${c.run_started_at}) found them` : ""}. Layer ${state.layer}; bucket ${agg.bucket}.`); return; }
   const parts = [];
   if (c.run_id !== null) parts.push(`entries 0–${c.audited.end - 1} as audit run #${c.run_id} (started ${c.run_started_at}) found them`);
   if (c.live.rows) parts.push(`entries ${c.live.start}–${c.live.end - 1} (${c.live.rows}) checked now by the server's ${c.live.checked}`);
   if (!parts.length) parts.push("no entries");
-  view.append(h("p", { id: "charts-covers", class: "muted", text: `Counts over the whole ledger (${c.head} entries): ${parts.join("; ")}${c.live.truncated ? `; the ${c.head - c.live.end} entries after ${c.live.end - 1} are not counted yet (run an audit)` : ""}. Layer ${state.layer}; bucket ${agg.bucket}.` }));
+  chartsBody(view, agg, c, `Counts over the whole ledger (${c.head} entries): ${parts.join("; ")}${c.live.truncated ? `; the ${c.head - c.live.end} entries after ${c.live.end - 1} are not counted yet (run an audit)` : ""}. Layer ${state.layer}; bucket ${agg.bucket}.`);
+}
+
+function chartsBody(view, agg, c, coversText) {
+  view.append(h("p", { id: "charts-covers", class: "muted", text: coversText }));
   const flagged = agg.buckets.reduce((a, b) => a + b.flagged, 0);
   view.append(h("p", { id: "charts-flagged", class: flagged ? "counts flagged" : "counts", text: flagged
     ? `\u26a0 ${flagged} entr${flagged === 1 ? "y" : "ies"} not verified (the audit failed them, or the read check flagged them): counted as "${FLAGGED}", never under their status, engine or verdict.`
@@ -896,7 +905,7 @@ async function chartsView(view, query) {
       return { label: bucketLabel(b.start, agg.bucket), values };
     }).filter((b) => Object.keys(b.values).length);
     add("chart-findings", `Findings of audit run #${c.run_id ?? "—"} by class, by the entry's time`, { buckets: fnd, series: [...seenF].sort() },
-      "The findings of one run (the one the counts come from), never added up across runs.");
+      c.tenant ? "The findings of one run on this tenant's entries, never added up across runs." : "The findings of one run (the one the counts come from), never added up across runs.");
   } else {
     view.append(h("p", { class: "muted", text: "Attestation verdicts and audit findings are shown to auditors only." }));
   }

@@ -15,17 +15,19 @@ places, and the answer says exactly which (``covers``):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection
 
 from ledger.clock import format_us
+from ledger.core.readcheck import CheckedEntry, as_bytes, check_entry, row_tenant, row_tseq
 from ledger.errors import UsageError
 from ledger.ops.context import LedgerContext
-from ledger.ops.filters import TimeBound, _time
-from ledger.ops.verified import checked_headers
+from ledger.ops.filters import Filters, TimeBound, _time, make_filters
+from ledger.ops.query import iter_pages
+from ledger.ops.verified import checked_headers, successor_links
 from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
 from ledger.store.db import connect
@@ -120,6 +122,50 @@ def _add_live(ctx: LedgerContext, conn: Connection, tally: _Tally, start: int, e
     return live_rows
 
 
+def _tenant_checked(conn: Connection, ledger_id: str, tenant: str, f: Filters, limit: int,
+                    ) -> Iterator[CheckedEntry]:
+    """The first ``limit`` entries of ``tenant`` that ``f``'s time window selects (read by the
+    ``(tenant, seq)`` index, nothing of another tenant), each read-checked as
+    :func:`checked_headers` checks a row: one entry of the tenant links to the next one read
+    when their tseqs follow (no entry of the tenant missing between them), the others to
+    their tenant's next stored entry or head (``successor_links``)."""
+    head = repo.read_head(conn)
+    size = head.size if head is not None else 0
+    taken = 0
+    for page in iter_pages(conn, f, tenant=tenant, digest_columns=(),
+                           page=min(2000, limit + 1)):
+        rows = [row for row, _ in page][:limit - taken]
+        links: dict[int, bytes] = {}
+        for a, b in zip(rows, rows[1:], strict=False):
+            ta, tb = row_tseq(a), row_tseq(b)
+            if ta is not None and tb == ta + 1 and row_tenant(a) == row_tenant(b):
+                links[a.seq] = as_bytes(b.prev_hash)
+        if head is not None and size:
+            links.setdefault(size - 1, head.head_hash)
+        links.update(successor_links(conn, [r for r in rows if r.seq not in links], size))
+        for row in rows:
+            yield check_entry(row, {}, ledger_id, next_prev=links.get(row.seq), slots=())
+        taken += len(rows)
+        if taken >= limit:
+            return
+
+
+def _add_tenant(ctx: LedgerContext, conn: Connection, tally: _Tally, tenant: str,
+                lo_us: int | None, hi_us: int | None) -> tuple[int, bool]:
+    """The entries of ``tenant`` in the time window, each read-checked now, at most
+    :data:`LIVE_MAX`; returns how many were read and whether more are left."""
+    f = make_filters(since=lo_us, until=hi_us)
+    rows = 0
+    for c in _tenant_checked(conn, ctx.ledger_id, tenant, f, LIVE_MAX + 1):
+        rows += 1
+        if rows > LIVE_MAX:
+            return LIVE_MAX, True
+        t, v = c.recorded_at, c.values
+        tally.add(t - t % HOUR_US, c.kind, v.get("status"), v.get("engine"), v.get("producer"),
+                  v.get("att_verdict"), "verified" if c.integrity.verified else "flagged", 1)
+    return rows, False
+
+
 def _slots(tally: _Tally, label: str, width: int) -> dict[int, dict[str, Any]]:
     """The tally's hours added up into buckets of ``width`` (weeks from Monday), by the
     bucket's first µs."""
@@ -183,13 +229,14 @@ def _bucket_width(tally: _Tally, bucket: str, lo_us: int | None, hi_us: int | No
 
 def aggregates(ctx: LedgerContext, layer: str, *, since: TimeBound = None,
                until: TimeBound = None, bucket: str = "auto", engines: Iterable[str] = (),
-               producers: Iterable[str] = ()) -> dict[str, Any]:
+               producers: Iterable[str] = (), tenant: str | None = None) -> dict[str, Any]:
     """Bucketed counts of the result entries for ``layer`` (see the module docstring):
     ``{"covers", "bucket", "buckets": [{"start", "results": [[status, engine?, producer?,
     n]], "unverified", "flagged", "attestations"?, "findings"?}], "engines"?, "producers"?}``.
     ``since``/``until`` (RFC 3339) select whole hours of the audited part and exact times of
     the live part; ``engines``/``producers`` select results (flagged rows, whose values are
-    not known, are counted whatever they say).  Raises UsageError."""
+    not known, are counted whatever they say).  ``tenant``: the counts of that tenant's
+    entries only (:func:`_tenant_covers`).  Raises UsageError."""
     if layer not in SERIES:
         raise UsageError("layer must be agent, developer or auditor", field="layer")
     lo_us, hi_us = _time("since", since), _time("until", until)
@@ -197,25 +244,13 @@ def aggregates(ctx: LedgerContext, layer: str, *, since: TimeBound = None,
     tally = _Tally(keys, set(engines), set(producers))
     lo_h = None if lo_us is None else lo_us - lo_us % HOUR_US
     with connect(ctx.engine) as conn:
-        h = repo.read_head(conn)
-        size = h.size if h is not None else 0
-        run = runs.latest_aggregated_run(conn)
-        audited_end = min(run.range_end, size) if run is not None else 0
-        if run is not None:
-            _add_audited(conn, run, layer, tally, lo_h, hi_us)
-        live_end = min(size, audited_end + LIVE_MAX)
-        live_rows = _add_live(ctx, conn, tally, audited_end, live_end, lo_us, hi_us)
+        if tenant is not None:
+            covers = _tenant_covers(ctx, conn, tally, tenant, layer, lo_us, hi_us)
+        else:
+            covers = _covers(ctx, conn, tally, layer, lo_us, lo_h, hi_us)
     label, width = _bucket_width(tally, bucket, lo_us, hi_us, lo_h)
     doc: dict[str, Any] = {
-        "covers": {
-            "run_id": run.id if run is not None else None,
-            "run_started_at": format_us(run.started_at) if run is not None else None,
-            "audited": {"start": 0, "end": audited_end},
-            "live": {"start": audited_end, "end": live_end, "rows": live_rows,
-                     "checked": LIVE_CHECK, "truncated": live_end < size},
-            "head": size, "complete": live_end >= size,
-        },
-        "bucket": label, "series": list(keys),
+        "covers": covers, "bucket": label, "series": list(keys),
         "buckets": _buckets(_slots(tally, label, width), layer),
     }
     if layer != "agent":
@@ -223,3 +258,49 @@ def aggregates(ctx: LedgerContext, layer: str, *, since: TimeBound = None,
     if layer == "auditor":
         doc["producers"] = sorted(tally.seen_p)
     return doc
+
+
+def _covers(ctx: LedgerContext, conn: Connection, tally: _Tally, layer: str,
+            lo_us: int | None, lo_h: int | None, hi_us: int | None) -> dict[str, Any]:
+    """The whole ledger counted into ``tally``: the latest aggregated audit run, then the
+    entries after it read-checked now; what was counted."""
+    h = repo.read_head(conn)
+    size = h.size if h is not None else 0
+    run = runs.latest_aggregated_run(conn)
+    audited_end = min(run.range_end, size) if run is not None else 0
+    if run is not None:
+        _add_audited(conn, run, layer, tally, lo_h, hi_us)
+    live_end = min(size, audited_end + LIVE_MAX)
+    live_rows = _add_live(ctx, conn, tally, audited_end, live_end, lo_us, hi_us)
+    return {
+        "run_id": run.id if run is not None else None,
+        "run_started_at": format_us(run.started_at) if run is not None else None,
+        "audited": {"start": 0, "end": audited_end},
+        "live": {"start": audited_end, "end": live_end, "rows": live_rows,
+                 "checked": LIVE_CHECK, "truncated": live_end < size},
+        "head": size, "complete": live_end >= size,
+    }
+
+
+def _tenant_covers(ctx: LedgerContext, conn: Connection, tally: _Tally, tenant: str,
+                   layer: str, lo_us: int | None, hi_us: int | None) -> dict[str, Any]:
+    """One tenant's entries counted into ``tally``, every one read-checked now (the stored
+    audit aggregates are not kept per tenant), at most :data:`LIVE_MAX` of the time window;
+    for auditors, the findings the latest aggregated audit run made on the tenant's entries.
+    What was counted, in the tenant's own terms: no seq, size or count of the ledger."""
+    rows, truncated = _add_tenant(ctx, conn, tally, tenant, lo_us, hi_us)
+    run = runs.latest_aggregated_run(conn)
+    if run is not None and layer == "auditor":
+        for cls, t in runs.finding_times(conn, run.id, tenant):
+            if (lo_us is None or t >= lo_us - lo_us % HOUR_US) and (hi_us is None or t < hi_us):
+                fk = (t - t % HOUR_US, cls)
+                tally.found[fk] = tally.found.get(fk, 0) + 1
+    return {
+        "tenant": tenant,
+        "run_id": run.id if run is not None and layer == "auditor" else None,
+        "run_started_at": format_us(run.started_at)
+        if run is not None and layer == "auditor" else None,
+        "audited": None,
+        "live": {"rows": rows, "checked": LIVE_CHECK, "truncated": truncated},
+        "complete": not truncated,
+    }

@@ -225,12 +225,16 @@ def aggregate_rows(conn: Connection, run_id: int, lo_us: int | None, hi_us: int 
         select(*(c[k] for k in AGGREGATE_KEY), c.n).where(*conds))]
 
 
-def finding_times(conn: Connection, run_id: int) -> list[tuple[str, int]]:
-    """(class, stored recorded_at) of the row findings of ``run_id`` whose seq is stored."""
+def finding_times(conn: Connection, run_id: int, tenant: str | None = None,
+                  ) -> list[tuple[str, int]]:
+    """(class, stored recorded_at) of the row findings of ``run_id`` whose seq is stored
+    (and, ``tenant`` given, is stored as that tenant's)."""
     out = []
     q = (select(audit_findings.c.body, entries.c.recorded_at)
          .join(entries, entries.c.seq == audit_findings.c.seq)
          .where(audit_findings.c.run_id == run_id, audit_findings.c.kind == "finding"))
+    if tenant is not None:
+        q = q.where(entries.c.tenant == tenant)
     for body, t in conn.execute(q):
         try:
             cls = str(json.loads(body).get("class"))

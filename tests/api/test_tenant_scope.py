@@ -269,6 +269,33 @@ def listed_rows(c: httpx.Client) -> list[dict[str, Any]]:
     return list(r.json()["entries"])
 
 
+def test_a_tenants_charts_count_its_entries_only(scoped: Scoped) -> None:
+    """``/v1/aggregates`` with a tenant token: its results only (globex's include the logic
+    engine's), no producer, engine or count of the others, no size of the ledger."""
+    rows = {}
+    for tenant in (A, B):
+        with scoped.client("auditor", tenant) as c:
+            rows[tenant] = listed_rows(c)
+    for tenant, role in ((A, "auditor"), (B, "auditor"), (A, "agent"), (B, "developer")):
+        with scoped.client(role, tenant) as c:
+            r = c.get("/v1/aggregates", params={"bucket": "day"})
+        assert r.status_code == 200, r.text
+        doc = r.json()
+        mine, other = rows[tenant], rows[B if tenant == A else A]
+        n = sum(row[-1] for b in doc["buckets"] for row in b["results"])
+        assert n == len(mine) == len(scoped.seqs[tenant]) and doc["covers"]["tenant"] == tenant
+        assert doc["covers"]["live"]["rows"] == n and "head" not in doc["covers"]
+        theirs = {e["producer"] for e in other} - {e["producer"] for e in mine}
+        assert theirs and not any(f'"{p}"' in r.text for p in theirs)
+        if role == "auditor":
+            assert set(doc["producers"]) == {e["producer"] for e in mine}
+        if role != "agent":
+            assert set(doc["engines"]) == {e["engine"] for e in mine}
+            only = {e["engine"] for e in other} - {e["engine"] for e in mine}
+            assert not any(f'"{e}"' in r.text for e in only)
+    assert {e["engine"] for e in rows[B]} - {e["engine"] for e in rows[A]}  # logic: globex's
+
+
 # -- the tenant's bundle: its complete export -------------------------------------------------
 def test_a_tenant_auditors_bundle_is_its_complete_chain(scoped: Scoped, tmp_path: Path) -> None:
     import io
@@ -293,7 +320,6 @@ def test_a_tenant_auditors_bundle_is_its_complete_chain(scoped: Scoped, tmp_path
 
 # -- what spans every tenant: one uniform 403 ----------------------------------------------
 REFUSED = [
-    ("auditor", "/v1/aggregates"),
     ("auditor", "/v1/audits"),
     ("auditor", "/v1/audits/1"),
     ("auditor", "/v1/reverify-runs"),
