@@ -20,9 +20,17 @@ stored.  This saves round trips per single append against the locked path
 round trip, COMMIT in a second.
 
 Writers queue on one transaction-level advisory lock (:data:`APPEND_LOCK_SQL`) before
-they touch the head row, here and in ``ledger.store.append.AppendTxn.lock_head``: waiting
-writers are then granted in turn by the lock manager instead of all re-reading the
-updated head row when its lock is released (measured: docs/performance.md, "Tenants").
+they touch the head row, here and in ``ledger.store.append.AppendTxn.lock_head``, in a
+statement of its own.  That is what makes the one statement correct for a tenant's first
+entry: a statement reads with the snapshot taken when it starts, and a ``FOR UPDATE``
+that waits re-reads only the rows that snapshot saw -- so a statement that started before
+the previous writer committed would not see the ``tenant_heads`` row that writer created,
+and would link a second first entry to the tenant's genesis (a fork;
+``tests/ops/test_tenant_concurrency.py`` races four writers for new tenants' first entries
+and fails without the queue lock).  Taken first, in its own statement, it makes every
+append statement start after the previous append committed.  It also lets the lock manager
+grant waiting writers in turn instead of all re-reading the updated head row when its lock
+is released (measured: docs/performance.md, "Tenants").
 """
 from __future__ import annotations
 

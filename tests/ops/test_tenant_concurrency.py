@@ -82,3 +82,50 @@ def test_eight_writers_over_four_tenants(db_url, tmp_path):
             ledger.export(tmp_path / t, ExportOptions(keys=ring.path, tenant=t))
             v = verify_export(tmp_path / t, ring.path / "jwks.json")
             assert v["findings"] == [] and v["complete"] is True
+
+
+def _first_writer(url: str, tenants: list[str], k: int, barrier: Any, out: Any) -> None:
+    """Single appends without an idempotency key (PostgreSQL: the one-statement append):
+    in each round every writer appends to the same new tenant at the same moment."""
+    try:
+        with Ledger.open(url) as ledger:
+            for t in tenants:
+                s = _sub(f"{t}-{k}")
+                del s["idempotency_key"]
+                barrier.wait(timeout=60)
+                assert ledger.append(s, producer=f"p-{k}", tenant=t).ok
+        out.put(("ok", k, None))
+    except BaseException as exc:  # noqa: BLE001 - reported by the parent
+        out.put(("error", k, repr(exc)))
+
+
+def test_writers_racing_for_the_first_entries_of_new_tenants(db_url):
+    """Four writers, in each of twenty rounds, append at the same moment to one new tenant:
+    its first entry (its head row created, linked to its genesis) is raced for by every
+    writer.  Each chain must come out tseq 0..3 with no fork (on PostgreSQL each append's
+    statement must see the head row that the writer before it created)."""
+    tenants = [f"new{i:02d}" for i in range(20)]
+    with Ledger.init(db_url):
+        pass
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_first_writer, args=(db_url, tenants, k, barrier, out))
+             for k in range(4)]
+    for p in procs:
+        p.start()
+    got = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert [g for g in got if g[0] != "ok"] == []
+    with Ledger.open(db_url) as ledger:
+        with ledger.engine.connect() as conn:
+            rows = conn.execute(text("SELECT seq, tenant, tseq FROM entries "
+                                     "ORDER BY seq")).all()
+            heads = dict(conn.execute(text("SELECT tenant, size FROM tenant_heads")).all())
+        assert [r.seq for r in rows] == list(range(len(tenants) * 4))
+        for t in tenants:
+            assert [r.tseq for r in rows if r.tenant == t] == [0, 1, 2, 3], t
+            assert heads[t] == 4
+        assert ledger.audit().findings == ()
+        for t in tenants[:3]:
+            assert ledger.audit_tenant(t).findings == ()
