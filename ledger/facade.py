@@ -282,6 +282,8 @@ class Ledger:
                      actor: str | None = None) -> audit_ops.AuditReport:
         """Audit one tenant's chain and its place in the global tree (docs/tenants.md);
         ``record``: keep it as a run, its ``audit_run`` entry in the tenant's chain."""
+        if record:  # refused on a replica before the walk, as ``ledger audit --record``
+            audit_ops.refuse_on_replica(self.ctx)
         report = audit_ops.audit_tenant(self.ctx, tenant, policy_path=policy_path,
                                         check_attestations=check_attestations)
         if record:

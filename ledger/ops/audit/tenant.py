@@ -43,6 +43,7 @@ from ledger.core.tenant import (
     tenant_genesis,
 )
 from ledger.crypto.trust import row_judge
+from ledger.errors import UsageError
 from ledger.ops.append import commit_batch, prepare_event
 from ledger.ops.audit.runs import TENANT_JOB, run_document
 from ledger.ops.audit.tally import Tally, tally_row
@@ -54,6 +55,7 @@ from ledger.ops.redaction_map import load_redaction_map
 from ledger.ops.trust_store import load_trust_store
 from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
+from ledger.store import standby
 from ledger.store.db import connect, transaction
 from ledger.store.tenants import heads_at
 from ledger.store.tree import read_store
@@ -154,6 +156,15 @@ def tenant_hash_before(ctx: LedgerContext, tenant: str, end: int) -> str | None:
     return hash_hex(last[2]) if last is not None else None
 
 
+def refuse_on_replica(ctx: LedgerContext) -> None:
+    """``--record`` writes: refused on a hot standby (exit 2 ``read_only_replica``)."""
+    with connect(ctx.engine) as conn:
+        if standby.is_standby(conn):
+            raise UsageError("--record writes to the ledger, and this database is a "
+                             "read-only replica (hot standby); run it against the primary",
+                             code="read_only_replica", field="record")
+
+
 def record_tenant_run(ctx: LedgerContext, report: AuditReport, producer: str | None, *,
                       command: str | None = None, actor: str | None = None) -> AuditReport:
     """Keep a tenant audit's ``report`` as a run: its ``audit_runs`` row (job
@@ -163,6 +174,7 @@ def record_tenant_run(ctx: LedgerContext, report: AuditReport, producer: str | N
     tenant = report.tenant
     if tenant is None:
         raise ValueError("not the report of a tenant audit")
+    refuse_on_replica(ctx)
     now = ctx.clock.now_us()
     options: dict[str, Any] = {
         "tenant": tenant, "policy": report.policy, "attestations": report.attestations_checked,
