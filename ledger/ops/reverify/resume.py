@@ -88,8 +88,8 @@ def _check_recordable(opts: ReverifyOptions) -> None:
 
 def record_run(ctx: LedgerContext, report: dict[str, Any], producer: str | None) -> int:
     """Append a ``reverify_run`` entry for a complete ``report`` (its ``ledger-reverify-run/1``
-    document: the report without its outcomes, plus their digest; docs/format.md section
-    10.4) and return its seq.  ``report`` must not carry ``recorded_seq`` yet.  The run of
+    or ``/2`` document: the report without its outcomes, plus their digest; docs/format.md
+    section 10.4) and return its seq.  ``report`` must not carry ``recorded_seq`` yet.  The run of
     one tenant's entries (``report["tenant"]``) is recorded in that tenant's chain, its
     ``ledger-reverify-run/2`` document bound to the tenant's last entry below its end."""
     tenant = report.get("tenant")
