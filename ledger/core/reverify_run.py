@@ -2,8 +2,8 @@
 (docs/format.md section 10.4, docs/reverify.md).
 
 The document (``ledger-reverify-run/1``; ``/2`` for one tenant, below; canonical JSON of
-the envelope subset) is the ``ledger-reverify-report/1`` without its ``outcomes`` -- summary, counts by engine, range,
-filters, limits, re-executors, outcome -- plus::
+the envelope subset) is the ``ledger-reverify-report/1`` without its ``outcomes`` --
+summary, counts by engine, range, filters, limits, re-executors, outcome -- plus::
 
     outcomes_digest = "sha256:" + hex(SHA-256(json.dumps(outcomes, sort_keys=True,
                                                          separators=(",", ":"))))
