@@ -253,3 +253,20 @@ def test_exports_with_tenant_runs_verify(db_url: str, tmp_path: Path) -> None:
         ours = verify_export(tmp_path / name, jwks)
         assert ours["outcome"] == "passed" and ours["complete"] is True, ours["findings"]
         assert _script_codes(tmp_path / name, jwks) == (0, set())
+
+
+def test_a_tenant_run_resumes_only_as_the_same_tenant(db_url: str, tmp_path: Path) -> None:
+    from tests.cli.test_reverify import _interrupt
+
+    seqs = _ledger(db_url)
+    first = _reverify(db_url, tmp_path, "--tenant", A)
+    _interrupt(db_url, first["run_id"], seqs[A][1])
+    for args in ([], ["--tenant", B]):
+        code, err = _cli(db_url, "reverify", "--resume", *args)
+        assert code == 2 and "--tenant differs" in err, (args, err)
+    resumed = _reverify(db_url, tmp_path, "--resume", "--tenant", A)
+    assert resumed["run_id"] == first["run_id"] and resumed["resumed"] is True
+    assert resumed["tenant"] == A and [o["seq"] for o in resumed["outcomes"]] == seqs[A]
+    with Ledger.open(db_url) as led:
+        assert [r["seq"] for r in led.reverify_runs(tenant=A)["runs"]] == [
+            resumed["recorded_seq"], first["recorded_seq"]]
