@@ -254,14 +254,16 @@ class Ledger:
         ``consistency``: with the proof from the checkpoint before each."""
         return history.checkpoints(self.ctx, after, limit, consistency)
 
-    def audit_runs(self, before: int | None = None, limit: int = 100) -> dict[str, Any]:
-        """Recorded audit runs, newest first."""
-        return history.audit_runs(self.ctx, before, limit)
+    def audit_runs(self, before: int | None = None, limit: int = 100,
+                   tenant: str | None = None) -> dict[str, Any]:
+        """Recorded audit runs, newest first (``tenant``: only that tenant's recorded audits)."""
+        return history.audit_runs(self.ctx, before, limit, tenant)
 
     def audit_run(self, run_id: int, sel: history.FindingSelection | None = None,
-                  ) -> dict[str, Any]:
-        """One recorded audit run with its incidents and (``sel``) its findings."""
-        return history.audit_run(self.ctx, run_id, sel)
+                  tenant: str | None = None) -> dict[str, Any]:
+        """One recorded audit run with its incidents and (``sel``) its findings (``tenant``:
+        any other run than that tenant's is NotFound)."""
+        return history.audit_run(self.ctx, run_id, sel, tenant)
 
     def prove(self, seq: int, checkpoint: str | None = None,
               keyring: Keyring | None = None) -> dict[str, Any]:
@@ -278,10 +280,19 @@ class Ledger:
         return audit_ops.run_audit(self.ctx, opts or audit_ops.AuditOptions(), progress)
 
     def audit_tenant(self, tenant: str, *, policy_path: str | None = None,
-                     check_attestations: bool = True) -> audit_ops.AuditReport:
-        """Audit one tenant's chain and its place in the global tree (docs/tenants.md)."""
-        return audit_ops.audit_tenant(self.ctx, tenant, policy_path=policy_path,
-                                      check_attestations=check_attestations)
+                     check_attestations: bool = True, record: bool = False,
+                     producer: str | None = None, command: str | None = None,
+                     actor: str | None = None) -> audit_ops.AuditReport:
+        """Audit one tenant's chain and its place in the global tree (docs/tenants.md);
+        ``record``: keep it as a run, its ``audit_run`` entry in the tenant's chain."""
+        if record:  # refused on a replica before the walk, as ``ledger audit --record``
+            audit_ops.refuse_on_replica(self.ctx)
+        report = audit_ops.audit_tenant(self.ctx, tenant, policy_path=policy_path,
+                                        check_attestations=check_attestations)
+        if record:
+            report = audit_ops.record_tenant_run(self.ctx, report, producer, command=command,
+                                                 actor=actor)
+        return report
 
     def reverify(self, opts: reverify_ops.ReverifyOptions | None = None, *,
                  progress: Callable[[int], None] | None = None,
@@ -292,10 +303,12 @@ class Ledger:
         return reverify_ops.run_reverify(self.ctx, opts or reverify_ops.ReverifyOptions(),
                                          progress, total)
 
-    def reverify_runs(self, before: int | None = None, limit: int = 20) -> dict[str, Any]:
+    def reverify_runs(self, before: int | None = None, limit: int = 20,
+                      tenant: str | None = None) -> dict[str, Any]:
         """The recorded re-verification runs (``reverify_run`` entries), newest first, each
-        checked, with its outcomes and whether their recorded digest proves them."""
-        return reverify_history.recorded_runs(self.ctx, before, limit)
+        checked, with its outcomes and whether their recorded digest proves them
+        (``tenant``: only the runs recorded for that tenant)."""
+        return reverify_history.recorded_runs(self.ctx, before, limit, tenant)
 
     def reverify_run(self, seq: int | None = None) -> dict[str, Any]:
         """The ``reverify_run`` entry at ``seq`` (None: the latest), checked, with its

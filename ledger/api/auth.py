@@ -72,8 +72,10 @@ POLICY: dict[str, frozenset[str]] = {
 # The actions a token with a tenant may use: each answers from (or writes to) its tenant
 # only.  Every other action spans the whole ledger and refuses it (``operator_level``).
 # redact / hold / holds: its tenant's entries and holds only (ledger.ops.custody).
+# audits / reverify_runs: only the runs recorded for its tenant (``ledger audit|reverify
+# --tenant T --record``; routes_history).
 TENANT_ACTIONS = frozenset({"append", "read", "checkpoint", "export", "schema",
-                            "redact", "hold", "holds"})
+                            "redact", "hold", "holds", "audits", "reverify_runs"})
 TENANT_SCOPE_CODE = "tenant_scope"
 
 

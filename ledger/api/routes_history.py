@@ -7,6 +7,11 @@ lists the recorded audit runs with their findings (codes, seqs, expected and act
 hashes): auditors only, like every other layer-3 value.  ``/v1/reverify-runs`` lists the
 re-verification runs recorded in the chain (``reverify_run`` entries, read checked) with
 their disagreements, projected for the reader's layer (``ops.reverify_history.project``).
+
+A token with a tenant sees only the runs recorded for its tenant (``ledger audit --tenant T
+--record``, ``ledger reverify --tenant T --record``): never a run of the whole ledger, whose
+findings may name other tenants' seqs.  Without such a run its lists are empty, and any
+other run id is answered as a missing one (404), whatever the ledger holds.
 """
 
 from __future__ import annotations
@@ -54,7 +59,8 @@ def list_audits(
     """``{"runs": [{run_id, state, started_at, updated_at, range, next_seq, summary,
     findings, abstentions, ...}], "next_before"}``."""
     check_params(request, {"before", "limit"})
-    return request.app.state.service.reader.audit_runs(before, limit)  # type: ignore[no-any-return]
+    return request.app.state.service.reader.audit_runs(  # type: ignore[no-any-return]
+        before, limit, principal.tenant)
 
 
 @router.get("/v1/audits/{run_id:int}", summary="One recorded audit run with its findings",
@@ -79,7 +85,7 @@ def get_audit(request: Request, run_id: int = Path(ge=1, le=MAX_SEQ, examples=[1
     check_params(request, {"code", "class", "field", "sort", "offset", "limit", "format"})
     sel = FindingSelection(code=code, cls=cls, field=field, sort=sort, offset=offset,
                            limit=limit)
-    doc = request.app.state.service.reader.audit_run(run_id, sel)
+    doc = request.app.state.service.reader.audit_run(run_id, sel, principal.tenant)
     if format == "csv":
         return Response(findings_csv(doc), media_type="text/csv; charset=utf-8", headers={
             "Content-Disposition": f'attachment; filename="audit-run-{run_id}-findings.csv"'})
@@ -102,6 +108,6 @@ def list_reverify_runs(
     differing fields (the values of status and developer fields only); auditors all."""
     check_params(request, {"before", "limit"})
     layer = layer_of(principal)
-    page = request.app.state.service.reader.reverify_runs(before, limit)
+    page = request.app.state.service.reader.reverify_runs(before, limit, principal.tenant)
     return {"layer": layer, "runs": [project(r, layer) for r in page["runs"]],
             "next_before": page["next_before"]}

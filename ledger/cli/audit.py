@@ -75,7 +75,8 @@ class Workers(click.ParamType):  # type: ignore[type-arg]
 @click.option("--producer", default=None, help="Identity recorded with --record.")
 @click.option("--tenant", default=None, metavar="TENANT",
               help="Audit only this tenant's chain and its place in the global tree "
-              "(docs/tenants.md); not with --from/--to/--since-last/--resume/--record.")
+              "(docs/tenants.md); with --record, recorded in the tenant's chain; not with "
+              "--from/--to/--since-last/--resume.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
               help="Also write a self-contained HTML report (summary, findings, charts, "
               "the checkpoint it stands on, commands to re-verify).")
@@ -89,14 +90,16 @@ def audit(obj: CommandObj, start: int, end: int | None, workers: int, policy_pat
     """Recompute every hash, proof and attestation; report every finding."""
     if tenant is not None:
         for flag, used in (("from", start != 0), ("to", end is not None),
-                           ("since-last", since_last), ("resume", resume), ("record", record),
+                           ("since-last", since_last), ("resume", resume),
                            ("checkpoint", bool(checkpoints)), ("html", bool(html_file))):
             if used:
                 raise UsageError(f"--tenant audits the tenant's whole chain: not with --{flag}",
                                  field="tenant")
         with Ledger.open(obj["db_url"]) as ledger:
             _finish(ledger.audit_tenant(tenant, policy_path=policy_path,
-                                        check_attestations=not no_attestations),
+                                        check_attestations=not no_attestations, record=record,
+                                        producer=producer, command="ledger audit",
+                                        actor=producer or _os_user()),
                     json_report, None)
         return
     opts = AuditOptions(start=start, end=end, workers=workers, policy_path=policy_path,

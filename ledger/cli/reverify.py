@@ -62,18 +62,21 @@ def _time(name: str, value: str | None) -> int | None:
               help="When the run completes, append a reverify_run entry (the report without "
               "its outcomes, plus their digest) to the ledger.")
 @click.option("--producer", default=None, help="Identity recorded with --record.")
+@click.option("--tenant", default=None, metavar="TENANT",
+              help="Only this tenant's results; with --record the run is recorded in the "
+              "tenant's chain, where its auditors see it (docs/tenants.md).")
 @click.option("--json-report", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Write the full JSON report here ('-' = stdout).")
 @click.pass_obj
 def reverify(obj: CommandObj, start: int, end: int | None, seqs: tuple[int, ...],
              engines: tuple[str, ...], since: str | None, until: str | None, workers: int,
              time_limit: float, memory_mb: int, resume: bool, record: bool,
-             producer: str | None, json_report: str | None) -> None:
+             producer: str | None, json_report: str | None, tenant: str | None) -> None:
     """Re-run each result's engine on its stored inputs; report every disagreement."""
     opts = ReverifyOptions(start=start, end=end, seqs=seqs, engines=engines,
                            since_us=_time("since", since), until_us=_time("until", until),
                            workers=workers, time_limit_s=time_limit, memory_mb=memory_mb,
-                           resume=resume, record=record, producer=producer)
+                           resume=resume, record=record, producer=producer, tenant=tenant)
     with Ledger.open(obj["db_url"]) as ledger:
         show = sys.stderr.isatty()
         with click.progressbar(length=0, label="re-verifying", file=sys.stderr,

@@ -97,7 +97,10 @@ def _label(r: runs.RunRow, options: dict[str, Any]) -> dict[str, Any]:
     library call and for runs recorded before runs were labelled), ``actor``, ``scope``
     (``whole ledger``, ``since last audit``, ``seqs [a, b)``), ``checkpoints`` (file names of
     the ``--checkpoint`` notes it was checked against)."""
-    if options.get("since_last"):
+    tenant = options.get("tenant")
+    if isinstance(tenant, str):
+        scope = f"tenant {tenant}: its chain in seqs [{r.range_start}, {r.range_end})"
+    elif options.get("since_last"):
         scope = f"since the last passed audit: seqs [{r.range_start}, {r.range_end})"
     elif options.get("whole"):
         scope = f"whole ledger: seqs [{r.range_start}, {r.range_end})"
@@ -125,17 +128,42 @@ def _run_doc(r: runs.RunRow, counts: dict[str, int]) -> dict[str, Any]:
         "policy": options.get("policy") or "default policy",
         "findings": counts.get("finding", 0), "abstentions": counts.get("abstention", 0),
         "label": _label(r, options),
+        # the one tenant whose chain the run audited (ledger audit --tenant); null: the ledger
+        "tenant": options.get("tenant") if isinstance(options.get("tenant"), str) else None,
     }
 
 
+def _tenant_of(r: runs.RunRow) -> str | None:
+    try:
+        options = json.loads(r.options)
+    except ValueError:
+        return None
+    tenant = options.get("tenant") if isinstance(options, dict) else None
+    return tenant if isinstance(tenant, str) else None
+
+
+def _tenant_page(conn: Any, tenant: str, before: int | None, limit: int) -> list[runs.RunRow]:
+    """The first ``limit`` recorded audits of ``tenant``'s chain with ``id < before``."""
+    out: list[runs.RunRow] = []
+    while len(out) < limit:
+        page = runs.run_page(conn, before, MAX_PAGE, runs.TENANT_AUDIT)
+        out += [r for r in page if _tenant_of(r) == tenant]
+        if len(page) < MAX_PAGE:
+            break
+        before = page[-1].id
+    return out[:limit]
+
+
 def audit_runs(ctx: LedgerContext, before: int | None = None, limit: int = 100,
-               ) -> dict[str, Any]:
+               tenant: str | None = None) -> dict[str, Any]:
     """Recorded audit runs, newest first (``run_id < before``): ``{"runs": [...],
     "next_before"}``; each with its range, state, row counts and number of saved findings
-    and abstentions."""
+    and abstentions.  ``tenant``: only the recorded audits of that tenant's chain
+    (``ledger audit --tenant T --record``), never a run of the whole ledger."""
     limit = max(1, min(limit, MAX_PAGE))
     with connect(ctx.engine) as conn:
-        page = runs.run_page(conn, before, limit + 1)
+        page = runs.run_page(conn, before, limit + 1) if tenant is None \
+            else _tenant_page(conn, tenant, before, limit + 1)
         more = len(page) > limit
         page = page[:limit]
         counts = runs.finding_counts(conn, [r.id for r in page])
@@ -175,18 +203,19 @@ def _sorted(found: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
 
 
 def audit_run(ctx: LedgerContext, run_id: int, sel: FindingSelection | None = None,
-              ) -> dict[str, Any]:
+              tenant: str | None = None) -> dict[str, Any]:
     """One recorded run with its saved findings and abstentions (row-level ones: the
     ledger-level findings of a run are in its JSON report only), its findings grouped into
     ``incidents`` (``ledger.core.explain.group_findings``, each with its explanation), and
     ``finding_list`` the findings ``sel`` selects (default: all, in seq order), with
-    ``finding_total`` the number selected before paging.  Raises NotFound."""
+    ``finding_total`` the number selected before paging.  ``tenant``: a run that is not a
+    recorded audit of that tenant is answered as a missing one.  Raises NotFound."""
     sel = sel or FindingSelection()
     if sel.sort not in FINDING_SORTS:
         raise UsageError(f"sort must be one of {', '.join(FINDING_SORTS)}", field="sort")
     with connect(ctx.engine) as conn:
         r = runs.run_by_id(conn, run_id)
-        if r is None:
+        if r is None or (tenant is not None and _tenant_of(r) != tenant):
             raise NotFound(f"no audit run {run_id}", field="run_id")
         saved = runs.run_findings(conn, run_id)
         counts = runs.finding_counts(conn, [run_id])[run_id]

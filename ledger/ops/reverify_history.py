@@ -16,6 +16,7 @@ from typing import Any
 
 from ledger.core.reexec import DISAGREES
 from ledger.core.reverify_run import outcomes_digest
+from ledger.core.tenant import DEFAULT_TENANT
 from ledger.errors import NotFound, UsageError
 from ledger.ops.context import LedgerContext
 from ledger.ops.query import make_filters, query
@@ -27,7 +28,7 @@ KIND = "reverify_run"
 MAX_RUNS = 100
 # the document fields each layer sees (agents: the verdict and the counts; developers: who
 # re-executed and where; auditors: everything)
-AGENT_DOC = ("outcome", "summary", "range")
+AGENT_DOC = ("outcome", "summary", "range", "tenant")
 DEVELOPER_DOC = AGENT_DOC + ("run_id", "by_engine", "reexecutors", "started_at",
                              "finished_at")
 # differing fields whose values a developer may see (layer 2: status and developer_fields;
@@ -58,16 +59,32 @@ def _run(ctx: LedgerContext, row: dict[str, Any]) -> dict[str, Any]:
             "document": doc, "outcomes": outcomes, "outcomes_proven": proven}
 
 
+def _for_tenant(row: dict[str, Any], tenant: str) -> bool:
+    """Whether an entry of ``tenant``'s chain is a run recorded for that tenant: its checked
+    document names it.  A document that did not check is listed (without its document,
+    as for every reader) only in the chain of a tenant other than ``default``, where every
+    ``reverify_run`` entry is a tenant run: the default chain also holds the runs of the
+    whole ledger."""
+    doc = row.get("document") if row["integrity"]["verified"] else None
+    if isinstance(doc, dict):
+        return doc.get("tenant") == tenant
+    return tenant != DEFAULT_TENANT
+
+
 def recorded_runs(ctx: LedgerContext, before: int | None = None, limit: int = 20,
-                  ) -> dict[str, Any]:
+                  tenant: str | None = None) -> dict[str, Any]:
     """The ``reverify_run`` entries, newest first (seq < ``before``), each with its checked
     document, its run's stored outcomes and ``outcomes_proven``: ``{"runs", "next_before"}``
-    (the auditor's view; :func:`project` narrows it)."""
+    (the auditor's view; :func:`project` narrows it).  ``tenant``: only the runs recorded
+    for that tenant (``ledger reverify --tenant T --record``: entries of its chain whose
+    document names it); a page may then hold fewer than ``limit`` runs."""
     if not 1 <= limit <= MAX_RUNS:
         raise UsageError(f"limit must be from 1 to {MAX_RUNS}", field="limit")
-    page = query(ctx, make_filters(kind=[KIND]), limit=limit, layer="auditor", order="desc",
-                 before=before)
-    return {"runs": [_run(ctx, r) for r in page.rows], "next_before": page.next_before}
+    filters = make_filters(kind=[KIND]) if tenant is None \
+        else make_filters(kind=[KIND], tenant=tenant)
+    page = query(ctx, filters, limit=limit, layer="auditor", order="desc", before=before)
+    rows = page.rows if tenant is None else [r for r in page.rows if _for_tenant(r, tenant)]
+    return {"runs": [_run(ctx, r) for r in rows], "next_before": page.next_before}
 
 
 def recorded_run(ctx: LedgerContext, seq: int | None) -> dict[str, Any]:

@@ -28,6 +28,10 @@ from ledger.store.schema import (
 
 AUDIT = audit_runs.c.job == "audit"
 REVERIFY = audit_runs.c.job == "reverify"
+# the audit of one tenant's chain (``ledger audit --tenant T --record``): listed with the
+# audits, never read as an audit of the whole ledger
+TENANT_AUDIT = audit_runs.c.job == "tenant_audit"
+LISTED = audit_runs.c.job.in_(("audit", "tenant_audit"))
 
 
 def new_run(conn: Connection, now: int, start: int, end: int, options: str, counts: str,
@@ -105,16 +109,18 @@ def _run_row(r: Any) -> RunRow:
                   int(r.range_end), int(r.next_seq), r.state, r.options, r.counts)
 
 
-def run_page(conn: Connection, before_id: int | None, limit: int) -> list[RunRow]:
-    """Runs with ``id < before_id`` (all when None), newest first, at most ``limit``."""
-    q = select(audit_runs).where(AUDIT)
+def run_page(conn: Connection, before_id: int | None, limit: int, where: Any = LISTED,
+             ) -> list[RunRow]:
+    """Audit runs (``where``: of the whole ledger and of a tenant) with ``id < before_id``
+    (all when None), newest first, at most ``limit``."""
+    q = select(audit_runs).where(where)
     if before_id is not None:
         q = q.where(audit_runs.c.id < before_id)
     return [_run_row(r) for r in conn.execute(q.order_by(audit_runs.c.id.desc()).limit(limit))]
 
 
 def run_by_id(conn: Connection, run_id: int) -> RunRow | None:
-    r = conn.execute(select(audit_runs).where(audit_runs.c.id == run_id, AUDIT)).first()
+    r = conn.execute(select(audit_runs).where(audit_runs.c.id == run_id, LISTED)).first()
     return None if r is None else _run_row(r)
 
 

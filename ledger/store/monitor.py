@@ -27,12 +27,17 @@ class CompleteRun:
     counts: str  # JSON
 
 
-def last_doc_of_kind(conn: Connection, kind: str) -> DocRef | None:
-    """(seq, envelope, document) of the newest entry of ``kind``, or None."""
+def last_doc_of_kind(conn: Connection, kind: str, before: int | None = None,
+                     ) -> DocRef | None:
+    """(seq, envelope, document) of the newest entry of ``kind`` (with seq < ``before``),
+    or None."""
     doc = payloads.alias("doc")
-    r = conn.execute(select(entries.c.seq, entries.c.envelope, doc.c.data).select_from(
+    q = select(entries.c.seq, entries.c.envelope, doc.c.data).select_from(
         entries.outerjoin(doc, doc.c.pid == pid_col(entries.c.seq))).where(
-        entries.c.kind == kind).order_by(entries.c.seq.desc()).limit(1)).first()
+        entries.c.kind == kind)
+    if before is not None:
+        q = q.where(entries.c.seq < before)
+    r = conn.execute(q.order_by(entries.c.seq.desc()).limit(1)).first()
     if r is None:
         return None
     return DocRef(r.seq, _bytes(r.envelope), None if r.data is None else _bytes(r.data))

@@ -219,7 +219,8 @@ def test_each_layer_sees_its_share_of_a_recorded_run(db_url: str, tmp_path: Path
     agent = project(run, "agent")
     assert agent["disagreements"] == [{"seq": 0}] and "acme" not in json.dumps(agent)
     assert set(agent) == {"seq", "recorded_at", "integrity", "outcome", "summary", "range",
-                          "outcomes_proven", "disagreements"}
+                          "tenant", "outcomes_proven", "disagreements"}
+    assert agent["tenant"] is None  # a run over every tenant (ledger reverify --tenant: T)
     assert set(agent["integrity"]) == {"verified", "codes"}
     dev = project(run, "developer")
     assert dev["disagreements"][0]["differences"] == [

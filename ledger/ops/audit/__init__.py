@@ -39,7 +39,7 @@ from ledger.ops.audit.runs import (
     since_last,
 )
 from ledger.ops.audit.tally import Tally
-from ledger.ops.audit.tenant import audit_tenant
+from ledger.ops.audit.tenant import audit_tenant, record_tenant_run, refuse_on_replica
 from ledger.ops.audit.walk import check_head, run_parts, run_whole
 from ledger.ops.context import LedgerContext
 from ledger.ops.trust_store import load_trust_store
@@ -48,8 +48,8 @@ from ledger.store import standby
 from ledger.store.db import connect
 
 __all__ = ["EXIT_CODES", "REPORT_FORMAT", "AuditOptions", "AuditReport", "audit_tenant",
-           "auto_workers", "join_gaps", "load_policy", "record_run", "run_audit", "split",
-           "summary_line"]
+           "auto_workers", "join_gaps", "load_policy", "record_run", "record_tenant_run",
+           "refuse_on_replica", "run_audit", "split", "summary_line"]
 
 
 

@@ -51,12 +51,18 @@ class AuditOptions:
 # -- since-last, resume, record -------------------------------------------------
 AUDIT_RUN_V1 = "ledger-audit-run/1"
 AUDIT_RUN_V2 = "ledger-audit-run/2"  # /1 plus the abstention counts (docs/format.md §10.2)
+# /2 plus ``tenant``: the audit of one tenant's chain (``ledger audit --tenant T --record``)
+AUDIT_RUN_V3 = "ledger-audit-run/3"
+TENANT_JOB = "tenant_audit"  # the ``audit_runs.job`` of a recorded tenant audit
 
 
 def is_baseline(doc: dict[str, Any]) -> bool:
     """Whether a recorded audit run sets a ``--since-last`` baseline: it passed, or (a
     ``ledger-audit-run/2`` document) it had no finding and every abstention was a payload
-    erased by a redaction (:func:`ledger.core.finding.only_redactions`)."""
+    erased by a redaction (:func:`ledger.core.finding.only_redactions`).  The audit of one
+    tenant (``ledger-audit-run/3``) verified one chain, not the ledger: never a baseline."""
+    if doc.get("format") not in (None, AUDIT_RUN_V1, AUDIT_RUN_V2) or "tenant" in doc:
+        return False
     if doc.get("outcome") == "passed":
         return True
     counts: tuple[Any, ...] = (doc.get("findings"), doc.get("abstentions"), doc.get("redacted"))
@@ -222,19 +228,27 @@ def _parts_ok(parts: Any, start: int, end: int) -> bool:
     return at == end
 
 
-def record_run(ctx: LedgerContext, report: AuditReport, producer: str | None) -> int:
-    """Append an ``audit_run`` entry: the summary, the range, and the report digest (of
-    the report without ``recorded_seq``)."""
+def run_document(report: AuditReport, head_hash: str | None) -> dict[str, Any]:
+    """The ``audit_run`` document of ``report`` (docs/format.md §10.2): ``ledger-audit-run/2``,
+    or ``/3`` with ``tenant`` for the audit of one tenant (``report.tenant``)."""
     body = json.dumps(report.to_json(), sort_keys=True, separators=(",", ":")).encode()
-    head_hash = hash_before(ctx, report.range.end)
     abstentions = report.abstentions
-    doc = {"format": AUDIT_RUN_V2, "range": report.range.to_json(),
+    doc: dict[str, Any] = {"format": AUDIT_RUN_V2, "range": report.range.to_json(),
            "summary": report.summary.to_json(), "findings": len(report.findings),
            "abstentions": len(abstentions),
            "redacted": sum(1 for a in abstentions if a.reason == REDACTED),
            "outcome": report.outcome, "head_hash": head_hash,
            "report_digest": digest_text(body),
            "finished_at": report.finished_at}
+    if report.tenant is not None:
+        doc.update(format=AUDIT_RUN_V3, tenant=report.tenant)
+    return doc
+
+
+def record_run(ctx: LedgerContext, report: AuditReport, producer: str | None) -> int:
+    """Append an ``audit_run`` entry: the summary, the range, and the report digest (of
+    the report without ``recorded_seq``)."""
+    doc = run_document(report, hash_before(ctx, report.range.end))
     ev = prepare_event("audit_run", {"outcome": report.outcome, "producer": producer},
                        "report", doc)
     res = commit_batch(ctx.engine, ctx.meta.ledger_id, ctx.clock, [ev])

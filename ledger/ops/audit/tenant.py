@@ -11,15 +11,26 @@ genesis with every per-entry check of the whole audit.  Then:
   at its size (``tenant_heads_mismatch``), so the tenant's head is the one witnesses and
   timestamps cover;
 - the tenant's ``tenant_heads`` row must equal its last entry (``tenant_head_mismatch``).
+
+Recorded (``ledger audit --tenant T --record``, :func:`record_tenant_run`): the run is an
+``audit_runs`` row of job ``tenant_audit`` (its options name the tenant; the whole-ledger
+readers -- ``--resume``, ``--since-last``, the findings attached to reads, the monitor --
+never take it for an audit of the ledger), with its findings, and an ``audit_run`` entry
+in T's own chain whose ``ledger-audit-run/3`` document names T and binds T's last entry
+below the audited size (docs/format.md §10.2).  The findings name T's seqs only, but
+``tenant_heads_mismatch``, which names the last seq of the checkpoint (its size - 1, public).
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 from ledger.clock import format_us
 from ledger.core.audit import FORKED, ChainAuditor, Finding
 from ledger.core.audit_report import AuditRange, AuditReport, report_outcome
+from ledger.core.entry import hash_hex
 from ledger.core.merkle import leaf_hash
 from ledger.core.note import parse_checkpoint_body, parse_note
 from ledger.core.policy import Policy, load_policy
@@ -32,6 +43,9 @@ from ledger.core.tenant import (
     tenant_genesis,
 )
 from ledger.crypto.trust import row_judge
+from ledger.errors import UsageError
+from ledger.ops.append import commit_batch, prepare_event
+from ledger.ops.audit.runs import TENANT_JOB, run_document
 from ledger.ops.audit.tally import Tally, tally_row
 from ledger.ops.audit.walk import HeadPair, head_finding
 from ledger.ops.context import LedgerContext
@@ -39,8 +53,10 @@ from ledger.ops.filters import make_filters
 from ledger.ops.query import iter_pages
 from ledger.ops.redaction_map import load_redaction_map
 from ledger.ops.trust_store import load_trust_store
+from ledger.store import audit_runs as runs
 from ledger.store import entries as repo
-from ledger.store.db import connect
+from ledger.store import standby
+from ledger.store.db import connect, transaction
 from ledger.store.tenants import heads_at
 from ledger.store.tree import read_store
 
@@ -130,3 +146,55 @@ def _tree_findings(ctx: LedgerContext, tenant: str, leaves: dict[int, bytes]) ->
                                {"tenants": line[0], "root": line[1].hex()},
                                {"tenants": len(heads), "root": heads_root(heads).hex()}))
     return out
+
+
+def tenant_hash_before(ctx: LedgerContext, tenant: str, end: int) -> str | None:
+    """``sha256:<hex>`` of the stored hash of ``tenant``'s last entry with seq < ``end``
+    (the head a tenant run over ``[0, end)`` covered); None when it has none."""
+    with connect(ctx.engine) as conn:
+        last = repo.tenant_last_before(conn, tenant, end)
+    return hash_hex(last[2]) if last is not None else None
+
+
+def refuse_on_replica(ctx: LedgerContext) -> None:
+    """``--record`` writes: refused on a hot standby (exit 2 ``read_only_replica``)."""
+    with connect(ctx.engine) as conn:
+        if standby.is_standby(conn):
+            raise UsageError("--record writes to the ledger, and this database is a "
+                             "read-only replica (hot standby); run it against the primary",
+                             code="read_only_replica", field="record")
+
+
+def record_tenant_run(ctx: LedgerContext, report: AuditReport, producer: str | None, *,
+                      command: str | None = None, actor: str | None = None) -> AuditReport:
+    """Keep a tenant audit's ``report`` as a run: its ``audit_runs`` row (job
+    ``tenant_audit``, complete, with its findings and abstentions), then its ``audit_run``
+    entry in the tenant's chain.  Returns the report with ``run_id`` and ``recorded_seq``
+    (the digest is of the report with ``run_id``, without ``recorded_seq``)."""
+    tenant = report.tenant
+    if tenant is None:
+        raise ValueError("not the report of a tenant audit")
+    refuse_on_replica(ctx)
+    now = ctx.clock.now_us()
+    options: dict[str, Any] = {
+        "tenant": tenant, "policy": report.policy, "attestations": report.attestations_checked,
+        "command": command, "actor": actor, "since_last": False, "whole": False,
+        "checkpoints": [], "state": {}}
+    rows = [{"seq": f.seq, "kind": "finding", "body": json.dumps(f.to_json())}
+            for f in report.findings]
+    rows += [{"seq": a.seq, "kind": "abstention", "body": json.dumps(a.to_json())}
+             for a in report.abstentions]
+    end = report.range.end
+    with transaction(ctx.engine) as conn:
+        run_id = runs.new_run(conn, now, report.range.start, end, json.dumps(options),
+                              json.dumps(report.summary.to_json()), job=TENANT_JOB)
+        runs.add_findings(conn, [{"run_id": run_id, **r} for r in rows])
+        runs.update_run(conn, run_id, next_seq=end, counts=json.dumps(report.summary.to_json()),
+                        state="complete", options=json.dumps(options), updated_at=now)
+    report = replace(report, run_id=run_id)
+    doc = run_document(report, tenant_hash_before(ctx, tenant, end))
+    ev = prepare_event("audit_run", {"outcome": report.outcome, "producer": producer},
+                       "report", doc)
+    ev.tenant = tenant
+    res = commit_batch(ctx.engine, ctx.meta.ledger_id, ctx.clock, [ev])
+    return replace(report, recorded_seq=int(res[0].seq))  # type: ignore[arg-type]

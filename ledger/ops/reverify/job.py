@@ -22,6 +22,7 @@ from typing import Any
 from ledger.clock import format_us
 from ledger.core import reexec as rx
 from ledger.core.reverify_run import REPORT_FORMAT
+from ledger.core.tenant import check_tenant
 from ledger.errors import UsageError
 from ledger.ops.context import LedgerContext
 from ledger.ops.redaction_map import load_redaction_map
@@ -66,6 +67,8 @@ def _check_options(opts: ReverifyOptions) -> None:
         raise UsageError("--workers must be at least 1", field="workers")
     if opts.time_limit_s <= 0:
         raise UsageError("--time-limit must be positive", field="time_limit")
+    if opts.tenant is not None:
+        check_tenant(opts.tenant)
     if opts.record:
         _check_recordable(opts)
 
@@ -198,6 +201,8 @@ def _report(ctx: LedgerContext, opts: ReverifyOptions, run: _Run, counts: Counts
         "started_at": format_us(run.started), "finished_at": format_us(ctx.clock.now_us()),
     }
     report["outcome"] = rx.run_outcome(counts.by_outcome)
+    if opts.tenant is not None:  # only that tenant's entries (docs/reverify.md)
+        report["tenant"] = opts.tenant
     return report
 
 

@@ -14,6 +14,7 @@ class ReverifyOptions:
     engines: tuple[str, ...] = ()       # only these engines
     since_us: int | None = None         # recorded_at >= since
     until_us: int | None = None         # recorded_at < until
+    tenant: str | None = None           # only this tenant's entries (recorded in its chain)
     workers: int = 1
     time_limit_s: float = 10.0
     memory_mb: int = 2048

@@ -11,6 +11,7 @@ from ledger.core.canonical import MAX_SAFE_INTEGER, canonical_json
 from ledger.core.reverify_run import run_document
 from ledger.errors import CanonicalizationError, UsageError
 from ledger.ops.append import commit_batch, prepare_event
+from ledger.ops.audit.tenant import tenant_hash_before
 from ledger.ops.context import LedgerContext
 from ledger.ops.read import hash_before
 from ledger.ops.reverify.options import ReverifyOptions
@@ -21,7 +22,8 @@ JOB = "reverify"
 # the recorded options a resumed run must be given unchanged: (field, the CLI option)
 RECORDED = (("start", "--from"), ("end", "--to"), ("seqs", "--seq"), ("engines", "--engine"),
             ("since_us", "--since"), ("until_us", "--until"), ("time_limit_s", "--time-limit"),
-            ("memory_mb", "--memory-limit"), ("hash_seed", "hash_seed"))
+            ("memory_mb", "--memory-limit"), ("hash_seed", "hash_seed"),
+            ("tenant", "--tenant"))
 
 
 def _recorded(opts: ReverifyOptions) -> dict[str, Any]:
@@ -86,10 +88,17 @@ def _check_recordable(opts: ReverifyOptions) -> None:
 
 def record_run(ctx: LedgerContext, report: dict[str, Any], producer: str | None) -> int:
     """Append a ``reverify_run`` entry for a complete ``report`` (its ``ledger-reverify-run/1``
-    document: the report without its outcomes, plus their digest; docs/format.md section
-    10.4) and return its seq.  ``report`` must not carry ``recorded_seq`` yet."""
-    head_hash = hash_before(ctx, report["range"]["end"])
+    or ``/2`` document: the report without its outcomes, plus their digest; docs/format.md
+    section 10.4) and return its seq.  ``report`` must not carry ``recorded_seq`` yet.  The run of
+    one tenant's entries (``report["tenant"]``) is recorded in that tenant's chain, its
+    ``ledger-reverify-run/2`` document bound to the tenant's last entry below its end."""
+    tenant = report.get("tenant")
+    end = report["range"]["end"]
+    head_hash = hash_before(ctx, end) if tenant is None \
+        else tenant_hash_before(ctx, tenant, end)
     ev = prepare_event("reverify_run", {"outcome": report["outcome"], "producer": producer},
                        "report", run_document(report, head_hash))
+    if tenant is not None:
+        ev.tenant = tenant
     res = commit_batch(ctx.engine, ctx.meta.ledger_id, ctx.clock, [ev])
     return int(res[0].seq)  # type: ignore[arg-type]

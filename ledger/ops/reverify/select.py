@@ -61,6 +61,8 @@ def stored_entry(row: Any, blobs: Any, ledger_id: str, redactions: Any,
 def _selected(row: Any, opts: ReverifyOptions) -> bool:
     if row.kind != "result":
         return False
+    if opts.tenant is not None and row.tenant != opts.tenant:
+        return False
     if opts.seqs and row.seq not in opts.seqs:
         return False
     if opts.engines and row.engine not in opts.engines:
