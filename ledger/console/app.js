@@ -645,10 +645,13 @@ async function allRuns() {
 
 // The run shown when none is picked: the latest complete run that an audit command made
 // (a `ledger report` run covers a report's period only; a run with no command is a library
-// call or predates labels), else the latest complete run, else the newest.
+// call or predates labels) of the whole ledger -- a tenant's audit (`r.tenant`) covers one
+// tenant's chain, so it is the default only when no whole-ledger audit is listed (a tenant
+// token lists its tenant's runs only) -- else the latest complete run, else the newest.
+const byCommand = (r) => r.label && r.label.command && r.label.command !== "ledger report";
 function defaultRun(runs) {
   const done = runs.filter((r) => r.state === "complete");
-  const audit = done.find((r) => r.label && r.label.command && r.label.command !== "ledger report");
+  const audit = done.find((r) => byCommand(r) && !r.tenant) || done.find(byCommand);
   return audit || done[0] || runs[0];
 }
 const runCommand = (r) => (r.label && r.label.command) || "no command recorded";
@@ -691,14 +694,15 @@ async function auditsView(view, query) {
     if (r.run_id === pick) tr.classList.add("current");
     const l = r.label || {};
     tr.insertCell().append(h("a", { href: `#/audits?run=${r.run_id}`, "aria-current": r.run_id === pick ? "true" : null, text: `#${r.run_id}` }));
-    for (const v of [r.state, r.started_at, runCommand(r), l.actor || "—", l.scope || `seqs [${r.range.start}, ${r.range.end})`,
+    const scope = l.scope || `seqs [${r.range.start}, ${r.range.end})`;
+    for (const v of [r.state, r.started_at, runCommand(r), l.actor || "—", r.tenant ? `tenant ${r.tenant} only: ${scope}` : scope,
       (l.checkpoints || []).join(", ") || "none", r.summary.rows, r.summary.verified, r.summary.failed, r.summary.unverified, r.findings, r.abstentions]) tr.insertCell().textContent = fmt(v);
   }
   view.append(h("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "Recorded audit runs" }, table));
   const sec = h("section", { id: "run-detail", "aria-labelledby": "run-detail-h" });
   view.append(sec);
-  const byAudit = chosen.label && chosen.label.command && chosen.label.command !== "ledger report";
-  const why = q.run ? "picked" : chosen.state === "complete" ? (byAudit ? "the latest complete audit"
+  const byAudit = byCommand(chosen);
+  const why = q.run ? "picked" : chosen.state === "complete" ? (byAudit ? (chosen.tenant ? `the latest complete audit of tenant ${chosen.tenant}'s chain` : "the latest complete audit")
     : "the latest complete run; no complete run of an audit command is recorded") : "the newest run; none is complete";
   sec.append(h("h3", { id: "run-detail-h", text: `Run #${pick}: findings` }),
     h("p", { id: "run-label", class: "muted", text: `Showing run #${pick} (${why})` + (chosen.label ? ` — ${runCommand(chosen)}, ${chosen.label.scope}, by ${chosen.label.actor || "unknown"}, checkpoints: ${(chosen.label.checkpoints || []).join(", ") || "none"}, started ${chosen.started_at}.` : ".") }));
