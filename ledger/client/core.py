@@ -91,7 +91,8 @@ class ClientCore:
         assert self.origin is not None and self.jwks is not None
         claims = verify_receipt(item.get("receipt"), self.jwks, origin=self.origin,
                                 ledger_id=self.ledger_id, seq=item.get("seq"),
-                                entry_hash=item.get("entry_hash"))
+                                entry_hash=item.get("entry_hash"), tenant=item.get("tenant"),
+                                tseq=item.get("tseq"))
         return taken(item, key, claims)
 
     # -- answers and back-off ------------------------------------------------------
