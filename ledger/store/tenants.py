@@ -21,6 +21,16 @@ def _bytes(data: Any) -> bytes:
     return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
 
 
+def places(conn: Any, seqs: list[int]) -> dict[int, tuple[str, int]]:
+    """seq -> (tenant, tseq) of the given entries (a SQLAlchemy connection; an entry written
+    before tenants has the default tenant and ``tseq = seq``)."""
+    if not seqs:
+        return {}
+    rows = conn.execute(sa.text("SELECT seq, tenant, tseq FROM entries WHERE seq IN :seqs")
+                        .bindparams(sa.bindparam("seqs", expanding=True)), {"seqs": seqs})
+    return {seq: (tenant, seq if tseq is None else tseq) for seq, tenant, tseq in rows}
+
+
 def heads_at(cur: Any, pg: bool, size: int) -> list[HeadRow]:
     """The head of every tenant that ``tenant_heads`` names and that has an entry below
     ``size``: one index lookup per tenant (what a checkpoint signs; the audit checks the
@@ -48,13 +58,3 @@ def all_heads_at(cur: Any, pg: bool, size: int) -> list[HeadRow]:
                 "ON e.tenant = x.tenant AND e.seq = x.m ORDER BY e.tenant", (size,))
     return [(t, (seq if tseq is None else tseq) + 1, _bytes(eh))
             for t, seq, tseq, eh in cur.fetchall()]
-
-
-def places(conn: Any, seqs: list[int]) -> dict[int, tuple[str, int]]:
-    """seq -> (tenant, tseq) of the given entries (a SQLAlchemy connection; an entry written
-    before tenants has the default tenant and ``tseq = seq``)."""
-    if not seqs:
-        return {}
-    rows = conn.execute(sa.text("SELECT seq, tenant, tseq FROM entries WHERE seq IN :seqs")
-                        .bindparams(sa.bindparam("seqs", expanding=True)), {"seqs": seqs})
-    return {seq: (tenant, seq if tseq is None else tseq) for seq, tenant, tseq in rows}
