@@ -1144,7 +1144,8 @@ class Bundle:
         try:
             assert isinstance(absence, dict) and set(absence) == {"v", "leaves", "left",
                                                                   "right"}, "its keys"
-            assert absence["v"] == 1 and type(absence["leaves"]) is int, "v or leaves"
+            assert type(absence["v"]) is int and absence["v"] == 1, "v is not the integer 1"
+            assert type(absence["leaves"]) is int, "leaves is not an integer"
             assert absence["leaves"] == n, "leaves is not the n of the tenants line"
             key = tenant.encode("ascii")
             idx = {}

@@ -238,7 +238,7 @@ def check_absence(tenant: str, absence: object, leaves: int, root: bytes) -> str
     a = absence
     if not isinstance(a, dict) or set(a) != ABSENCE_KEYS:
         return "absence must be {v, leaves, left, right}"
-    if a["v"] != ABSENCE_VERSION:
+    if type(a["v"]) is not int or a["v"] != ABSENCE_VERSION:
         return f"absence proof version {a['v']!r} is not {ABSENCE_VERSION}"
     if type(a["leaves"]) is not int or a["leaves"] != leaves:
         return f"absence.leaves is not the {leaves} leaves of the checkpoint's tenants line"

@@ -165,7 +165,8 @@ def absence_problems(tenant: str, a: Any, line: tuple[int, bytes]) -> list[str]:
     bracket the tenant in id order, adjacent, each proven at its index (docs/tenants.md,
     "Proof of a tenant's absence")."""
     n, root = line
-    if not isinstance(a, dict) or set(a) != {"v", "leaves", "left", "right"} or a["v"] != 1 \
+    if not isinstance(a, dict) or set(a) != {"v", "leaves", "left", "right"} \
+            or type(a["v"]) is not int or a["v"] != 1 \
             or a["leaves"] != n or type(a["leaves"]) is not int:
         return ["manifest.json: absence is not {v: 1, leaves: n, left, right}"]
     out, index = [], {}

@@ -224,6 +224,9 @@ ABSENCE_FORGERIES: dict[str, Callable[[dict[str, Any], Path], Path]] = {
     # the right leaf and proof, but a heads tree of another size
     "wrong-leaves": lambda b, tmp: forge_absence(b, tmp, "nobody", _absence(
         head_leaf(b, "globex"), None, leaves=4)),
+    # a valid proof whose version is true, not the integer 1
+    "version-not-an-integer": lambda b, tmp: forge_absence(b, tmp, "nobody", lambda sec: dict(
+        sec, absence=dict(sec["absence"], v=True))),
     # acme's export (5 entries) with an absence proof added to its tenant object
     "absence-with-entries": lambda b, tmp: forge_absence(b, tmp, "acme", lambda sec: dict(
         sec, absence={"v": 1, "leaves": 3, "left": None, "right": head_leaf(b, "acme")}),
