@@ -66,6 +66,18 @@ def receipt_kid(token: str) -> str | None:
     return kid if isinstance(kid, str) else None
 
 
+def token_tenant(token: str) -> str | None:
+    """The tenant the ledger appends a token's items to, read from the token itself (the
+    caller's own credential, not verified here): its ``tenant`` claim, or ``default`` for a
+    JWT without one; None when the token is not a JWT (then only the answer is compared)."""
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.InvalidTokenError:
+        return None
+    tenant = claims.get("tenant", DEFAULT_TENANT) if isinstance(claims, dict) else None
+    return tenant if isinstance(tenant, str) else None
+
+
 def _unb64(text: str) -> bytes:
     """Strict unpadded base64url (ValueError otherwise)."""
     try:

@@ -162,6 +162,28 @@ def test_the_client_checks_the_tenant_of_its_receipts(srv: Server) -> None:
         assert (out.claims["tenant"], out.claims["tseq"]) == stored(srv, out.seq or 0)
 
 
+def test_the_client_refuses_an_answer_for_another_tenant_than_its_tokens(srv: Server) -> None:
+    """A real answer for T checked by clients of T's token and of a default token: the
+    former takes it, and refuses it stripped of its tenant; the latter refuses it."""
+    with client(srv, T, "svc-client") as c:
+        item = c.post("/v1/entries", json=sub("client-strict")).json()
+    tenant_client = LedgerClient(srv.base_url, token(srv, T, "svc-client"), receipts="entry")
+    default_client = LedgerClient(srv.base_url, token(srv, None, "svc-client"),
+                                  receipts="entry")
+    try:
+        for lc in (tenant_client, default_client):
+            lc.append(sub(f"warm-{lc.core.tenant}"))  # learns the origin and the keys
+        assert (tenant_client.core.tenant, default_client.core.tenant) == (T, "default")
+        assert tenant_client.core.verified(item, "k").claims["tenant"] == T
+        stripped = {k: v for k, v in item.items() if k not in ("tenant", "tseq")}
+        for lc, answer in ((tenant_client, stripped), (default_client, item)):
+            with pytest.raises(ReceiptInvalid, match="tenant"):
+                lc.core.verified(answer, "k")
+    finally:
+        tenant_client.close()
+        default_client.close()
+
+
 def test_a_default_tenant_answer_and_receipt_are_unchanged(srv: Server) -> None:
     with client(srv, None, "svc-default") as c:
         jwks = c.get("/.well-known/jwks.json").json()
