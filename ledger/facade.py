@@ -348,10 +348,10 @@ class Ledger:
                                        tenants=tenants, tenant=tenant)
 
     def export_zip(self, keys: Any, f: query_ops.Filters, work_dir: Any,
-                   tenant: str | None = None) -> Any:
+                   tenant: str | None = None, absence_proof: bool = True) -> Any:
         """The signed export bundle of ``f`` (or ``tenant``'s complete export) packed as a zip
         under ``work_dir``: (path, manifest)."""
-        return export_ops.export_zip(self.ctx, keys, f, work_dir, tenant)
+        return export_ops.export_zip(self.ctx, keys, f, work_dir, tenant, absence_proof)
 
     def export_records(self, f: query_ops.Filters) -> Iterable[bytes]:
         """The export record line of every entry matching ``f`` (streaming)."""

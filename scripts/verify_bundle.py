@@ -27,7 +27,9 @@ entry's ``tenant`` and ``tseq``: entries of a tenant other than ``default`` are 
 the tenant link, links are checked along each tenant's chain, a proof interval holds one
 tenant's run, and a tenant export (a manifest ``tenant`` object) is proven complete when its
 head is a leaf of the heads tree the checkpoint's ``tenants`` line commits to and the
-entries are exactly the chain from the tenant's genesis to that head.  The report says
+entries are exactly the chain from the tenant's genesis to that head (for a tenant without
+entries: the manifest's ``absence`` shows the adjacent head leaves that bracket its id, so
+it has none).  The report says
 ``complete`` (--json) for every bundle: a proven tenant chain, or a contiguous export
 without filters, with no finding and both signatures verified by --jwks keys.
 
@@ -110,6 +112,7 @@ SKEW_US = 300 * 1_000_000
 MANIFEST_KEYS = ("ledger_id", "origin", "range", "counts", "checkpoint", "files", "filters")
 REDACTIONS = "redactions.jsonl"  # listed only when the bundle has one
 PROOF_ORDER = ("key_events.jsonl", REDACTIONS, "entries.jsonl")  # the order of proofs.jsonl
+ABSENT = object()  # a manifest's tenant object without "absence"
 
 
 def sha(b: bytes) -> bytes:
@@ -1044,10 +1047,13 @@ class Bundle:
         head, after ``count`` rows, and that head a leaf of the checkpoint's heads tree."""
         sec, m = self.manifest.get("tenant"), self.manifest
         try:
-            if not isinstance(sec, dict) or set(sec) != {"id", "count", "head_hash", "heads"} \
+            if not isinstance(sec, dict) or \
+                    set(sec) - {"absence"} != {"id", "count", "head_hash", "heads"} \
                     or not isinstance(sec["id"], str) or not TENANT_RE.match(sec["id"]) \
                     or type(sec["count"]) is not int or sec["count"] < 0:
-                raise ValueError("tenant must be {id, count, head_hash, heads}")
+                raise ValueError("tenant must be {id, count, head_hash, heads[, absence]}")
+            if "absence" in sec and (sec["count"] != 0 or sec["heads"] is not None):
+                raise ValueError("only a tenant without entries has an absence proof")
             tenant, count = sec["id"], sec["count"]
             head = None if sec["head_hash"] is None else hex32(sec["head_hash"])
             if (head is None) != (count == 0):
@@ -1076,10 +1082,14 @@ class Bundle:
             self.r.fail("entries.jsonl", None, "tenant_incomplete", f"{len(mine)} entries of "
                         f"the tenant ending at another hash; its head counts {count}")
             ok = False
-        return self.tenant_head(tenant, count, head, sec["heads"]) and ok
+        return self.tenant_head(tenant, count, head, sec["heads"], sec.get("absence", ABSENT)) \
+            and ok
 
-    def tenant_head(self, tenant: str, count: int, head: bytes | None, heads: Any) -> bool:
-        """Whether (tenant, count, head) is what the signed checkpoint commits to."""
+    def tenant_head(self, tenant: str, count: int, head: bytes | None, heads: Any,
+                    absence: Any) -> bool:
+        """Whether (tenant, count, head) is what the signed checkpoint commits to (for a
+        tenant without entries under a tenants line: whether ``absence`` proves it has no
+        leaf in the heads tree)."""
         if self.cp is None:
             return False
         try:
@@ -1089,6 +1099,10 @@ class Bundle:
             return False
         if line is None:  # only "default" had entries below the size: all of them
             want = self.cp["size"] if tenant == DEFAULT_TENANT else 0
+            if absence is not ABSENT:
+                self.r.fail("manifest.json", None, "tenant_absence_invalid", "an absence "
+                            "proof under a checkpoint without a tenants line")
+                return False
             if count != want or heads is not None:
                 self.r.fail("manifest.json", None, "tenant_head_unproven", "without a "
                             "tenants line the default tenant's chain is every entry of the "
@@ -1096,9 +1110,7 @@ class Bundle:
                 return False
             return True
         if count == 0:
-            self.r.abstain("manifest.json", None, "tenant_absence_unproven", "the tenant "
-                           "has no head in the checkpoint; its absence is not proven")
-            return False
+            return self.tenant_absent(tenant, absence, line)
         try:
             assert isinstance(heads, dict) and set(heads) == {"count", "index", "path"}
             assert heads["count"] == line[0] and type(heads["index"]) is int
@@ -1112,6 +1124,61 @@ class Bundle:
         except (AssertionError, ValueError, TypeError, KeyError):
             self.r.fail("manifest.json", None, "tenant_head_unproven", "the tenant head is "
                         "not a leaf of the heads tree the checkpoint commits to")
+            return False
+        return True
+
+    def tenant_absent(self, tenant: str, absence: Any, line: tuple[int, bytes]) -> bool:
+        """Whether the manifest's ``tenant.absence`` proves that the tenant has no leaf in
+        the heads tree of the tenants line ``line`` = (n, heads_root): the leaves are sorted
+        by id, so adjacent leaves i, i+1 with id_i < tenant < id_i+1, or leaf 0 alone with
+        tenant < id_0, or leaf n-1 alone with id_n-1 < tenant, leave no place for it."""
+        if absence is ABSENT:  # a bundle written before absence proofs
+            self.r.abstain("manifest.json", None, "tenant_absence_unproven", "the tenant "
+                           "has no head in the checkpoint; its absence is not proven")
+            return False
+        if isinstance(absence, dict) and type(absence.get("v")) is int and absence["v"] != 1:
+            self.r.abstain("manifest.json", None, "tenant_absence_unproven", "absence proof "
+                           f"version {absence['v']} is not known to this verifier")
+            return False
+        n, root = line
+        try:
+            assert isinstance(absence, dict) and set(absence) == {"v", "leaves", "left",
+                                                                  "right"}, "its keys"
+            assert type(absence["v"]) is int and absence["v"] == 1, "v is not the integer 1"
+            assert type(absence["leaves"]) is int, "leaves is not an integer"
+            assert absence["leaves"] == n, "leaves is not the n of the tenants line"
+            key = tenant.encode("ascii")
+            idx = {}
+            for side in ("left", "right"):
+                x = absence[side]
+                if x is None:
+                    continue
+                assert isinstance(x, dict) and set(x) == {"id", "count", "head_hash", "index",
+                                                          "path"}, f"{side}: its keys"
+                assert isinstance(x["id"], str) and TENANT_RE.match(x["id"]), f"{side}: id"
+                assert type(x["count"]) is int and 0 < x["count"] < 2**63, f"{side}: count"
+                assert type(x["index"]) is int and isinstance(x["path"], list), side
+                path = [bytes.fromhex(p) for p in x["path"]]
+                assert all(len(b) == 32 and b.hex() == p for b, p in zip(path, x["path"],
+                                                                          strict=True)), side
+                tb = x["id"].encode("ascii")
+                leaf = sha(b"\x00" + bytes([len(tb)]) + tb + struct.pack(">Q", x["count"])
+                           + hex32(x["head_hash"]))
+                assert root_from_leaf(x["index"], n, leaf, path) == root, \
+                    f"{side}: not leaf {x['index']} of the heads tree"
+                assert (tb < key) if side == "left" else (key < tb), \
+                    f"{side}: {x['id']} is not on the {side} of {tenant}"
+                idx[side] = x["index"]
+            assert idx, "neither a left nor a right leaf"
+            if "left" not in idx:
+                assert idx["right"] == 0, "a right leaf alone is not leaf 0"
+            elif "right" not in idx:
+                assert idx["left"] == n - 1, "a left leaf alone is not the last leaf"
+            else:
+                assert idx["right"] == idx["left"] + 1, "the leaves are not adjacent"
+        except (AssertionError, ValueError, TypeError) as exc:
+            self.r.fail("manifest.json", None, "tenant_absence_invalid", "the proof that the "
+                        f"tenant has no head in the checkpoint does not hold: {exc}")
             return False
         return True
 

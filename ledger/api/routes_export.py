@@ -14,7 +14,8 @@ size then), so an export never chases concurrent appends.
 A token with a tenant exports that tenant's rows only (``rows``, ``csv``, ``json``); the
 record form that carries every payload -- ``format=records`` -- is refused to it (403
 ``tenant_scope``); its bundle is the tenant's complete export (``ledger export --tenant``,
-docs/tenants.md), without filters.
+docs/tenants.md), without filters, and -- for a tenant without entries -- without the proof
+of its absence, which would name the tenants next to it (so it verifies not complete).
 """
 
 from __future__ import annotations
@@ -146,8 +147,10 @@ def export_bundle(
                          "filter, no --from/--to", code="tenant_export_filtered", field="tenant")
     work = tempfile.mkdtemp(prefix="ledger-export-")
     try:
+        # no absence proof for a tenant token: it would show the tenant its neighbours
         path, manifest = service.ledger.export_zip(service.settings.keys_dir, f, work,
-                                                   tenant=principal.tenant)
+                                                   tenant=principal.tenant,
+                                                   absence_proof=False)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

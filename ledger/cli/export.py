@@ -36,9 +36,13 @@ from ledger.verify.export import EXIT_CODES, summary_line, verify_export
 @click.option("--proofs", type=click.Choice(["interval", "every"]), default="interval",
               show_default=True, help="One inclusion proof per run of consecutive seqs "
               "(links prove the rest), or one per entry.")
+@click.option("--no-absence-proof", "no_absence", is_flag=True, default=False,
+              help="With --tenant T of a tenant without entries: leave out the proof of its "
+              "absence (it names the neighbouring tenants); the bundle then verifies not "
+              "complete.")
 @click.pass_obj
 def export(obj: CommandObj, /, out_dir: str, start: int, end: int | None, key_file: str | None,
-           keys_dir: str, proofs: str, **kw: Any) -> None:
+           keys_dir: str, proofs: str, no_absence: bool, **kw: Any) -> None:
     """Write a verifiable bundle of the entries matching the filters to DIR:
     entries.jsonl, entries.csv (a view, not verifiable by itself), key_events.jsonl,
     proofs.jsonl, checkpoint.txt, jwks.json, manifest.json and manifest.jwt (signed
@@ -64,7 +68,8 @@ def export(obj: CommandObj, /, out_dir: str, start: int, end: int | None, key_fi
         with click.progressbar(length=total, label="exporting", file=sys.stderr,
                                hidden=not sys.stderr.isatty()) as bar:
             manifest = ledger.export(out_dir, ExportOptions(filters=f, proofs=proofs,
-                                                            signer=signer, tenant=tenant),
+                                                            signer=signer, tenant=tenant,
+                                                            absence_proof=not no_absence),
                                      progress=bar.update)
     c = manifest["counts"]
     click.echo(f"{out_dir}: {c['entries']} entries "

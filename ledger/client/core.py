@@ -14,7 +14,7 @@ from typing import Any
 
 from ledger.client.errors import ClientUsage, LedgerNotNow, ReceiptInvalid
 from ledger.client.protocol import AppendOutcome, error_of, is_retryable, raise_refusal, taken
-from ledger.client.receipt import receipt_kid, verify_receipt
+from ledger.client.receipt import receipt_kid, token_tenant, verify_receipt
 from ledger.client.spool import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Spool
 
 JWKS_REFRESH_S = 30.0
@@ -43,6 +43,7 @@ class ClientCore:
                               f"got {receipts!r}")
         self.url, self.timeout = url.rstrip("/"), timeout
         self.headers = {"Authorization": f"Bearer {token}"}
+        self.tenant = token_tenant(token)  # the chain its items join (None: not known)
         if receipts == "batch":  # RFC 7240; a ledger that ignores it answers per-entry JWTs
             self.headers["Prefer"] = "receipt=batch"
         self.origin, self.ledger_id = origin, ledger_id
@@ -89,9 +90,14 @@ class ClientCore:
     def verified(self, item: dict[str, Any], key: str) -> AppendOutcome:
         """The outcome of a taken item; raises ReceiptInvalid."""
         assert self.origin is not None and self.jwks is not None
+        answered = item.get("tenant") or "default"
+        if self.tenant is not None and answered != self.tenant:
+            raise ReceiptInvalid(f"the ledger answered for tenant {answered}, the token's is "
+                                 f"{self.tenant}", detail={"tenant": self.tenant})
         claims = verify_receipt(item.get("receipt"), self.jwks, origin=self.origin,
                                 ledger_id=self.ledger_id, seq=item.get("seq"),
-                                entry_hash=item.get("entry_hash"))
+                                entry_hash=item.get("entry_hash"), tenant=item.get("tenant"),
+                                tseq=item.get("tseq"))
         return taken(item, key, claims)
 
     # -- answers and back-off ------------------------------------------------------

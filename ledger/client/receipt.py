@@ -3,7 +3,11 @@
 A per-entry receipt (docs/http.md "Receipts") is a JWT signed by the ledger key::
 
     header {"alg": "EdDSA", "kid": <thumbprint>, "typ": "ledger-receipt+jwt"}
-    claims {"iss", "origin", "ledger_id", "seq", "entry_hash", "recorded_at", "producer"?, "iat"}
+    claims {"iss", "origin", "ledger_id", "seq", "entry_hash", "recorded_at", "producer"?,
+            "tenant"?, "tseq"?, "iat"}
+
+``tenant`` and ``tseq`` (both, or neither) name the chain of an entry of a tenant other than
+``default`` and its place there; the batch leaf document carries them the same way.
 
 A batch receipt (docs/format-receipt.md, asked for with ``Prefer: receipt=batch``) is
 ``<JWS>~<leaf>~<proof>``: one JWS (``typ`` ``ledger-batch-receipt+jwt``) over the RFC 9162
@@ -15,7 +19,8 @@ server side; a test pins it to the server's code and to the format's vectors).
 names in the ledger's JWKS (the ``kid`` is a hint: nothing is trusted because of it),
 ``iss``/``origin`` and ``ledger_id`` are the ledger's, a batch receipt's path leads from the
 hash of its leaf document to the signed root, and ``seq``/``entry_hash`` (of the claims or
-the leaf document) equal what the response said.
+the leaf document) equal what the response said -- and so do ``tenant`` and ``tseq`` (a
+receipt without them is of the ``default`` tenant).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from typing import Any
 
 import jwt
@@ -34,6 +40,9 @@ RECEIPT_TYP = "ledger-receipt+jwt"
 RECEIPT_CLAIMS = ("iss", "origin", "ledger_id", "seq", "entry_hash", "recorded_at", "iat")
 BATCH_RECEIPT_TYP = "ledger-batch-receipt+jwt"
 BATCH_CLAIMS = ("iss", "origin", "ledger_id", "size", "root", "iat")
+LEAF_MEMBERS = ("seq", "entry_hash", "recorded_at", "producer", "tenant", "tseq")
+DEFAULT_TENANT = "default"
+TENANT_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}\Z")
 
 
 _KEYS: dict[str, Any] = {}  # JWK text -> public key object (parsing one costs more than a check)
@@ -55,6 +64,18 @@ def receipt_kid(token: str) -> str | None:
     except jwt.InvalidTokenError:
         return None
     return kid if isinstance(kid, str) else None
+
+
+def token_tenant(token: str) -> str | None:
+    """The tenant the ledger appends a token's items to, read from the token itself (the
+    caller's own credential, not verified here): its ``tenant`` claim, or ``default`` for a
+    JWT without one; None when the token is not a JWT (then only the answer is compared)."""
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.InvalidTokenError:
+        return None
+    tenant = claims.get("tenant", DEFAULT_TENANT) if isinstance(claims, dict) else None
+    return tenant if isinstance(tenant, str) else None
 
 
 def _unb64(text: str) -> bytes:
@@ -173,17 +194,33 @@ def _batch_claims(token: str, jwks: dict[str, Any], origin: str) -> dict[str, An
             or not isinstance(doc.get("entry_hash"), str):
         raise ReceiptInvalid("batch receipt: the leaf document is not a JSON object with an "
                              "integer seq and a string entry_hash")
-    if set(doc) - {"seq", "entry_hash", "recorded_at", "producer"}:
+    if set(doc) - {*LEAF_MEMBERS}:
         raise ReceiptInvalid("batch receipt: the leaf document has a member it does not define")
-    fields = {k: doc[k] for k in ("seq", "entry_hash", "recorded_at", "producer") if k in doc}
-    return {**claims, **fields, "index": index}
+    fields = {k: doc[k] for k in LEAF_MEMBERS if k in doc}
+    signed = {k: v for k, v in claims.items() if k not in ("tenant", "tseq")}  # the leaf's
+    return {**signed, **fields, "index": index}
+
+
+def _tenant_of(claims: dict[str, Any]) -> tuple[str, int | None]:
+    """(tenant, tseq) the receipt names: ("default", None) without them."""
+    if "tenant" not in claims and "tseq" not in claims:
+        return DEFAULT_TENANT, None
+    tenant, tseq = claims.get("tenant"), claims.get("tseq")
+    if not isinstance(tenant, str) or not TENANT_ID.match(tenant) or tenant == DEFAULT_TENANT \
+            or type(tseq) is not int or tseq < 0:
+        raise ReceiptInvalid("receipt: tenant and tseq come together, a tenant id other than "
+                             "default and an integer >= 0")
+    return tenant, tseq
 
 
 def verify_receipt(token: Any, jwks: dict[str, Any], *, origin: str, ledger_id: str | None,
-                   seq: Any, entry_hash: Any) -> dict[str, Any]:
+                   seq: Any, entry_hash: Any, tenant: Any = None,
+                   tseq: Any = None) -> dict[str, Any]:
     """The verified claims of ``token`` (per-entry or batch; for a batch receipt, the
-    batch's signed claims with its leaf document's fields and ``index``).  Raises
-    ReceiptInvalid for anything else."""
+    batch's signed claims with its leaf document's fields and ``index``), which must name
+    ``seq``, ``entry_hash`` and -- for an entry of a tenant other than ``default`` (None:
+    the default tenant) -- ``tenant`` and ``tseq``.  Raises ReceiptInvalid for anything
+    else."""
     if not isinstance(token, str):
         raise ReceiptInvalid("the ledger answered without a receipt")
     if "~" in token:
@@ -197,4 +234,8 @@ def verify_receipt(token: Any, jwks: dict[str, Any], *, origin: str, ledger_id: 
     if claims.get("seq") != seq or claims.get("entry_hash") != entry_hash:
         raise ReceiptInvalid("receipt does not sign the seq and entry_hash the ledger answered",
                              detail={"seq": seq, "entry_hash": entry_hash})
+    want = (tenant or DEFAULT_TENANT, None if tenant in (None, DEFAULT_TENANT) else tseq)
+    if _tenant_of(claims) != want:
+        raise ReceiptInvalid("receipt does not sign the tenant and tseq the ledger answered",
+                             detail={"tenant": want[0], "tseq": want[1]})
     return claims

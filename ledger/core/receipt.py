@@ -1,4 +1,4 @@
-"""Batch receipts (``ledger-batch-receipt/1``): one signature for a committed batch.
+"""Batch receipts (``ledger-batch-receipt/2``): one signature for a committed batch.
 
 A per-entry receipt (``ledger-receipt+jwt``, docs/http.md) costs one Ed25519 signature per
 append.  A batch receipt costs one per committed batch: the ledger signs the RFC 9162
@@ -12,8 +12,9 @@ compact JWS uses; SD-JWT joins its parts the same way)::
 * JWS: EdDSA, header ``{"alg": "EdDSA", "kid": <thumbprint>, "typ": BATCH_RECEIPT_TYP}``,
   claims ``{"iss", "origin", "ledger_id", "size", "root": "sha256:<hex>", "iat"}``;
 * leaf document: the bytes of a compact JSON object ``{"entry_hash", "producer"?,
-  "recorded_at", "seq"}`` as the ledger wrote them (a verifier hashes these exact bytes and
-  reads the fields from them; it never re-encodes them);
+  "recorded_at", "seq", "tenant"?, "tseq"?}`` (``tenant``/``tseq`` for an entry of a tenant
+  other than ``default``: what /2 adds to /1) as the ledger wrote them (a verifier hashes
+  these exact bytes and reads the fields from them; it never re-encodes them);
 * tree: ``leaf = SHA-256(0x00 || leaf document)``, nodes ``SHA-256(0x01 || l || r)``,
   RFC 9162 §2.1.1 over the batch's leaves in commit order; the path is PATH(index, D[size]).
 
@@ -32,25 +33,32 @@ from typing import Any
 
 from ledger.core.merkle import HASH_SIZE, LEAF_PREFIX, MemoryTree, root_from_inclusion_proof
 from ledger.core.strict import StrictError, loads
+from ledger.core.tenant import DEFAULT_TENANT, is_tenant
 
-__all__ = ["BATCH_CLAIMS", "BATCH_RECEIPT_TYP", "FORMAT", "SEPARATOR", "batch_claims",
-           "batch_tree", "encode", "is_batch", "leaf_document", "leaf_hash", "read_leaf", "root_of",
-           "split"]
+__all__ = ["BATCH_CLAIMS", "BATCH_RECEIPT_TYP", "FORMAT", "FORMAT_V1", "SEPARATOR",
+           "TENANT_FIELDS", "batch_claims", "batch_tree", "check_tenant_claims", "encode",
+           "is_batch", "leaf_document", "leaf_hash", "read_leaf", "root_of", "split",
+           "tenant_claims"]
 
-FORMAT = "ledger-batch-receipt/1"
+FORMAT = "ledger-batch-receipt/2"  # /1 with the leaf members tenant and tseq
+FORMAT_V1 = "ledger-batch-receipt/1"  # a /2 leaf without them is a /1 leaf, byte for byte
 BATCH_RECEIPT_TYP = "ledger-batch-receipt+jwt"
 BATCH_CLAIMS = ("iss", "origin", "ledger_id", "size", "root", "iat")
 LEAF_FIELDS = ("entry_hash", "recorded_at", "seq")  # and "producer" when the append had one
+TENANT_FIELDS = ("tenant", "tseq")  # both, for an entry of a tenant other than "default"
 SEPARATOR = "~"
 INDEX_BYTES = 4
 MAX_SIZE = 2 ** (8 * INDEX_BYTES) - 1
 
 
-def leaf_document(seq: int, entry_hash: str, recorded_at: str, producer: str | None) -> bytes:
-    """The leaf document of one committed entry: compact JSON, keys sorted, ASCII."""
+def leaf_document(seq: int, entry_hash: str, recorded_at: str, producer: str | None,
+                  tenant: str | None = None, tseq: int | None = None) -> bytes:
+    """The leaf document of one committed entry: compact JSON, keys sorted, ASCII; an entry
+    of a tenant other than ``default`` adds its ``tenant`` and ``tseq``."""
     doc: dict[str, Any] = {"entry_hash": entry_hash, "recorded_at": recorded_at, "seq": seq}
     if producer is not None:
         doc["producer"] = producer
+    doc.update(tenant_claims(tenant, tseq))
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("ascii")
 
 
@@ -128,18 +136,46 @@ def root_of(leaf: bytes, index: int, size: int, path: Sequence[bytes]) -> bytes:
     return root_from_inclusion_proof(index, size, leaf_hash(leaf), path)
 
 
+def tenant_claims(tenant: str | None, tseq: int | None) -> dict[str, Any]:
+    """``{"tenant", "tseq"}`` for an entry of a tenant other than ``default``, else nothing:
+    a receipt of the default tenant is what it always was."""
+    if tenant is None or tenant == DEFAULT_TENANT:
+        return {}
+    if not is_tenant(tenant) or type(tseq) is not int or tseq < 0:
+        raise ValueError("a tenant receipt names a tenant id and a non-negative tseq")
+    return {"tenant": tenant, "tseq": tseq}
+
+
+def check_tenant_claims(doc: dict[str, Any]) -> tuple[str, int | None]:
+    """(tenant, tseq) a receipt's claims or leaf document name: ``("default", None)``
+    without them; raises ValueError when only one is there, the tenant is not a tenant id
+    or is ``default`` (never written: one statement has one form), or tseq is not an
+    integer >= 0."""
+    has = [k in doc for k in TENANT_FIELDS]
+    if not any(has):
+        return DEFAULT_TENANT, None
+    tenant, tseq = doc.get("tenant"), doc.get("tseq")
+    if not all(has) or not is_tenant(tenant) or tenant == DEFAULT_TENANT \
+            or type(tseq) is not int or tseq < 0:
+        raise ValueError("tenant and tseq come together: a tenant id other than default and "
+                         "an integer >= 0")
+    assert isinstance(tenant, str)
+    return tenant, tseq
+
+
 def read_leaf(leaf: bytes) -> dict[str, Any]:
     """The fields of a leaf document, read strictly (UTF-8 JSON, no duplicate keys, no
-    member but ``entry_hash``, ``recorded_at``, ``seq`` and ``producer``); raises ValueError
-    unless it is a JSON object with an integer ``seq`` and string ``entry_hash``/
-    ``recorded_at`` (and ``producer``, if any)."""
+    member but ``entry_hash``, ``recorded_at``, ``seq``, ``producer``, ``tenant`` and
+    ``tseq``); raises ValueError unless it is a JSON object with an integer ``seq`` and
+    string ``entry_hash``/``recorded_at`` (and ``producer``, if any; ``tenant`` and ``tseq``
+    together, if any)."""
     try:
         doc = loads(leaf)
     except StrictError as exc:
         raise ValueError(f"the leaf document is not strict JSON: {exc.message}") from None
     if not isinstance(doc, dict):
         raise ValueError("the leaf document is not a JSON object")
-    unknown = sorted(set(doc) - {*LEAF_FIELDS, "producer"})
+    unknown = sorted(set(doc) - {*LEAF_FIELDS, "producer", *TENANT_FIELDS})
     if unknown:
         raise ValueError(f"the leaf document has the unknown member {unknown[0]!r}")
     if type(doc.get("seq")) is not int or not isinstance(doc.get("entry_hash"), str) \
@@ -147,4 +183,5 @@ def read_leaf(leaf: bytes) -> dict[str, Any]:
             or not isinstance(doc.get("producer", ""), str):
         raise ValueError("the leaf document needs an integer seq and string entry_hash, "
                          "recorded_at (and producer)")
+    check_tenant_claims(doc)
     return doc

@@ -223,3 +223,79 @@ def parse_extension(extensions: Sequence[str]) -> tuple[int, bytes] | None:
     if len(root) != HASH_SIZE or base64.b64encode(root).decode() != parts[2]:
         raise TenantError(f"malformed tenants line {found[0]!r}")
     return int(parts[1]), root
+
+
+# -- the proof that a tenant has no head (docs/tenants.md "Proof of a tenant's absence") ------
+ABSENCE_VERSION = 1
+ABSENCE_KEYS = frozenset({"v", "leaves", "left", "right"})
+ABSENCE_LEAF_KEYS = frozenset({"id", "count", "head_hash", "index", "path"})
+
+
+def absence_proof(heads: Sequence[TenantHead], tenant: str) -> dict[str, object]:
+    """The manifest's ``tenant.absence`` object: the one or two leaves of the (sorted,
+    non-empty) heads tree that bracket ``tenant``, each with its inclusion proof.  Raises
+    TenantError when ``tenant`` has a head or the heads tree is empty."""
+    key = check_tenant(tenant).encode("ascii")
+    if not heads or any(h.tenant == tenant for h in heads):
+        raise TenantError(f"tenant {tenant!r} has a head: its absence cannot be proven")
+    at = sum(1 for h in heads if h.tenant.encode("ascii") < key)  # T's place in the order
+
+    def leaf(i: int) -> dict[str, object]:
+        h = heads[i]
+        return {"id": h.tenant, "count": h.count, "head_hash": "sha256:" + h.head_hash.hex(),
+                "index": i, "path": [p.hex() for p in heads_proof(heads, i)]}
+
+    return {"v": ABSENCE_VERSION, "leaves": len(heads),
+            "left": leaf(at - 1) if at > 0 else None,
+            "right": leaf(at) if at < len(heads) else None}
+
+
+def check_absence(tenant: str, absence: object, leaves: int, root: bytes) -> str | None:
+    """None when ``absence`` (a manifest's ``tenant.absence``) proves that ``tenant`` has no
+    leaf in the heads tree of ``leaves`` leaves with ``root``; else why not.  The leaves are
+    sorted by id strictly ascending (the signer's rule, which the audit checks), so two
+    adjacent leaves ``i``, ``i + 1`` with ``id_i < tenant < id_{i+1}`` leave no room for it,
+    nor does leaf 0 with ``tenant < id_0`` or leaf ``n - 1`` with ``id_{n-1} < tenant``."""
+    a = absence
+    if not isinstance(a, dict) or set(a) != ABSENCE_KEYS:
+        return "absence must be {v, leaves, left, right}"
+    if type(a["v"]) is not int or a["v"] != ABSENCE_VERSION:
+        return f"absence proof version {a['v']!r} is not {ABSENCE_VERSION}"
+    if type(a["leaves"]) is not int or a["leaves"] != leaves:
+        return f"absence.leaves is not the {leaves} leaves of the checkpoint's tenants line"
+    key = tenant.encode("ascii")
+    found: dict[str, int] = {}
+    for side in ("left", "right"):
+        x = a[side]
+        if x is None:
+            continue
+        if not isinstance(x, dict) or set(x) != ABSENCE_LEAF_KEYS or not is_tenant(x["id"]) \
+                or type(x["count"]) is not int or type(x["index"]) is not int \
+                or not isinstance(x["path"], list) \
+                or not all(isinstance(p, str) and len(p) == 64 for p in x["path"]):
+            return f"absence.{side} must be {{id, count, head_hash, index, path}}"
+        try:
+            head = bytes.fromhex(x["head_hash"][7:]) if isinstance(x["head_hash"], str) \
+                and x["head_hash"].startswith("sha256:") else b""
+            path = [bytes.fromhex(p) for p in x["path"]]
+        except ValueError:
+            return f"absence.{side} has a malformed hash"
+        if len(head) != HASH_SIZE or "sha256:" + head.hex() != x["head_hash"] \
+                or any(p.hex() != s for p, s in zip(path, x["path"], strict=True)):
+            return f"absence.{side} has a malformed hash"
+        if not verify_head(TenantHead(x["id"], x["count"], head), x["index"], leaves, path,
+                           root):
+            return f"absence.{side} is not leaf {x['index']} of the heads tree"
+        found[side] = x["index"]
+        below = x["id"].encode("ascii") < key
+        if below != (side == "left") or x["id"] == tenant:
+            return f"absence.{side} ({x['id']}) is not on the {side} of {tenant}"
+    if not found:
+        return "absence has neither a left nor a right leaf"
+    if "left" not in found and found["right"] != 0:
+        return "a right leaf alone must be leaf 0"
+    if "right" not in found and found["left"] != leaves - 1:
+        return f"a left leaf alone must be the last leaf ({leaves - 1})"
+    if len(found) == 2 and found["right"] != found["left"] + 1:
+        return "the left and right leaves are not adjacent"
+    return None

@@ -240,7 +240,7 @@ def _write_manifest(ctx: LedgerContext, out: Path, signer: Signer,
 def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: Signer,
                   filters: Filters | None = None, *, proofs: str = "interval",
                   progress: Callable[[int], None] | None = None,
-                  tenant: str | None = None) -> dict[str, Any]:
+                  tenant: str | None = None, absence_proof: bool = True) -> dict[str, Any]:
     """Write the bundle of the entries matching ``filters`` (default: all) to ``out_dir``
     (created; must be absent or empty) and return its manifest.
 
@@ -283,7 +283,8 @@ def export_bundle(ctx: LedgerContext, out_dir: str | os.PathLike[str], signer: S
                                   else (lambda r: r.seq in wanted)), redactions)
         n = _write_entries(conn, f, outs[ENTRIES], outs[PROOFS], tree, cp.size,
                            _Lines(proofs, v2), redactions, outs[CSV_VIEW], counts, progress)
-        section = None if tenant is None else tenant_section(store, cp, tenant, n)
+        section = None if tenant is None else tenant_section(store, cp, tenant, n,
+                                                             absence_proof)
     files.update({name: o.close() for name, o in outs.items()})
     manifest = {
         "format": EXPORT_FORMAT_V2 if v2 else EXPORT_FORMAT, "ledger_id": ctx.meta.ledger_id,
@@ -314,6 +315,7 @@ class ExportOptions:
     keys: str | os.PathLike[str] | None = None
     key_file: str | os.PathLike[str] | None = None
     tenant: str | None = None  # the tenant's complete chain (no filters then)
+    absence_proof: bool = True  # an empty tenant's proof of absence (shows its neighbours)
 
 
 def export_filtered(ctx: LedgerContext, out_dir: str | os.PathLike[str],
@@ -326,7 +328,8 @@ def export_filtered(ctx: LedgerContext, out_dir: str | os.PathLike[str],
         signer = signer_from_pem(opts.key_file, ctx.meta.origin, ctx.clock.now_us()) \
             if opts.key_file else signer_from_keyring(Keyring.load(opts.keys), ctx.meta.origin)
     return export_bundle(ctx, out_dir, signer, opts.filters, proofs=opts.proofs,
-                         progress=progress, tenant=opts.tenant)
+                         progress=progress, tenant=opts.tenant,
+                         absence_proof=opts.absence_proof)
 
 
 def iter_records(ctx: LedgerContext, f: Filters, page: int = 1000) -> Iterator[bytes]:
@@ -340,7 +343,7 @@ def iter_records(ctx: LedgerContext, f: Filters, page: int = 1000) -> Iterator[b
 
 def export_zip(ctx: LedgerContext, keys: str | os.PathLike[str], f: Filters,
                work_dir: str | os.PathLike[str], tenant: str | None = None,
-               ) -> tuple[Path, dict[str, Any]]:
+               absence_proof: bool = True) -> tuple[Path, dict[str, Any]]:
     """The bundle of the entries matching ``f`` (``export_bundle``, signed with the keyring
     ``keys``) written under ``work_dir`` and packed into ``work_dir/<name>.zip``: the zip's
     path and the manifest.  The zip holds the bundle's files under one folder named after
@@ -351,7 +354,7 @@ def export_zip(ctx: LedgerContext, keys: str | os.PathLike[str], f: Filters,
     work = Path(work_dir)
     signer = signer_from_keyring(Keyring.load(keys), ctx.meta.origin)
     folder = work / "bundle"
-    manifest = export_bundle(ctx, folder, signer, f, tenant=tenant)
+    manifest = export_bundle(ctx, folder, signer, f, tenant=tenant, absence_proof=absence_proof)
     name = f"ledger-export-{manifest['range']['start']}-{manifest['range']['end']}"
     path = work / f"{name}.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:

@@ -10,6 +10,7 @@ from ledger.core.entry import hash_hex
 from ledger.core.note import Checkpoint
 from ledger.core.tenant import (
     TenantHead,
+    absence_proof,
     check_tenant,
     heads_proof,
     heads_root,
@@ -32,9 +33,12 @@ def tenant_filters(tenant: str | None, f: Filters) -> Filters:
     return replace(f, tenant=(tenant,))
 
 
-def tenant_section(store: Any, cp: Checkpoint, tenant: str, written: int) -> dict[str, Any]:
+def tenant_section(store: Any, cp: Checkpoint, tenant: str, written: int,
+                   absence: bool = True) -> dict[str, Any]:
     """The manifest's ``tenant`` object: the tenant's head at the checkpoint and the proof
-    that the checkpoint's tenants line commits to it (docs/tenants.md).  Raises
+    that the checkpoint's tenants line commits to it, or when the tenant has no head under a
+    tenants line the proof of its absence (docs/tenants.md; ``absence`` False withholds it:
+    it shows the neighbouring tenants' ids, counts and head hashes).  Raises
     CheckpointError when the entries do not give the heads the checkpoint signed (the
     ledger changed behind the append path: audit it)."""
     heads = sorted_heads(TenantHead(t, n, h) for t, n, h in heads_at(store.cur, store.pg,
@@ -53,6 +57,8 @@ def tenant_section(store: Any, cp: Checkpoint, tenant: str, written: int) -> dic
         if mine:
             section["heads"] = {"count": len(heads), "index": mine[0],
                                 "path": [h.hex() for h in heads_proof(heads, mine[0])]}
+        elif absence:  # the leaves that bracket the tenant: it has none
+            section["absence"] = absence_proof(heads, tenant)
     if written != count:
         raise CheckpointError(f"tenant {tenant} has {written} entries below {cp.size} but its "
                               f"head counts {count}; run ledger audit",

@@ -318,6 +318,29 @@ def test_a_tenant_auditors_bundle_is_its_complete_chain(scoped: Scoped, tmp_path
     assert seqs == sorted(scoped.seqs[A])
 
 
+def test_an_empty_tenants_bundle_over_http_withholds_its_absence_proof(
+        scoped: Scoped, tmp_path: Path) -> None:
+    """A tenant without entries gets its (empty) bundle without the absence proof, which
+    would name the tenants next to it: it verifies with no finding, not complete."""
+    import io
+    import zipfile
+
+    from ledger.verify.export import verify_export
+
+    with scoped.client("auditor", "hooli") as c:
+        r = c.get("/v1/export/bundle")
+    assert r.status_code == 200, r.text
+    with zipfile.ZipFile(io.BytesIO(r.content)) as z:
+        z.extractall(tmp_path)
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["tenant"] == {"id": "hooli", "count": 0, "head_hash": None, "heads": None}
+    assert A not in r.content.decode("latin-1") and B not in r.content.decode("latin-1")
+    report = verify_export(folder, scoped.srv.keys_dir / "jwks.json")
+    assert report["findings"] == [] and report["complete"] is False
+    assert [a["reason"] for a in report["abstentions"]] == ["tenant_absence_unproven"]
+
+
 # -- what spans every tenant: one uniform 403 ----------------------------------------------
 # (recorded audit and re-verification runs are scoped instead: test_tenant_runs.py)
 REFUSED = [

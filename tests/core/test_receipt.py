@@ -10,6 +10,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -289,3 +290,78 @@ def test_a_per_entry_receipt_with_a_claim_twice_is_refused() -> None:
     twice = text.replace(b'"seq": 42', b'"seq": 1042, "seq": 42')
     assert twice != text
     _both_refuse(_per_entry(twice))
+
+
+# -- ledger-batch-receipt/2 and per-entry claims: receipts that name a tenant ----------------
+TV = VECTOR["tenants"]
+
+
+def independent_tenant(doc: dict[str, Any]) -> tuple[str, int | None]:
+    """docs/format-receipt.md "Tenants": tenant and tseq together, a tenant id other than
+    default and an integer >= 0; neither: the default tenant."""
+    if "tenant" not in doc and "tseq" not in doc:
+        return "default", None
+    t, n = doc["tenant"], doc["tseq"]
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,62}", t) or t == "default" \
+            or type(n) is not int or n < 0:
+        raise ValueError("tenant")
+    return t, n
+
+
+def test_the_tenant_vectors_verify_with_all_three() -> None:
+    assert TV["format"] == "ledger-batch-receipt/2" and VECTOR["format"] == \
+        "ledger-batch-receipt/1"
+    pe = TV["per_entry"]
+    h, c, s = pe["receipt"].split(".")
+    assert strict_json(b64d(h)) == {"alg": "EdDSA", "kid": VECTOR["jwk"]["kid"],
+                                    "typ": "ledger-receipt+jwt"}
+    Ed25519PublicKey.from_public_bytes(b64d(VECTOR["jwk"]["x"])).verify(
+        b64d(s), f"{h}.{c}".encode())
+    assert strict_json(b64d(c)) == pe["claims"]
+    assert independent_tenant(pe["claims"]) == ("acme", 2)
+    assert server_verify(pe["receipt"], JWKS, ORIGIN, entry=pe)["tseq"] == 2
+    assert client_verify(pe["receipt"], JWKS, origin=ORIGIN, ledger_id=LEDGER_ID,
+                         seq=pe["seq"], entry_hash=pe["entry_hash"], tenant="acme",
+                         tseq=2)["tenant"] == "acme"
+    for e in TV["entries"]:
+        leaf = independent_verify(e["receipt"], VECTOR["jwk"], ORIGIN, LEDGER_ID)
+        assert leaf == json.loads(e["leaf_document"])
+        want = (e["tenant"], e["tseq"]) if e["tenant"] != "default" else ("default", None)
+        assert independent_tenant(leaf) == want
+        assert server_verify(e["receipt"], JWKS, ORIGIN, entry=e)["index"] == e["index"]
+        client_verify(e["receipt"], JWKS, origin=ORIGIN, ledger_id=LEDGER_ID, seq=e["seq"],
+                      entry_hash=e["entry_hash"], tenant=e["tenant"], tseq=e["tseq"])
+    # the default entry's leaf is a /1 leaf: no tenant member
+    assert set(json.loads(TV["entries"][0]["leaf_document"])) == {"entry_hash", "producer",
+                                                                  "recorded_at", "seq"}
+
+
+@pytest.mark.parametrize("case", TV["invalid"], ids=lambda c: c["name"])
+def test_a_leaf_that_names_a_tenant_wrongly_is_refused(case: dict[str, Any]) -> None:
+    leaf = independent_verify(case["receipt"], VECTOR["jwk"], ORIGIN, LEDGER_ID)
+    with pytest.raises((ValueError, KeyError)):
+        independent_tenant(leaf)
+    with pytest.raises(IntegrityError):
+        server_verify(case["receipt"], JWKS, ORIGIN)
+    with pytest.raises(ReceiptInvalid):
+        client_verify(case["receipt"], JWKS, origin=ORIGIN, ledger_id=LEDGER_ID,
+                      seq=leaf["seq"], entry_hash=leaf["entry_hash"], tenant="acme", tseq=3)
+
+
+def test_a_tenant_receipt_for_another_tenant_or_place_is_refused() -> None:
+    e = TV["entries"][1]
+    for tenant, tseq in ((None, None), ("acme", 4), ("globex", 3)):
+        with pytest.raises(ReceiptInvalid, match="tenant"):
+            client_verify(e["receipt"], JWKS, origin=ORIGIN, ledger_id=LEDGER_ID, seq=e["seq"],
+                          entry_hash=e["entry_hash"], tenant=tenant, tseq=tseq)
+        with pytest.raises(IntegrityError, match="tenant"):
+            server_verify(e["receipt"], JWKS, ORIGIN, entry={**e, "tenant": tenant,
+                                                             "tseq": tseq})
+
+
+def test_the_doc_shows_the_tenant_vector() -> None:
+    text = DOC.read_text("utf-8")
+    assert TV["per_entry"]["receipt"] in text and TV["batch"]["root"] in text
+    for e in TV["entries"]:
+        assert e["leaf_document"] in text
+    assert TV["entries"][1]["receipt"] in text

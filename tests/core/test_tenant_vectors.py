@@ -82,6 +82,49 @@ def root_from_path(index: int, size: int, leaf: bytes, path: list[bytes]) -> byt
     return r
 
 
+def absence(tenant: str, order: list[str], last: dict[str, tuple[int, bytes]],
+            hashes: list[bytes]) -> dict[str, Any]:
+    """The absence proof of ``tenant`` (docs/tenants.md): the leaves left and right of its
+    place in the sorted ids, each with its inclusion proof."""
+    assert tenant not in order
+    at = sum(1 for t in order if t.encode("ascii") < tenant.encode("ascii"))
+
+    def leaf(i: int) -> dict[str, Any]:
+        t = order[i]
+        return {"id": t, "count": last[t][0], "head_hash": "sha256:" + last[t][1].hex(),
+                "index": i, "path": [p.hex() for p in inclusion(i, hashes)]}
+
+    return {"tenant": tenant, "absence": {
+        "v": 1, "leaves": len(order), "left": leaf(at - 1) if at else None,
+        "right": leaf(at) if at < len(order) else None}}
+
+
+def accepts(tenant: str, a: dict[str, Any], n: int, root: bytes) -> bool:
+    """The verifier's rule for an absence proof, from docs/tenants.md."""
+    if set(a) != {"v", "leaves", "left", "right"} or a["v"] != 1 or a["leaves"] != n:
+        return False
+    idx = {}
+    for side in ("left", "right"):
+        x = a[side]
+        if x is None:
+            continue
+        tb = x["id"].encode("ascii")
+        leaf = h(b"\x00" + bytes([len(tb)]) + tb + u64(x["count"])
+                 + bytes.fromhex(x["head_hash"][7:]))
+        try:
+            if root_from_path(x["index"], n, leaf, [bytes.fromhex(p) for p in x["path"]]) \
+                    != root:
+                return False
+        except AssertionError:
+            return False
+        if (tb < tenant.encode("ascii")) != (side == "left") or x["id"] == tenant:
+            return False
+        idx[side] = x["index"]
+    if idx.keys() == {"left", "right"}:
+        return idx["right"] == idx["left"] + 1
+    return idx == {"right": 0} or idx == {"left": n - 1}
+
+
 def derive() -> dict[str, Any]:
     """Every value of the vectors, from the ledger id, the plan, the bodies and times."""
     lid = V["ledger_id"]
@@ -113,8 +156,13 @@ def derive() -> dict[str, Any]:
         body = "".join(x + "\n" for x in [V["origin"], str(size),
                                           base64.b64encode(root).decode()]
                        + ([line] if line else []))
+        absences = []
+        for cp in V["checkpoints"]:  # which tenants the file shows absent at this size
+            if cp["size"] == size:
+                absences = [absence(a["tenant"], order, last, hashes) for a in cp["absences"]]
         checkpoints.append({
             "size": size, "root_hash": root.hex(), "tenants_line": line, "note_body": body,
+            "absences": absences,
             "heads_root": mth(hashes).hex() if line else None,
             "leaf_hashes": [h(b"\x00" + bytes.fromhex(e["entry_hash"])).hex()
                             for e in entries[:size]],
@@ -202,6 +250,9 @@ def test_the_doc_prints_the_derived_values():
             for head in cp["heads"]:
                 wanted += [head["leaf_hex"], head["leaf_hash"], *head["proof"]]
         assert cp["note_body"] in _section()
+        for a in cp["absences"]:
+            assert f"Absence of `{a['tenant']}` at size {cp['size']}" in _section()
+            assert json.dumps(a["absence"], indent=2) in _section()
     missing = [w for w in wanted if w not in flat]
     assert not missing, missing
 
@@ -214,6 +265,46 @@ def test_the_doc_and_the_file_are_what_the_generator_writes():
     md = subprocess.run([sys.executable, str(gen), "--markdown"], capture_output=True,
                         text=True, check=True).stdout
     assert _section().strip() == md.strip()
+
+
+def test_the_absence_proofs_recompute_and_hold():
+    """Each absence proof of the file is the one derived from the sorted heads, and the
+    verifier's rule accepts it; the three shapes and a tenant absent before its entries."""
+    shapes = set()
+    for cp in V["checkpoints"]:
+        for a in cp["absences"]:
+            n, b64 = cp["tenants_line"].split(" ")[1:]
+            assert accepts(a["tenant"], a["absence"], int(n), base64.b64decode(b64))
+            shapes.add((a["absence"]["left"] is None, a["absence"]["right"] is None))
+    assert shapes == {(True, False), (False, False), (False, True)}
+    sizes = {cp["size"]: cp for cp in V["checkpoints"]}
+    assert [a["tenant"] for a in sizes[3]["absences"]] == ["globex"]
+    assert any(e["tenant"] == "globex" for e in V["entries"][3:7])
+
+
+def test_a_forged_absence_is_refused_by_the_rule():
+    """Leaves not adjacent, not bracketing, a lone leaf at the wrong end, a changed proof, a
+    present tenant: the rule refuses each."""
+    cp = {c["size"]: c for c in V["checkpoints"]}[7]
+    n, b64 = cp["tenants_line"].split(" ")[1:]
+    root = base64.b64decode(b64)
+    leaf = {hd["tenant"]: {"id": hd["tenant"], "count": hd["count"],
+                           "head_hash": "sha256:" + hd["head_hash"], "index": hd["index"],
+                           "path": hd["proof"]} for hd in cp["heads"]}
+
+    def a(left: Any, right: Any) -> dict[str, Any]:
+        return {"v": 1, "leaves": 3, "left": left, "right": right}
+
+    bad = dict(leaf["globex"], path=["00" * 32, *leaf["globex"]["path"][1:]])
+    for tenant, proof in [("beta", a(leaf["acme"], leaf["globex"])),  # not adjacent
+                          ("zeta", a(leaf["acme"], leaf["default"])),  # not bracketing
+                          ("acme", a(None, leaf["default"])),  # right alone, not leaf 0
+                          ("globex", a(leaf["default"], None)),  # left alone, not the last
+                          ("default", a(leaf["acme"], leaf["globex"])),  # present
+                          ("zeta", a(bad, None)),  # the proof does not verify
+                          ("zeta", dict(a(leaf["globex"], None), leaves=4))]:
+        assert not accepts(tenant, proof, int(n), root), tenant
+    assert accepts("zeta", a(leaf["globex"], None), int(n), root)
 
 
 @pytest.mark.parametrize("field", ["entry_hash", "prev_hash"])

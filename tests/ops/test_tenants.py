@@ -8,6 +8,7 @@ SQL behind the ledger's back.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from typing import Any
@@ -405,3 +406,11 @@ def test_ledger_export_tenant_refuses_hostile_input(db_url, tmp_path):
         assert "Traceback" not in got.output and not (tmp_path / "bad" / "manifest.json").exists()
     ok = runner.invoke(cli, [*base, "--out", str(tmp_path / "ok"), "--tenant", "acme"])
     assert ok.exit_code == 0, ok.output
+
+    # an empty tenant: its absence proof, unless withheld
+    for flag, has in (([], True), (["--no-absence-proof"], False)):
+        out = tmp_path / f"empty-{has}"
+        got = runner.invoke(cli, [*base, "--out", str(out), "--tenant", "zulu", *flag])
+        assert got.exit_code == 0, got.output
+        sec = json.loads((out / "manifest.json").read_text())["tenant"]
+        assert ("absence" in sec) is has and sec["count"] == 0

@@ -6,8 +6,8 @@ imports nothing from the ledger: only the standard library and ``cryptography`` 
 
 :func:`verify_tenant_bundle` answers (complete, problems): ``complete`` only when both
 signatures verify with the given keys, the tenant's head is a leaf of the heads tree the
-checkpoint's ``tenants`` line commits to (or, without that line, what the checkpoint's size
-says), the entries are exactly the tenant's chain from its genesis to that head, and each
+checkpoint's ``tenants`` line commits to (or, for a tenant without entries, the leaves that
+bracket it show it has none; without that line, what the checkpoint's size says), the entries are exactly the tenant's chain from its genesis to that head, and each
 entry verifies on its own and lies in a proven interval of the global tree.
 """
 
@@ -159,6 +159,53 @@ def tenants_line(extensions: list[str]) -> tuple[int, bytes] | None:
     return int(parts[1]), root
 
 
+def absence_problems(tenant: str, a: Any, line: tuple[int, bytes]) -> list[str]:
+    """Why ``a`` (the manifest's tenant.absence, version 1) does not prove that ``tenant``
+    has no leaf in the heads tree of the tenants line (n, root): the one or two leaves that
+    bracket the tenant in id order, adjacent, each proven at its index (docs/tenants.md,
+    "Proof of a tenant's absence")."""
+    n, root = line
+    if not isinstance(a, dict) or set(a) != {"v", "leaves", "left", "right"} \
+            or type(a["v"]) is not int or a["v"] != 1 \
+            or a["leaves"] != n or type(a["leaves"]) is not int:
+        return ["manifest.json: absence is not {v: 1, leaves: n, left, right}"]
+    out, index = [], {}
+    me = tenant.encode("ascii")
+    for side in ("left", "right"):
+        x = a[side]
+        if x is None:
+            continue
+        if not isinstance(x, dict) or set(x) != {"id", "count", "head_hash", "index", "path"} \
+                or not isinstance(x["id"], str) or not TENANT_ID.match(x["id"]) \
+                or type(x["count"]) is not int or not 1 <= x["count"] < 2**63 \
+                or type(x["index"]) is not int or not isinstance(x["path"], list) \
+                or not all(isinstance(p, str) and re.fullmatch(r"[0-9a-f]{64}", p)
+                           for p in x["path"]):
+            return [f"manifest.json: absence.{side} is not a head leaf with its proof"]
+        leaf = head_leaf_hash(x["id"], x["count"], _hash(x["head_hash"]))
+        try:
+            ok = root_from_path(x["index"], n, leaf, [bytes.fromhex(p) for p in x["path"]]) \
+                == root
+        except ValueError:
+            ok = False
+        if not ok:
+            out.append(f"manifest.json: absence.{side} is not leaf {x['index']} of the heads "
+                       "tree")
+        other = x["id"].encode("ascii")
+        if not (other < me if side == "left" else me < other):
+            out.append(f"manifest.json: absence.{side} {x['id']} does not bracket {tenant}")
+        index[side] = x["index"]
+    if not index:
+        out.append("manifest.json: absence has no leaf")
+    elif "left" not in index and index["right"] != 0:
+        out.append("manifest.json: a right leaf alone is not leaf 0")
+    elif "right" not in index and index["left"] != n - 1:
+        out.append("manifest.json: a left leaf alone is not the last leaf")
+    elif len(index) == 2 and index["right"] != index["left"] + 1:
+        out.append("manifest.json: the bracketing leaves are not adjacent")
+    return out
+
+
 def _entry_problems(e: dict[str, Any], ledger_id: str) -> list[str]:
     """An entry on its own: envelope (body hash), payload digests, entry hash with the rule
     of its tenant."""
@@ -234,12 +281,20 @@ def verify_tenant_bundle(directory: Path | str, jwks: Path | dict[str, Any]
             problems.append("manifest.json: head_hash is null exactly when count is 0")
         line = tenants_line(extensions)
         proven = True
-        if line is None:  # only default had entries: its chain is every entry
+        if "absence" in sec and (count != 0 or heads is not None or line is None):
+            problems.append("manifest.json: an absence proof beside a head, or without a "
+                            "tenants line")
+        elif line is None:  # only default had entries: its chain is every entry
             if count != (size if tenant == "default" else 0) or heads is not None:
                 problems.append("manifest.json: without a tenants line the default tenant "
                                 "has every entry and no other tenant has one")
         elif count == 0:
-            proven = False  # absence cannot be proven: not complete, not a problem either
+            absence = sec.get("absence")
+            if absence is None or (isinstance(absence, dict) and absence.get("v") != 1
+                                   and type(absence.get("v")) is int):
+                proven = False  # an older bundle or a later version: not proven, no problem
+            else:
+                problems += absence_problems(tenant, absence, line)
         else:
             path = [bytes.fromhex(x) for x in heads["path"]]
             if heads["count"] != line[0] or head is None or root_from_path(

@@ -32,15 +32,18 @@ def sub(tag: str) -> dict[str, Any]:
 
 
 def make_bundles(db_url: str, tmp_path: Path) -> dict[str, Any]:
-    """A ledger of PLAN and its exports: each tenant's (``acme``, ``globex``, ``default``,
-    ``nobody`` without entries; ``acme-every``/``globex-every`` with one proof per entry),
+    """A ledger of PLAN and its exports: each tenant's (``acme``, ``globex``, ``default``;
+    without entries, each with an absence proof of one shape: ``aaa`` before the first head
+    leaf, ``beta`` between two, ``nobody`` after the last; ``acme-every``/``globex-every``
+    with one proof per entry),
     the whole ledger (``all``) and a filtered one; ``jwks`` the ledger's keys, ``ring``."""
     ring = Keyring.load(tmp_path / "keys")
     with Ledger.init(db_url) as ledger:
         ring.generate(ledger.meta.origin, ledger.clock.now_us())
         for i, t in enumerate(PLAN):
             assert ledger.append(sub(f"{t}-{i}"), tenant=t).ok
-        out: dict[str, Any] = {t: tmp_path / t for t in ("acme", "globex", "default", "nobody")}
+        out: dict[str, Any] = {t: tmp_path / t for t in ("acme", "globex", "default", "aaa", "beta",
+                                                         "nobody")}
         for t, d in list(out.items()):
             ledger.export(d, ExportOptions(keys=ring.path, tenant=t))
         for t in ("acme", "globex"):
@@ -93,13 +96,19 @@ def edit_bundle(bundles: dict[str, Any], tmp: Path, edit: Any, name: str = "acme
     manifest = (json.dumps(m, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
                 + "\n").encode()
     (dst / "manifest.json").write_bytes(manifest)
+    _sign(bundles, dst, manifest)
+    return dst
+
+
+def _sign(bundles: dict[str, Any], dst: Path, manifest: bytes) -> None:
+    """manifest.jwt over ``manifest`` by the ledger key (what its holder can do)."""
+    m = json.loads(manifest)
     ring = bundles["ring"]
     name_, key = ring.signers(m["origin"])[-1]
     jwk = public_jwk(name_, raw_public(key), "")
     claims = {"iss": m["origin"], "sub": m["ledger_id"], "iat": 1, "format": m["format"],
               "manifest_sha256": "sha256:" + hashlib.sha256(manifest).hexdigest()}
     (dst / "manifest.jwt").write_text(sign_manifest(claims, key, jwk["kid"]))
-    return dst
 
 
 # -- the tampers: each makes a copy of acme's export that must not verify complete -------------
@@ -149,4 +158,77 @@ TAMPERS: dict[str, Callable[[dict[str, Any], Path], Path]] = {
     "foreign-entry": foreign_entry,
     "relabelled-entry": relabelled_entry,
     "forged-head-count": forged_head,
+}
+
+
+# -- forged absence proofs: each a copy of an empty tenant's export, re-signed -----------------
+def head_leaf(bundles: dict[str, Any], tenant: str) -> dict[str, Any]:
+    """The head leaf of ``tenant`` (it has entries) in absence-proof form, from its export."""
+    sec = json.loads((bundles[tenant] / "manifest.json").read_text())["tenant"]
+    return {"id": tenant, "count": sec["count"], "head_hash": sec["head_hash"],
+            "index": sec["heads"]["index"], "path": sec["heads"]["path"]}
+
+
+def forge_absence(bundles: dict[str, Any], tmp: Path, tenant: str,
+                  edit: Callable[[dict[str, Any]], dict[str, Any]], src: str = "nobody"
+                  ) -> Path:
+    """A copy of ``src``'s export claiming ``tenant`` with the tenant object ``edit`` makes
+    of its own (the manifest signed again by the ledger key)."""
+    dst = tmp / f"absent-{len(list(tmp.glob('absent-*')))}"
+    shutil.copytree(bundles[src], dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    m["tenant"] = edit(dict(m["tenant"], id=tenant))
+    m["filters"] = {"tenant": [tenant]}
+    manifest = (json.dumps(m, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                + "\n").encode()
+    (dst / "manifest.json").write_bytes(manifest)
+    _sign(bundles, dst, manifest)
+    return dst
+
+
+def _absence(left: dict[str, Any] | None, right: dict[str, Any] | None, leaves: int = 3
+             ) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda sec: dict(sec, absence={"v": 1, "leaves": leaves, "left": left,
+                                          "right": right})
+
+
+def _flipped(leaf: dict[str, Any]) -> dict[str, Any]:
+    path = list(leaf["path"])
+    path[0] = ("0" if path[0][0] != "0" else "1") + path[0][1:]
+    return dict(leaf, path=path)
+
+
+# The heads tree of make_bundles' ledger has three leaves: acme (0), default (1), globex (2).
+ABSENCE_FORGERIES: dict[str, Callable[[dict[str, Any], Path], Path]] = {
+    # acme < beta < globex, but leaves 0 and 2 leave default's place between them unseen
+    "not-adjacent": lambda b, tmp: forge_absence(b, tmp, "beta", _absence(
+        head_leaf(b, "acme"), head_leaf(b, "globex"))),
+    # adjacent and proven, but nobody is not between acme and default
+    "not-bracketing": lambda b, tmp: forge_absence(b, tmp, "nobody", _absence(
+        head_leaf(b, "acme"), head_leaf(b, "default"))),
+    # acme < default, but default is leaf 1: a right leaf alone must be leaf 0
+    "right-not-first": lambda b, tmp: forge_absence(b, tmp, "acme", _absence(
+        None, head_leaf(b, "default"))),
+    # default < globex, but default is leaf 1: a left leaf alone must be the last
+    "left-not-last": lambda b, tmp: forge_absence(b, tmp, "globex", _absence(
+        head_leaf(b, "default"), None)),
+    # the index of default's leaf claimed to be 0 (its path is for 1): the proof fails
+    "wrong-index": lambda b, tmp: forge_absence(b, tmp, "aaa", _absence(
+        None, dict(head_leaf(b, "default"), index=0))),
+    # default has entries: its neighbours acme and globex are not adjacent
+    "present-tenant": lambda b, tmp: forge_absence(b, tmp, "default", _absence(
+        head_leaf(b, "acme"), head_leaf(b, "globex"))),
+    # the right shape for nobody, but a sibling hash changed
+    "proof-fails": lambda b, tmp: forge_absence(b, tmp, "nobody", _absence(
+        _flipped(head_leaf(b, "globex")), None)),
+    # the right leaf and proof, but a heads tree of another size
+    "wrong-leaves": lambda b, tmp: forge_absence(b, tmp, "nobody", _absence(
+        head_leaf(b, "globex"), None, leaves=4)),
+    # a valid proof whose version is true, not the integer 1
+    "version-not-an-integer": lambda b, tmp: forge_absence(b, tmp, "nobody", lambda sec: dict(
+        sec, absence=dict(sec["absence"], v=True))),
+    # acme's export (5 entries) with an absence proof added to its tenant object
+    "absence-with-entries": lambda b, tmp: forge_absence(b, tmp, "acme", lambda sec: dict(
+        sec, absence={"v": 1, "leaves": 3, "left": None, "right": head_leaf(b, "acme")}),
+        src="acme"),
 }

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.verify import independent_tenant as it
-from tests.verify.tenant_bundles import TAMPERS, make_bundles
+from tests.verify.tenant_bundles import ABSENCE_FORGERIES, TAMPERS, forge_absence, make_bundles
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,9 +37,22 @@ def test_a_good_tenant_export_is_complete(tenant_bundles, name):
     assert it.verify_tenant_bundle(tenant_bundles[name], tenant_bundles["jwks"]) == (True, [])
 
 
-def test_a_tenant_without_entries_is_not_proven(tenant_bundles):
-    assert it.verify_tenant_bundle(tenant_bundles["nobody"], tenant_bundles["jwks"]) == \
-        (False, [])
+@pytest.mark.parametrize("name", ["aaa", "beta", "nobody"])
+def test_a_tenant_without_entries_is_proven_absent(tenant_bundles, name):
+    assert it.verify_tenant_bundle(tenant_bundles[name], tenant_bundles["jwks"]) == (True, [])
+
+
+def test_an_empty_tenant_without_an_absence_proof_is_not_proven(tenant_bundles, tmp_path):
+    old = forge_absence(tenant_bundles, tmp_path, "nobody",
+                        lambda sec: {k: v for k, v in sec.items() if k != "absence"})
+    assert it.verify_tenant_bundle(old, tenant_bundles["jwks"]) == (False, [])
+
+
+@pytest.mark.parametrize("forgery", sorted(ABSENCE_FORGERIES))
+def test_a_forged_absence_is_not_complete(tenant_bundles, tmp_path, forgery):
+    complete, problems = it.verify_tenant_bundle(
+        ABSENCE_FORGERIES[forgery](tenant_bundles, tmp_path), tenant_bundles["jwks"])
+    assert complete is False and problems
 
 
 def test_other_keys_prove_nothing(tenant_bundles):
@@ -81,3 +94,7 @@ def test_its_hashing_agrees_with_the_tenant_vectors():
             leaf = it.head_leaf_hash(h["tenant"], h["count"], bytes.fromhex(h["head_hash"]))
             assert it.root_from_path(h["index"], line[0], leaf,
                                      [bytes.fromhex(p) for p in h["proof"]]) == line[1]
+        for a in cp["absences"]:
+            assert it.absence_problems(a["tenant"], a["absence"], line) == []
+            for present in cp["heads"]:  # the same proof does not make a present tenant absent
+                assert it.absence_problems(present["tenant"], a["absence"], line)

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from ledger.verify.export import verify_export
-from tests.verify.tenant_bundles import TAMPERS, edit_bundle, lines, make_bundles
+from tests.verify.tenant_bundles import (
+    ABSENCE_FORGERIES,
+    TAMPERS,
+    edit_bundle,
+    forge_absence,
+    lines,
+    make_bundles,
+)
 
 _edit = edit_bundle
 
@@ -37,8 +44,49 @@ def test_each_tenant_export_is_proven_complete(bundles):
         assert [e["tseq"] for e in got] == list(range(n))
 
 
-def test_a_tenant_without_entries_exports_empty_and_says_it_cannot_prove_absence(bundles):
-    report = verify_export(bundles["nobody"], bundles["jwks"])
+@pytest.mark.parametrize("tenant, left, right", [
+    ("aaa", None, ("acme", 0)), ("beta", ("acme", 0), ("default", 1)),
+    ("nobody", ("globex", 2), None)])
+def test_a_tenant_without_entries_is_proven_absent_and_complete(bundles, tenant, left, right):
+    """The heads tree of acme, default and globex: an empty tenant's export carries the leaf
+    or two adjacent leaves that bracket it, and verifies complete with no entry."""
+    report = verify_export(bundles[tenant], bundles["jwks"])
+    assert report["findings"] == [] and report["abstentions"] == []
+    assert report["complete"] is True and report["tenant"] == tenant
+    sec = json.loads((bundles[tenant] / "manifest.json").read_text())["tenant"]
+    assert (sec["count"], sec["head_hash"], sec["heads"]) == (0, None, None)
+    absence = sec["absence"]
+    assert (absence["v"], absence["leaves"]) == (1, 3)
+    for side, want in (("left", left), ("right", right)):
+        got = absence[side]
+        assert (got if got is None else (got["id"], got["index"])) == want
+    assert lines(bundles[tenant] / "entries.jsonl") == []
+
+
+def test_an_empty_tenant_export_without_an_absence_proof_says_it_cannot_prove_absence(
+        bundles, tmp_path):
+    """A bundle of before absence proofs (the tenant object without ``absence``) still
+    verifies as it did: no finding, the abstention, not complete."""
+    old = forge_absence(bundles, tmp_path, "nobody",
+                        lambda sec: {k: v for k, v in sec.items() if k != "absence"})
+    report = verify_export(old, bundles["jwks"])
+    assert report["findings"] == [] and report["complete"] is False
+    assert [a["reason"] for a in report["abstentions"]] == ["tenant_absence_unproven"]
+
+
+@pytest.mark.parametrize("forgery", sorted(ABSENCE_FORGERIES))
+def test_a_forged_absence_is_a_finding(bundles, tmp_path, forgery):
+    report = verify_export(ABSENCE_FORGERIES[forgery](bundles, tmp_path), bundles["jwks"])
+    want = "manifest_malformed" if forgery == "absence-with-entries" else \
+        "tenant_absence_invalid"
+    assert want in codes(report), report["findings"]
+    assert report["complete"] is False
+
+
+def test_an_absence_proof_of_an_unknown_version_is_an_abstention(bundles, tmp_path):
+    later = forge_absence(bundles, tmp_path, "nobody",
+                          lambda sec: dict(sec, absence=dict(sec["absence"], v=2)))
+    report = verify_export(later, bundles["jwks"])
     assert report["findings"] == [] and report["complete"] is False
     assert [a["reason"] for a in report["abstentions"]] == ["tenant_absence_unproven"]
 
@@ -85,3 +133,28 @@ def test_an_entry_relabelled_to_the_tenant_is_a_finding(bundles, tmp_path):
 def test_a_forged_head_in_the_manifest_is_a_finding(bundles, tmp_path):
     report = verify_export(TAMPERS["forged-head-count"](bundles, tmp_path), bundles["jwks"])
     assert report["complete"] is False and report["findings"]
+
+
+def test_without_a_tenants_line_an_empty_tenant_is_complete_without_an_absence_proof(
+        db_url, tmp_path):
+    """A ledger of only the default tenant: its checkpoints have no tenants line, which says
+    every entry is the default tenant's; another tenant's export is empty and complete, and
+    carries no absence proof (docs/tenants.md, "Without a tenants line")."""
+    from ledger.crypto.keys import Keyring
+    from ledger.facade import Ledger
+    from ledger.ops.export import ExportOptions
+    from tests.verify.tenant_bundles import sub
+
+    ring = Keyring.load(tmp_path / "keys")
+    with Ledger.init(db_url) as ledger:
+        ring.generate(ledger.meta.origin, ledger.clock.now_us())
+        for i in range(3):
+            assert ledger.append(sub(f"only-{i}")).ok
+        for t in ("acme", "default"):
+            ledger.export(tmp_path / t, ExportOptions(keys=ring.path, tenant=t))
+    jwks = ring.path / "jwks.json"
+    sec = json.loads((tmp_path / "acme" / "manifest.json").read_text())["tenant"]
+    assert sec == {"id": "acme", "count": 0, "head_hash": None, "heads": None}
+    report = verify_export(tmp_path / "acme", jwks)
+    assert report["findings"] == [] and report["complete"] is True
+    assert verify_export(tmp_path / "default", jwks)["complete"] is True

@@ -17,7 +17,7 @@ import pytest
 
 from ledger.verify.export import EXIT_CODES, verify_export
 from tests.ops.test_export import ALL_FILES, corrupt, drop_line, flip, reorder, source, truncate
-from tests.verify.tenant_bundles import TAMPERS, make_bundles
+from tests.verify.tenant_bundles import ABSENCE_FORGERIES, TAMPERS, forge_absence, make_bundles
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"
 __all__ = ["source"]  # the module-scoped bundle fixture of tests/ops/test_export.py
@@ -122,8 +122,29 @@ def test_a_good_tenant_export_verifies_complete_in_the_script(tenant_bundles, na
     assert verify_export(tenant_bundles[name], tenant_bundles["jwks"])["complete"] is True
 
 
-def test_what_the_script_cannot_prove_is_not_complete(tenant_bundles):
-    code, report = script_report(tenant_bundles["nobody"], tenant_bundles["jwks"])
+@pytest.mark.parametrize("name", ["aaa", "beta", "nobody"])
+def test_an_empty_tenant_is_proven_absent_in_the_script(tenant_bundles, name):
+    code, report = script_report(tenant_bundles[name], tenant_bundles["jwks"])
+    assert (code, report["findings"], report["abstentions"], report["complete"]) == \
+        (0, [], [], True), report
+    assert code == ledger_code(tenant_bundles[name], tenant_bundles["jwks"])
+
+
+@pytest.mark.parametrize("forgery", sorted(ABSENCE_FORGERIES))
+def test_a_forged_absence_is_a_finding_in_the_script(tenant_bundles, tmp_path, forgery):
+    bad = ABSENCE_FORGERIES[forgery](tenant_bundles, tmp_path)
+    code, report = script_report(bad, tenant_bundles["jwks"])
+    assert code == 1 and report["complete"] is False, report
+    want = "manifest_malformed" if forgery == "absence-with-entries" else \
+        "tenant_absence_invalid"
+    assert want in {f["code"] for f in report["findings"]}, report["findings"]
+    assert ledger_code(bad, tenant_bundles["jwks"]) == 1
+
+
+def test_what_the_script_cannot_prove_is_not_complete(tenant_bundles, tmp_path):
+    old = forge_absence(tenant_bundles, tmp_path, "nobody",  # written before absence proofs
+                        lambda sec: {k: v for k, v in sec.items() if k != "absence"})
+    code, report = script_report(old, tenant_bundles["jwks"])
     assert code == 3 and report["findings"] == [] and report["complete"] is False
     assert [a["code"] for a in report["abstentions"]] == ["tenant_absence_unproven"]
     code, report = script_report(tenant_bundles["filtered"], tenant_bundles["jwks"])

@@ -49,6 +49,8 @@ class AppendResult:
                                    "recorded_at": self.recorded_at}
             if self.replayed:
                 out["replayed"] = True
+            if self.tenant is not None and self.tenant != DEFAULT_TENANT:
+                out.update(tenant=self.tenant, tseq=self.tseq)  # its chain and place there
             return out
         return {"ok": False, "error": self.error}
 

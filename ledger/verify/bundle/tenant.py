@@ -8,7 +8,9 @@ the heads tree whose root the signed checkpoint carries; ``entries.jsonl`` holds
 tenant's entries, tseq 0, 1, ... in seq order, the first linked to the tenant's genesis, each
 to the one before, and the last is the head -- so none was left out, added or reordered (a
 second chain to the same head would need a SHA-256 collision).  Each entry is in the global
-tree by its interval's inclusion proof (the rows step).
+tree by its interval's inclusion proof (the rows step).  A tenant without entries under a
+tenants line is proven empty by the manifest's ``absence``: the adjacent head leaves that
+bracket its id in the sorted heads tree (ledger.core.tenant.check_absence).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ledger.core.finding import FindingClass
 from ledger.core.tenant import (
     DEFAULT_TENANT,
     TenantHead,
+    check_absence,
     is_tenant,
     parse_extension,
     tenant_genesis,
@@ -30,6 +33,7 @@ from ledger.verify.bundle.sink import FindingSink
 ENTRIES = "entries.jsonl"
 MANIFEST = "manifest.json"
 CHECKPOINT = "checkpoint.txt"
+SECTION_KEYS = {"id", "count", "head_hash", "heads"}
 
 
 class TenantCheck:
@@ -45,10 +49,12 @@ class TenantCheck:
     def _read(self) -> bool:
         sec = self.section
         try:
-            if not isinstance(sec, dict) or set(sec) != {"id", "count", "head_hash", "heads"} \
+            if not isinstance(sec, dict) or set(sec) - {"absence"} != SECTION_KEYS \
                     or not is_tenant(sec["id"]) or type(sec["count"]) is not int \
                     or sec["count"] < 0:
-                raise ValueError("tenant must be {id, count, head_hash, heads}")
+                raise ValueError("tenant must be {id, count, head_hash, heads[, absence]}")
+            if "absence" in sec and (sec["count"] or sec["heads"] is not None):
+                raise ValueError("only a tenant without entries has an absence proof")
             self.tenant: str = sec["id"]
             self.count: int = sec["count"]
             self.head = None if sec["head_hash"] is None else parse_hash_hex(sec["head_hash"])
@@ -117,10 +123,7 @@ class TenantCheck:
         if line is None:
             return self._no_line(cp.size)
         if self.count == 0:
-            self.sink.abstain("tenant_completeness", "tenant_absence_unproven",
-                              "the tenant has no head in the checkpoint; its absence from the "
-                              "heads tree is not proven by this bundle", MANIFEST)
-            return False
+            return self._absent(line)
         try:
             assert self.head is not None
             ok = isinstance(heads, dict) and set(heads) == {"count", "index", "path"} \
@@ -135,9 +138,38 @@ class TenantCheck:
                            "commits to", MANIFEST)
         return ok
 
+    def _absent(self, line: tuple[int, bytes]) -> bool:
+        """A tenant with no head under a tenants line: complete (and empty) when the
+        manifest's ``absence`` proof shows it has no leaf in the heads tree."""
+        sec = self.section
+        assert isinstance(sec, dict)
+        if "absence" not in sec:  # a bundle written before absence proofs
+            self.sink.abstain("tenant_completeness", "tenant_absence_unproven",
+                              "the tenant has no head in the checkpoint; its absence from the "
+                              "heads tree is not proven by this bundle", MANIFEST)
+            return False
+        absence = sec["absence"]
+        if isinstance(absence, dict) and absence.get("v") != 1 \
+                and isinstance(absence.get("v"), int):
+            self.sink.abstain("tenant_completeness", "tenant_absence_unproven",
+                              f"absence proof version {absence.get('v')} is not known to this "
+                              "verifier", MANIFEST)
+            return False
+        why = check_absence(self.tenant, absence, line[0], line[1])
+        if why is not None:
+            self.sink.fail("tenant_absence_invalid", FindingClass.FORKED,
+                           f"the proof that the tenant has no head does not hold: {why}",
+                           MANIFEST)
+            return False
+        return True
+
     def _no_line(self, size: int) -> bool:
         """No tenants line: only the default tenant had entries below the size, so its
         chain is every entry and another tenant's is empty."""
+        if isinstance(self.section, dict) and "absence" in self.section:
+            self.sink.fail("tenant_absence_invalid", FindingClass.FORKED, "an absence proof "
+                           "under a checkpoint without a tenants line", MANIFEST)
+            return False
         if self.tenant != DEFAULT_TENANT:
             if self.count:
                 self.sink.fail("tenant_head_unproven", FindingClass.FORKED, "the checkpoint "
