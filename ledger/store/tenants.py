@@ -35,9 +35,14 @@ def heads_at(cur: Any, pg: bool, size: int) -> list[HeadRow]:
     """The head of every tenant that ``tenant_heads`` names and that has an entry below
     ``size``: one index lookup per tenant (what a checkpoint signs; the audit checks the
     set against the entries with :func:`all_heads_at`)."""
-    ph = placeholder(pg)
     cur.execute("SELECT tenant FROM tenant_heads ORDER BY tenant")
-    tenants = [r[0] for r in cur.fetchall()]
+    return _last_below(cur, pg, [r[0] for r in cur.fetchall()], size)
+
+
+def _last_below(cur: Any, pg: bool, tenants: list[str], size: int) -> list[HeadRow]:
+    """The head at ``size`` of each of ``tenants`` that has an entry below it, in the order
+    given: one index lookup each."""
+    ph = placeholder(pg)
     out: list[HeadRow] = []
     for tenant in tenants:
         cur.execute(f"SELECT seq, tseq, entry_hash FROM entries WHERE tenant = {ph} "
@@ -66,15 +71,5 @@ def all_heads_at(cur: Any, pg: bool, size: int) -> list[HeadRow]:
     says (the audit's): the tenants found in the entries by a skip scan of the
     ``(tenant, seq)`` index, then one lookup each -- O(tenants x log entries), so an
     incremental audit does not read the whole ledger for it."""
-    ph = placeholder(pg)
     cur.execute(_TENANTS_SQL)
-    tenants = [r[0] for r in cur.fetchall()]
-    out: list[HeadRow] = []
-    for tenant in sorted(tenants):
-        cur.execute(f"SELECT seq, tseq, entry_hash FROM entries WHERE tenant = {ph} "
-                    f"AND seq < {ph} ORDER BY seq DESC LIMIT 1", (tenant, size))
-        got = cur.fetchone()
-        if got is not None:
-            seq, tseq, eh = got
-            out.append((tenant, (seq if tseq is None else tseq) + 1, _bytes(eh)))
-    return out
+    return _last_below(cur, pg, sorted(r[0] for r in cur.fetchall()), size)
