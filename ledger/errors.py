@@ -18,6 +18,7 @@ The tree (category in brackets; a class without one inherits its parent's)::
     ├── BadRequest [usage]
     ├── Unauthenticated [unauthenticated]
     ├── Forbidden [forbidden]
+    ├── QuotaExceeded [forbidden]
     ├── SubmissionError [invalid]
     │   ├── SubmissionTooLarge [too_large]
     │   └── Rejected
@@ -244,6 +245,14 @@ class NoteError(LedgerError):
 class IdempotencyConflict(LedgerError):
     category = "conflict"
     default_code = "idempotency_conflict"
+
+
+class QuotaExceeded(LedgerError):
+    """A result entry beyond its tenant's entry quota (``ledger.ops.limits.TenantQuotas``):
+    not appended, and no retry cures it (403)."""
+
+    category = "forbidden"
+    default_code = "tenant_quota_exceeded"
 
 
 class RedactionRefused(LedgerError):

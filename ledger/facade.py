@@ -40,6 +40,7 @@ from ledger.ops.context import (
     LedgerContext,
     LedgerMeta,
     QuarantineLimits,
+    TenantQuotas,
     TrustStore,
 )
 from ledger.ops.filters import TimeBound
@@ -72,22 +73,30 @@ class Ledger:
     # -- lifecycle --------------------------------------------------------
     @classmethod
     def init(cls, url: str | None = None, *, origin: str | None = None,
-             clock: Clock | None = None, quarantine: QuarantineLimits | None = None) -> Ledger:
+             clock: Clock | None = None, quarantine: QuarantineLimits | None = None,
+             quotas: TenantQuotas | None = None) -> Ledger:
         """Create the schema (migrations) and the ledger identity if absent; idempotent.
-        ``quarantine``: its bounds (default: ``QuarantineLimits.from_env()``)."""
-        return cls._with(lifecycle.init_ledger(url, origin=origin, clock=clock), quarantine)
+        ``quarantine``: its bounds (default: ``QuarantineLimits.from_env()``); ``quotas``:
+        the tenants' entry quotas (default: ``TenantQuotas.from_env()``)."""
+        return cls._with(lifecycle.init_ledger(url, origin=origin, clock=clock), quarantine,
+                         quotas)
 
     @classmethod
     def open(cls, url: str | None = None, *, clock: Clock | None = None,
-             quarantine: QuarantineLimits | None = None) -> Ledger:
+             quarantine: QuarantineLimits | None = None,
+             quotas: TenantQuotas | None = None) -> Ledger:
         """Open an initialized ledger.  Raises NotInitialized or StoreUnavailable.
-        ``quarantine``: its bounds (default: ``QuarantineLimits.from_env()``)."""
-        return cls._with(lifecycle.open_ledger(url, clock=clock), quarantine)
+        ``quarantine``: its bounds (default: ``QuarantineLimits.from_env()``); ``quotas``:
+        the tenants' entry quotas (default: ``TenantQuotas.from_env()``)."""
+        return cls._with(lifecycle.open_ledger(url, clock=clock), quarantine, quotas)
 
     @classmethod
-    def _with(cls, ctx: LedgerContext, quarantine: QuarantineLimits | None) -> Ledger:
+    def _with(cls, ctx: LedgerContext, quarantine: QuarantineLimits | None,
+              quotas: TenantQuotas | None = None) -> Ledger:
         if quarantine is not None:
             ctx.quarantine_limits = quarantine
+        if quotas is not None:
+            ctx.tenant_quotas = quotas
         return cls(ctx)
 
     def close(self) -> None:

@@ -15,13 +15,13 @@ from sqlalchemy import Engine
 from ledger.clock import Clock, SystemClock
 from ledger.crypto.keys import Keyring
 from ledger.crypto.trust import TrustStore
-from ledger.ops.limits import QuarantineLimits
+from ledger.ops.limits import QuarantineLimits, TenantQuotas
 from ledger.ops.trust_store import last_key_event_seq, load_trust_store
 from ledger.ops.verified import RedactionCache
 from ledger.store.entries import LedgerMeta
 
-__all__ = ["Engine", "Keyring", "LedgerContext", "LedgerMeta", "QuarantineLimits", "TrustCache",
-           "TrustStore"]
+__all__ = ["Engine", "Keyring", "LedgerContext", "LedgerMeta", "QuarantineLimits",
+           "TenantQuotas", "TrustCache", "TrustStore"]
 
 
 @dataclass
@@ -50,6 +50,7 @@ class LedgerContext:
     clock: Clock = field(default_factory=SystemClock)
     trust: TrustCache = field(default_factory=TrustCache)
     quarantine_limits: QuarantineLimits = field(default_factory=QuarantineLimits.from_env)
+    tenant_quotas: TenantQuotas = field(default_factory=TenantQuotas.from_env)
     reads: RedactionCache = field(default_factory=RedactionCache)
 
     @property

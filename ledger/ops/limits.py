@@ -1,4 +1,5 @@
-"""Operational bounds (not part of the format): the quarantine's size, and what one
+"""Operational bounds (not part of the format): the quarantine's size, the tenants' entry
+quotas, and what one
 ``ledger serve`` process allows slow and many clients (``ConnectionGuard``: the request
 head and body timeouts and the connection cap, enforced by ``ledger.api.limits``).
 
@@ -7,6 +8,12 @@ rows of one producer (no producer counts as one producer).  Defaults: 10,000 and
 the environment variables ``LEDGER_QUARANTINE_MAX_ROWS`` and
 ``LEDGER_QUARANTINE_MAX_PER_PRODUCER`` change the defaults of every ledger opened in the
 process; ``Ledger.open(..., quarantine=QuarantineLimits(...))`` sets them for one ledger.
+
+``TenantQuotas``: the most entries a tenant's chain may hold for a producer's result to be
+appended to it (docs/tenants.md, "Quotas").  Set by the operator: the environment variable
+``LEDGER_TENANT_QUOTAS`` (``acme=100000,globex=5000``) for every ledger opened in the process
+(``ledger serve``, ``ledger append``), or ``Ledger.open(..., quotas=TenantQuotas({...}))``.
+A tenant without a quota has none.
 """
 
 from __future__ import annotations
@@ -14,8 +21,9 @@ from __future__ import annotations
 import os
 import resource
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
+from ledger.core.tenant import is_tenant
 from ledger.errors import UsageError
 
 DEFAULT_MAX_ROWS = 10_000
@@ -53,6 +61,56 @@ class QuarantineLimits:
                 except ValueError:
                     raise UsageError(f"{var} must be an integer", field=var) from None
         return cls(**values)
+
+
+ENV_TENANT_QUOTAS = "LEDGER_TENANT_QUOTAS"
+
+
+@dataclass(frozen=True)
+class TenantQuotas:
+    """tenant -> the most entries its chain may hold for a producer's result entry to be
+    appended (custody, audit and re-verification entries are never refused, and count).
+    Raises UsageError for a bad tenant id or a bound that is not an integer >= 0."""
+
+    limits: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for tenant, limit in self.limits.items():
+            if not is_tenant(tenant):
+                raise UsageError(f"{tenant!r} in {ENV_TENANT_QUOTAS} is not a tenant id (1..63 "
+                                 "characters of a-z, 0-9, '.', '_', '-', starting with a "
+                                 "letter or a digit)", field=ENV_TENANT_QUOTAS)
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                raise UsageError(f"the quota of tenant {tenant!r} must be an integer of at "
+                                 "least 0", field=ENV_TENANT_QUOTAS)
+
+    def of(self, tenant: str) -> int | None:
+        """The quota of ``tenant``; None: it has none."""
+        return self.limits.get(tenant)
+
+    @classmethod
+    def parse(cls, text: str) -> TenantQuotas:
+        """``tenant=N`` pairs separated by commas (blank: no quota)."""
+        limits: dict[str, int] = {}
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            tenant, sep, value = part.partition("=")
+            tenant = tenant.strip()
+            if not sep or tenant in limits:
+                raise UsageError(f"{ENV_TENANT_QUOTAS} is tenant=N pairs separated by commas,"
+                                 " each tenant once", field=ENV_TENANT_QUOTAS)
+            try:
+                limits[tenant] = int(value.strip())
+            except ValueError:
+                raise UsageError(f"the quota of tenant {tenant!r} in {ENV_TENANT_QUOTAS} must "
+                                 "be an integer", field=ENV_TENANT_QUOTAS) from None
+        return cls(limits)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> TenantQuotas:
+        env = os.environ if environ is None else environ
+        return cls.parse(env.get(ENV_TENANT_QUOTAS, ""))
 
 
 # -- the HTTP service's connections -------------------------------------------------------

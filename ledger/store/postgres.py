@@ -36,11 +36,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-from ledger.core.tenant import DEFAULT_TENANT, LinkParts
 from ledger.errors import LedgerError
 from ledger.store.db import driver_cursor
 from ledger.store.entries import ENTRY_COLUMNS
@@ -52,6 +51,20 @@ LINKED_COLUMNS = [c for c in ENTRY_COLUMNS
                   if c not in ("seq", "recorded_at", "prev_hash", "entry_hash", "tenant", "tseq")]
 # (prev_hash, seq, tseq, recorded_at) -> the entry_hash the core computes for this entry.
 LinkFn = Callable[[bytes, int, int, int], bytes]
+
+
+class LinkParts(Protocol):
+    """What the statement hashes around the head, as ``ledger.core.tenant.link_parts``
+    gives it: ``tag || prev || int8send(seq) || [int8send(tseq)] || int8send(t) || tail``."""
+
+    @property
+    def tag(self) -> bytes: ...
+    @property
+    def binds_tseq(self) -> bool: ...
+    @property
+    def tail(self) -> bytes: ...
+
+
 # The appenders' queue: a transaction-level advisory lock, taken before the head row's
 # lock by every append transaction (and the checkpoint signer, which locks the head too).
 # Key: the first 8 bytes of SHA-256("ledger.append") as a big-endian signed bigint (a test
@@ -65,7 +78,7 @@ WITH h AS (SELECT size, head_hash, GREATEST(%s::bigint, last_recorded_at) AS ts
 t AS (SELECT size AS tsize, head_hash AS thash FROM tenant_heads
       WHERE tenant = %s FOR UPDATE),
 g AS (SELECT h.size, h.ts, {tsize} AS tsize, {thash} AS thash FROM h {join} t ON true
-      WHERE h.ts < %s::bigint
+      WHERE h.ts < %s::bigint AND {tsize} < %s::bigint
       AND NOT EXISTS (SELECT 1 FROM entries WHERE kind = 'key_event' AND seq > %s::bigint)),
 {payloads}
 e AS (INSERT INTO entries (seq, recorded_at, prev_hash, entry_hash, tenant, tseq, {cols})
@@ -99,9 +112,9 @@ class Linked:
 
 def append_one(engine: Engine, row: dict[str, Any],
                items: list[tuple[int, bytes | None, int, bytes]], now_us: int,
-               parts: LinkParts, link: LinkFn, *, tenant: str = DEFAULT_TENANT,
+               parts: LinkParts, link: LinkFn, *, tenant: str = "default",
                genesis: bytes | None = None, guard: tuple[int, int] | None = None,
-               ) -> Linked | None:
+               below: int | None = None) -> Linked | None:
     """Append one entry of ``tenant`` in one statement and commit it if ``link`` agrees.
 
     ``row`` holds every entries column but seq/recorded_at/prev_hash/entry_hash/tenant/tseq;
@@ -111,10 +124,11 @@ def append_one(engine: Engine, row: dict[str, Any],
     ``prev_hash`` of its first entry when it has no ``tenant_heads`` row yet; None: the
     row must exist (else nothing is written and None is returned).  ``guard`` =
     (recorded_at must stay below this µs, no key_event after this seq): when it does not
-    hold nothing is written and None is returned.  Raises LedgerError ``link_mismatch``
-    (rolled back), StoreUnavailable, StoreDataError.
+    hold nothing is written and None is returned; so too when the tenant already has
+    ``below`` entries or more (its quota).  Raises LedgerError ``link_mismatch`` (rolled
+    back), StoreUnavailable, StoreDataError.
     """
-    sql, params = _statement(row, items, now_us, parts, tenant, genesis, guard)
+    sql, params = _statement(row, items, now_us, parts, tenant, genesis, guard, below)
     with driver_cursor(engine, "append") as (raw, cur):
         conn = raw.driver_connection
         with conn.pipeline():  # BEGIN + the queue lock + the statement in one round trip
@@ -137,12 +151,13 @@ def append_one(engine: Engine, row: dict[str, Any],
 
 def _statement(row: dict[str, Any], items: list[tuple[int, bytes | None, int, bytes]],
                now_us: int, parts: LinkParts, tenant: str, genesis: bytes | None,
-               guard: tuple[int, int] | None) -> tuple[str, tuple[Any, ...]]:
+               guard: tuple[int, int] | None, below: int | None,
+               ) -> tuple[str, tuple[Any, ...]]:
     before, key_seq = guard if guard is not None else (MAX_BIGINT, MAX_BIGINT)
     params: list[Any] = [now_us, tenant]
     if genesis is not None:
         params.append(genesis)
-    params += [before, key_seq]
+    params += [before, MAX_BIGINT if below is None else below, key_seq]
     payload_sql = ""
     if items:
         payload_sql = _PAYLOADS.format(

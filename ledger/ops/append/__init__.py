@@ -93,11 +93,12 @@ def append_many(ctx: LedgerContext, submissions: Sequence[Any], *, producer: str
         if len(prepared) == 1 and prepared[0].idempotency_key is None and \
                 prepared[0].sub is not None and prepared[0].sub.attestation is None and \
                 ctx.engine.dialect.name == "postgresql":
-            one = commit_one_pg(ctx.engine, ctx.ledger_id, ctx.clock, prepared[0])
+            one = commit_one_pg(ctx.engine, ctx.ledger_id, ctx.clock, prepared[0],
+                                ctx.tenant_quotas)
             committed = [one] if one is not None else []
         if prepared and not committed:
             committed = commit_batch(ctx.engine, ctx.ledger_id, ctx.clock, prepared,
-                                     trust_recheck(ctx))
+                                     trust_recheck(ctx), ctx.tenant_quotas)
     finally:  # rejected items are quarantined even if the batch itself failed
         bad.extend((raws[r.index], r.error) for r in committed if not r.ok)
         if bad:

@@ -28,6 +28,7 @@ from ledger.crypto.trust import time_problem
 from ledger.errors import (
     IdempotencyConflict,
     LedgerError,
+    QuotaExceeded,
     StoreDataError,
     SubmissionError,
     UsageError,
@@ -35,6 +36,7 @@ from ledger.errors import (
 from ledger.ops.append.judge import check_hints, judge_attestation
 from ledger.ops.append.prepare import AppendResult, Prepared
 from ledger.ops.context import LedgerContext
+from ledger.ops.limits import TenantQuotas
 from ledger.ops.trust_store import last_key_event_seq
 from ledger.store import db, layout, postgres
 from ledger.store.append import AppendTxn, append_transaction
@@ -64,13 +66,14 @@ def _columns(p: Prepared) -> dict[str, Any]:
 
 
 def commit_one_pg(engine: Engine, ledger_id: str, clock: Clock, p: Prepared,
-                  ) -> AppendResult | None:
+                  quotas: TenantQuotas | None = None) -> AppendResult | None:
     """One entry of any tenant, one statement, one round trip (PostgreSQL, no idempotency
     key, no attestation: an attested entry needs its key events read after the lock is
     taken, so ``append_many`` sends it to commit_batch).
 
-    Returns None — nothing written — when the statement finds no head row to extend;
-    the caller then uses commit_batch.  The database's link is checked against
+    Returns None — nothing written — when the statement finds no head row to extend, or
+    the tenant is at its quota (``quotas``); the caller then uses commit_batch (which
+    rejects an item over its quota).  The database's link is checked against
     ``tenant_entry_hash`` before COMMIT (``ledger.store.postgres``); a value the database
     refuses rejects the item.
     """
@@ -86,7 +89,8 @@ def commit_one_pg(engine: Engine, ledger_id: str, clock: Clock, p: Prepared,
         got = postgres.append_one(
             engine, row, blobs, clock.now_us(), link_parts(tenant, body),
             lambda prev, seq, tseq, t: tenant_entry_hash(tenant, prev, seq, tseq, t, body),
-            tenant=tenant, genesis=genesis)
+            tenant=tenant, genesis=genesis,
+            below=None if quotas is None or p.kind != "result" else quotas.of(tenant))
     except StoreDataError as exc:
         return AppendResult(False, error=exc.to_dict(), index=p.index)
     if got is None:
@@ -111,8 +115,8 @@ class BatchWriter:
     """
 
     def __init__(self, txn: AppendTxn, ledger_id: str, clock: Clock,
-                 recheck: Recheck | None = None) -> None:
-        self.txn, self.ledger_id, self.recheck = txn, ledger_id, recheck
+                 recheck: Recheck | None = None, quotas: TenantQuotas | None = None) -> None:
+        self.txn, self.ledger_id, self.recheck, self.quotas = txn, ledger_id, recheck, quotas
         h = txn.lock_head()
         self.now = max(clock.now_us(), h.last_recorded_at)
         self.size, self.prev = h.size, h.head_hash
@@ -195,6 +199,12 @@ class BatchWriter:
                 p.fields.update(check_hints(change))
                 p.seal(self.ledger_id)
         tseq, prev = self._chain(p.tenant)
+        limit = None if self.quotas is None or p.kind != "result" else self.quotas.of(p.tenant)
+        if limit is not None and tseq >= limit:
+            over = QuotaExceeded(f"tenant {p.tenant!r} holds {tseq} entries, its quota is "
+                                 f"{limit}: the result was not appended", field="tenant",
+                                 detail={"quota": limit, "entries": tseq})
+            return AppendResult(False, error=over.to_dict(), index=p.index)
         body = body_hash(p.envelope)
         eh = tenant_entry_hash(p.tenant, prev, self.size, tseq, self.now, body)
         row = _columns(p)
@@ -236,15 +246,17 @@ def _keys_by_producer(prepared: Sequence[Prepared], known: Any) -> dict[str | No
 
 
 def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
-                 recheck: Recheck | None = None) -> list[AppendResult]:
+                 recheck: Recheck | None = None, quotas: TenantQuotas | None = None,
+                 ) -> list[AppendResult]:
     """Link and insert ``prepared`` under one head lock and one commit.
 
     An item whose value the database refuses (StoreDataError) is rejected alone:
     the batch is rolled back, each item is tried in a transaction that is rolled
-    back, and the others are committed together without the refused ones.
+    back, and the others are committed together without the refused ones.  ``quotas``: a
+    result beyond its tenant's quota is rejected (``tenant_quota_exceeded``).
     """
     try:
-        return _commit(engine, ledger_id, clock, prepared, recheck)
+        return _commit(engine, ledger_id, clock, prepared, recheck, quotas)
     except StoreDataError as exc:
         refused = _refused(engine, ledger_id, clock, prepared) if len(prepared) > 1 \
             else {prepared[0].index: exc} if prepared else {}
@@ -252,15 +264,15 @@ def commit_batch(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequenc
         raise StoreDataError("the database refused the batch but no single item of it",
                              code="unstorable_batch")
     rest = [p for p in prepared if p.index not in refused]
-    results = _commit(engine, ledger_id, clock, rest, recheck) if rest else []
+    results = _commit(engine, ledger_id, clock, rest, recheck, quotas) if rest else []
     results += [AppendResult(False, error=e.to_dict(), index=i) for i, e in refused.items()]
     return sorted(results, key=lambda r: r.index)
 
 
 def _commit(engine: Engine, ledger_id: str, clock: Clock, prepared: Sequence[Prepared],
-            recheck: Recheck | None) -> list[AppendResult]:
+            recheck: Recheck | None, quotas: TenantQuotas | None) -> list[AppendResult]:
     with append_transaction(engine) as txn:
-        writer = BatchWriter(txn, ledger_id, clock, recheck)
+        writer = BatchWriter(txn, ledger_id, clock, recheck, quotas)
         results = writer.add(prepared)
         writer.finish()
     return results

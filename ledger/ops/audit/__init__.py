@@ -39,7 +39,12 @@ from ledger.ops.audit.runs import (
     since_last,
 )
 from ledger.ops.audit.tally import Tally
-from ledger.ops.audit.tenant import audit_tenant, record_tenant_run, refuse_on_replica
+from ledger.ops.audit.tenant import (
+    audit_tenant,
+    record_tenant_run,
+    refuse_on_replica,
+    tenant_hash_before,
+)
 from ledger.ops.audit.walk import check_head, run_parts, run_whole
 from ledger.ops.context import LedgerContext
 from ledger.ops.trust_store import load_trust_store
@@ -49,7 +54,7 @@ from ledger.store.db import connect
 
 __all__ = ["EXIT_CODES", "REPORT_FORMAT", "AuditOptions", "AuditReport", "audit_tenant",
            "auto_workers", "join_gaps", "load_policy", "record_run", "record_tenant_run",
-           "refuse_on_replica", "run_audit", "split", "summary_line"]
+           "refuse_on_replica", "run_audit", "split", "summary_line", "tenant_hash_before"]
 
 
 

@@ -11,7 +11,7 @@ from ledger.core.canonical import MAX_SAFE_INTEGER, canonical_json
 from ledger.core.reverify_run import run_document
 from ledger.errors import CanonicalizationError, UsageError
 from ledger.ops.append import commit_batch, prepare_event
-from ledger.ops.audit.tenant import tenant_hash_before
+from ledger.ops.audit import tenant_hash_before
 from ledger.ops.context import LedgerContext
 from ledger.ops.read import hash_before
 from ledger.ops.reverify.options import ReverifyOptions
