@@ -115,6 +115,13 @@ PROOF_ORDER = ("key_events.jsonl", REDACTIONS, "entries.jsonl")  # the order of 
 ABSENT = object()  # a manifest's tenant object without "absence"
 
 
+def need(ok: Any, why: str = "") -> None:
+    """A check of the bundle: raises AssertionError when ``ok`` is false.  A function, not
+    ``assert``, so that the checks also run under ``python -O``."""
+    if not ok:
+        raise AssertionError(why)
+
+
 def sha(b: bytes) -> bytes:
     return hashlib.sha256(b).digest()
 
@@ -680,14 +687,14 @@ class Bundle:
         out: dict[str, list[dict[str, Any]]] = {}
         for n, _, p in self.lines("proofs.jsonl"):
             try:
-                assert set(p) == {"file", "first_seq", "seq", "tree_size", "inclusion_path"}
-                assert p["file"] in PROOF_ORDER
-                assert all(type(p[k]) is int and p[k] >= 0 for k in ("first_seq", "seq"))
-                assert p["first_seq"] <= p["seq"] and self.cp and p["tree_size"] == self.cp["size"]
+                need(set(p) == {"file", "first_seq", "seq", "tree_size", "inclusion_path"})
+                need(p["file"] in PROOF_ORDER)
+                need(all(type(p[k]) is int and p[k] >= 0 for k in ("first_seq", "seq")))
+                need(p["first_seq"] <= p["seq"] and self.cp and p["tree_size"] == self.cp["size"])
                 p["path"] = [bytes.fromhex(h) for h in p["inclusion_path"]]
-                assert all(len(h) == 32 and h.hex() == t for h, t in zip(p["path"],
+                need(all(len(h) == 32 and h.hex() == t for h, t in zip(p["path"],
                                                                          p["inclusion_path"],
-                                                                         strict=True))
+                                                                         strict=True)))
             except (AssertionError, ValueError, TypeError, KeyError):
                 self.r.fail("proofs.jsonl", p.get("seq") if isinstance(p, dict) else None,
                             "proof_invalid", f"line {n} is not a valid proof record")
@@ -1112,15 +1119,15 @@ class Bundle:
         if count == 0:
             return self.tenant_absent(tenant, absence, line)
         try:
-            assert isinstance(heads, dict) and set(heads) == {"count", "index", "path"}
-            assert heads["count"] == line[0] and type(heads["index"]) is int
+            need(isinstance(heads, dict) and set(heads) == {"count", "index", "path"})
+            need(heads["count"] == line[0] and type(heads["index"]) is int)
             path = [bytes.fromhex(x) for x in heads["path"]]
-            assert all(len(x) == 32 and x.hex() == y for x, y in zip(path, heads["path"],
-                                                                     strict=True))
+            need(all(len(x) == 32 and x.hex() == y for x, y in zip(path, heads["path"],
+                                                                     strict=True)))
             tb = tenant.encode("ascii")
             leaf = sha(b"\x00" + bytes([len(tb)]) + tb + struct.pack(">Q", count)
                        + (head or b""))
-            assert root_from_leaf(heads["index"], line[0], leaf, path) == line[1]
+            need(root_from_leaf(heads["index"], line[0], leaf, path) == line[1])
         except (AssertionError, ValueError, TypeError, KeyError):
             self.r.fail("manifest.json", None, "tenant_head_unproven", "the tenant head is "
                         "not a leaf of the heads tree the checkpoint commits to")
@@ -1142,41 +1149,41 @@ class Bundle:
             return False
         n, root = line
         try:
-            assert isinstance(absence, dict) and set(absence) == {"v", "leaves", "left",
-                                                                  "right"}, "its keys"
-            assert type(absence["v"]) is int and absence["v"] == 1, "v is not the integer 1"
-            assert type(absence["leaves"]) is int, "leaves is not an integer"
-            assert absence["leaves"] == n, "leaves is not the n of the tenants line"
+            need(isinstance(absence, dict) and set(absence) == {"v", "leaves", "left",
+                                                                  "right"}, "its keys")
+            need(type(absence["v"]) is int and absence["v"] == 1, "v is not the integer 1")
+            need(type(absence["leaves"]) is int, "leaves is not an integer")
+            need(absence["leaves"] == n, "leaves is not the n of the tenants line")
             key = tenant.encode("ascii")
             idx = {}
             for side in ("left", "right"):
                 x = absence[side]
                 if x is None:
                     continue
-                assert isinstance(x, dict) and set(x) == {"id", "count", "head_hash", "index",
-                                                          "path"}, f"{side}: its keys"
-                assert isinstance(x["id"], str) and TENANT_RE.match(x["id"]), f"{side}: id"
-                assert type(x["count"]) is int and 0 < x["count"] < 2**63, f"{side}: count"
-                assert type(x["index"]) is int and isinstance(x["path"], list), side
+                need(isinstance(x, dict) and set(x) == {"id", "count", "head_hash", "index",
+                                                        "path"}, f"{side}: its keys")
+                need(isinstance(x["id"], str) and TENANT_RE.match(x["id"]), f"{side}: id")
+                need(type(x["count"]) is int and 0 < x["count"] < 2**63, f"{side}: count")
+                need(type(x["index"]) is int and isinstance(x["path"], list), side)
                 path = [bytes.fromhex(p) for p in x["path"]]
-                assert all(len(b) == 32 and b.hex() == p for b, p in zip(path, x["path"],
-                                                                          strict=True)), side
+                need(all(len(b) == 32 and b.hex() == p for b, p in zip(path, x["path"],
+                                                                        strict=True)), side)
                 tb = x["id"].encode("ascii")
                 leaf = sha(b"\x00" + bytes([len(tb)]) + tb + struct.pack(">Q", x["count"])
                            + hex32(x["head_hash"]))
-                assert root_from_leaf(x["index"], n, leaf, path) == root, \
-                    f"{side}: not leaf {x['index']} of the heads tree"
-                assert (tb < key) if side == "left" else (key < tb), \
-                    f"{side}: {x['id']} is not on the {side} of {tenant}"
+                need(root_from_leaf(x["index"], n, leaf, path) == root,
+                     f"{side}: not leaf {x['index']} of the heads tree")
+                need((tb < key) if side == "left" else (key < tb),
+                     f"{side}: {x['id']} is not on the {side} of {tenant}")
                 idx[side] = x["index"]
-            assert idx, "neither a left nor a right leaf"
+            need(idx, "neither a left nor a right leaf")
             if "left" not in idx:
-                assert idx["right"] == 0, "a right leaf alone is not leaf 0"
+                need(idx["right"] == 0, "a right leaf alone is not leaf 0")
             elif "right" not in idx:
-                assert idx["left"] == n - 1, "a left leaf alone is not the last leaf"
+                need(idx["left"] == n - 1, "a left leaf alone is not the last leaf")
             else:
-                assert idx["right"] == idx["left"] + 1, "the leaves are not adjacent"
-        except (AssertionError, ValueError, TypeError) as exc:
+                need(idx["right"] == idx["left"] + 1, "the leaves are not adjacent")
+        except (AssertionError, ValueError, TypeError, KeyError) as exc:
             self.r.fail("manifest.json", None, "tenant_absence_invalid", "the proof that the "
                         f"tenant has no head in the checkpoint does not hold: {exc}")
             return False

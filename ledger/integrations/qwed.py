@@ -181,7 +181,12 @@ class OrganisationGateways:
     def __init__(self, gateways: dict[Any, QwedGateway]) -> None:
         if not gateways:
             raise ValueError("map at least one organisation to a gateway")
-        self.gateways = {self._key(org): g for org, g in gateways.items()}
+        self.gateways: dict[str, QwedGateway] = {}
+        for org, g in gateways.items():
+            key = self._key(org)
+            if key in self.gateways:  # 1 and "1" are one organisation
+                raise ValueError(f"organization_id {org!r} is mapped twice")
+            self.gateways[key] = g
 
     @staticmethod
     def _key(organization_id: Any) -> str:

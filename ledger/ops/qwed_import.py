@@ -256,7 +256,8 @@ class _Run:
             self._already()
         if self.pending and not self.report.dry_run:
             results = commit_batch(self.ctx.engine, self.ctx.meta.ledger_id, self.ctx.clock,
-                                   [p for p, _ in self.pending])
+                                   [p for p, _ in self.pending],
+                                   quotas=self.ctx.tenant_quotas)  # results: as a producer's
             for r, (_, row) in zip(results, self.pending, strict=True):
                 if not r.ok:
                     self._quarantine(row, r.error["code"], r.error["message"])  # type: ignore

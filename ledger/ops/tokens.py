@@ -29,7 +29,7 @@ import re
 import secrets
 from typing import Any, cast
 
-from ledger.core.tenant import check_tenant
+from ledger.core.tenant import DEFAULT_TENANT, check_tenant
 from ledger.crypto.tokens import JwtSigner
 from ledger.errors import TenantError, UsageError
 
@@ -79,12 +79,18 @@ def check_role(role: Any) -> str:
 
 
 def check_token_tenant(tenant: Any, role: str) -> str | None:
-    """The tenant a token of ``role`` may carry: None, or a valid tenant id for any role but
-    ``operator`` (its only route, ``/metrics``, spans every tenant).  Raises TenantError
-    (field ``tenant``)."""
+    """The tenant a token of ``role`` may carry: None, or a valid tenant id other than
+    ``default`` for any role but ``operator`` (its only route, ``/metrics``, spans every
+    tenant).  ``default`` is refused: its chain holds the operator's own entries (custody
+    orders over every tenant's entries, whole-ledger audit and re-verification runs), so a
+    token scoped to it would read what spans every tenant (docs/tenants.md).  Raises
+    TenantError (field ``tenant``)."""
     if tenant is None:
         return None
     check_tenant(tenant)
+    if tenant == DEFAULT_TENANT:
+        raise TenantError("the default tenant's chain is the operator's: a token for it is "
+                          "operator-level (one without a tenant)", field="tenant")
     if role == "operator":
         raise TenantError("an operator token is operator-level: it cannot carry a tenant",
                           field="tenant")

@@ -3,8 +3,8 @@
 A real server on each engine; a ledger of the tenants ``acme`` and ``globex`` and of
 ``default``, with four recorded runs made by the commands: an audit and a re-verification of
 acme alone (``--tenant acme --record``) and of the whole ledger.  acme's auditor (and agent,
-for re-verification runs) sees acme's runs and their findings only; globex's, and the
-default tenant's, see empty lists; a run that is not the tenant's is answered exactly as a
+for re-verification runs) sees acme's runs and their findings only; globex's sees empty
+lists; no token is accepted for the default tenant (its chain is the operator's); a run that is not the tenant's is answered exactly as a
 run id that does not exist; an operator-level token sees every run.
 """
 
@@ -100,15 +100,13 @@ def test_a_tenant_auditor_lists_its_tenants_audit_runs_only(runs: Runs) -> None:
     one = _get(runs, "auditor", A, f"/v1/audits/{mine}")
     assert one.status_code == 200 and one.json()["tenant"] == A
     assert one.json()["finding_list"] == []
-    for tenant in (B, "default"):
-        r = _get(runs, "auditor", tenant, "/v1/audits")
-        assert r.status_code == 200 and r.json() == {"runs": [], "next_before": None}
+    r = _get(runs, "auditor", B, "/v1/audits")
+    assert r.status_code == 200 and r.json() == {"runs": [], "next_before": None}
     operator = _get(runs, "auditor", None, "/v1/audits").json()["runs"]
     assert [(x["run_id"], x["tenant"]) for x in operator] == [(whole, None), (mine, A)]
 
 
-@pytest.mark.parametrize(("tenant", "which"), [(B, "audit-acme"), (A, "audit-whole"),
-                                               ("default", "audit-whole")])
+@pytest.mark.parametrize(("tenant", "which"), [(B, "audit-acme"), (A, "audit-whole")])
 def test_another_run_is_answered_as_a_missing_one(runs: Runs, tenant: str, which: str) -> None:
     run_id = runs.reports[which]["run_id"]
     got = _get(runs, "auditor", tenant, f"/v1/audits/{run_id}")
@@ -128,8 +126,29 @@ def test_a_tenant_reader_lists_its_tenants_reverify_runs_only(runs: Runs, role: 
     (run,) = r.json()["runs"]
     assert run["seq"] == mine and run["tenant"] == A and run["outcomes_proven"]
     assert run["summary"]["entries"] == 2
-    for tenant in (B, "default"):
-        r = _get(runs, role, tenant, "/v1/reverify-runs")
-        assert r.status_code == 200 and r.json()["runs"] == [], r.text
+    r = _get(runs, role, B, "/v1/reverify-runs")
+    assert r.status_code == 200 and r.json()["runs"] == [], r.text
     operator = _get(runs, role, None, "/v1/reverify-runs").json()["runs"]
     assert [(x["seq"], x["tenant"]) for x in operator] == [(whole, None), (mine, A)]
+
+
+def test_a_token_for_the_default_tenant_is_refused(runs: Runs) -> None:
+    """The default tenant's chain holds the operator's whole-ledger runs and custody orders:
+    no token is minted for it, and one signed by the ledger key anyway is not accepted
+    (401), never read as a tenant's."""
+    from ledger.errors import TenantError
+    from ledger.ops.tokens import ACCESS_TOKEN_TYP
+
+    with pytest.raises(TenantError) as refused:
+        _get(runs, "auditor", "default", "/v1/audits")
+    assert refused.value.field == "tenant"
+    signer = ledger_signer(Keyring.load(runs.srv.keys_dir), runs.srv.origin)
+    now = int(time.time())
+    token = signer.sign_jwt({"iss": runs.srv.origin, "aud": runs.srv.origin, "sub": "d",
+                             "role": "auditor", "tenant": "default", "iat": now, "nbf": now,
+                             "exp": now + 600, "jti": "default-tenant"}, ACCESS_TOKEN_TYP)
+    with httpx.Client(base_url=runs.srv.base_url, timeout=30.0,
+                      headers={"Authorization": f"Bearer {token}"}) as c:
+        for path in ("/v1/audits", "/v1/reverify-runs", "/v1/entries"):
+            r = c.get(path)
+            assert r.status_code == 401 and r.json()["code"] == "invalid_token", r.text

@@ -329,3 +329,22 @@ def test_organisations_map_to_tenants(db_url: str, qwed_sqlite: str, tmp_path: P
         code, out, err = ledger_cli(db_url, "import", "qwed", "--source", source, *bad)
         assert code == 2, (bad, out, err)
         assert "tenant" in err or "organization" in err
+
+
+def test_the_import_keeps_tenant_quotas(db_url: str, qwed_sqlite: str, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Imported results are a producer's results: beyond a tenant's quota they are
+    quarantined with tenant_quota_exceeded, not appended."""
+    new_ledger(db_url)
+    monkeypatch.setenv("LEDGER_TENANT_QUOTAS", "org-one=1")
+    code, rep, err = do_import(db_url, f"sqlite:///{qwed_sqlite}", "--hmac-secret-file",
+                               secret_file(tmp_path), "--tenant-map", "1=org-one",
+                               "--tenant", "others")
+    eng = create_engine(db_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with eng.connect() as conn:
+        per = dict(conn.execute(text("SELECT tenant, count(*) FROM entries WHERE kind = "
+                                     "'result' GROUP BY tenant")).all())
+        reasons = [str(r[0]) for r in conn.execute(text("SELECT code FROM quarantine")).all()]
+    eng.dispose()
+    assert per["org-one"] == 1 and per["others"] > 1, per
+    assert reasons and set(reasons) == {"tenant_quota_exceeded"}, reasons

@@ -270,3 +270,25 @@ def test_a_tenant_run_resumes_only_as_the_same_tenant(db_url: str, tmp_path: Pat
     with Ledger.open(db_url) as led:
         assert [r["seq"] for r in led.reverify_runs(tenant=A)["runs"]] == [
             resumed["recorded_seq"], first["recorded_seq"]]
+
+
+def test_a_run_is_never_recorded_for_a_tenant_without_entries(db_url: str,
+                                                              tmp_path: Path) -> None:
+    """A mistyped tenant: ``--record`` refuses before anything is written (exit 2, field
+    tenant), so no chain starts with a run and the tenant stays provably absent."""
+    _ledger(db_url)
+    with Ledger.open(db_url) as led:
+        size = led.head()["size"]
+    for args in (("audit", "--tenant", "acmee", "--record"),
+                 ("reverify", "--tenant", "acmee", "--record")):
+        r = CliRunner().invoke(cli, ["--db", db_url, *args])
+        assert r.exit_code == 2, r.output
+        assert "acmee" in r.stderr and "no entry" in r.stderr
+        assert "Traceback" not in r.output
+    with Ledger.open(db_url) as led:
+        assert led.head()["size"] == size
+        assert led.audit_runs(tenant="acmee") == {"runs": [], "next_before": None}
+        with led.engine.connect() as conn:
+            from sqlalchemy import text
+            assert conn.execute(text("SELECT count(*) FROM tenant_heads WHERE tenant = "
+                                     "'acmee'")).scalar_one() == 0

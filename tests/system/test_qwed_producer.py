@@ -95,6 +95,8 @@ def test_each_qwed_organisation_goes_to_its_tenant(kind: str, request: pytest.Fi
                                       subject=f"{p.engine}-{r}")
                     assert out.status == "appended", out
                     sent[tenant].append(out.idempotency_key)
+            with pytest.raises(ValueError, match="mapped twice"):
+                OrganisationGateways({1: QwedGateway(a, recorder), "1": QwedGateway(g, recorder)})
             p = produce(9)[0]
             for bad in (3, None, True, ""):
                 with pytest.raises(ValueError, match="organization_id"):

@@ -141,6 +141,23 @@ def test_a_forged_absence_is_a_finding_in_the_script(tenant_bundles, tmp_path, f
     assert ledger_code(bad, tenant_bundles["jwks"]) == 1
 
 
+@pytest.mark.parametrize("forgery", sorted(ABSENCE_FORGERIES))
+def test_the_script_refuses_a_forged_absence_under_python_O(tenant_bundles, tmp_path, forgery):
+    """Its checks are not ``assert`` statements: ``python -O`` (which drops those) refuses
+    every forged absence proof as well."""
+    bad = ABSENCE_FORGERIES[forgery](tenant_bundles, tmp_path)
+    res = subprocess.run([sys.executable, "-O", str(SCRIPT), str(bad), "--json", "--jwks",
+                          str(tenant_bundles["jwks"])], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert json.loads(res.stdout)["complete"] is False
+
+
+def test_the_script_has_no_assert_statement():
+    tree = ast.parse(SCRIPT.read_text("utf-8"))
+    assert not [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assert)]
+
+
 def test_what_the_script_cannot_prove_is_not_complete(tenant_bundles, tmp_path):
     old = forge_absence(tenant_bundles, tmp_path, "nobody",  # written before absence proofs
                         lambda sec: {k: v for k, v in sec.items() if k != "absence"})

@@ -43,6 +43,7 @@ from ledger.ops.audit.tenant import (
     audit_tenant,
     record_tenant_run,
     refuse_on_replica,
+    require_entries,
     tenant_hash_before,
 )
 from ledger.ops.audit.walk import check_head, run_parts, run_whole
@@ -54,7 +55,8 @@ from ledger.store.db import connect
 
 __all__ = ["EXIT_CODES", "REPORT_FORMAT", "AuditOptions", "AuditReport", "audit_tenant",
            "auto_workers", "join_gaps", "load_policy", "record_run", "record_tenant_run",
-           "refuse_on_replica", "run_audit", "split", "summary_line", "tenant_hash_before"]
+           "refuse_on_replica", "require_entries", "run_audit", "split", "summary_line",
+           "tenant_hash_before"]
 
 
 

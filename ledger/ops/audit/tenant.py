@@ -156,6 +156,17 @@ def tenant_hash_before(ctx: LedgerContext, tenant: str, end: int) -> str | None:
     return hash_hex(last[2]) if last is not None else None
 
 
+def require_entries(ctx: LedgerContext, tenant: str) -> None:
+    """A run recorded for ``tenant`` joins its chain: refused (UsageError ``no_such_tenant``,
+    field ``tenant``) when the tenant has no entry, so that a mistyped id never creates a
+    chain whose first entry is a run (and a leaf in the heads tree)."""
+    with connect(ctx.engine) as conn:
+        has = repo.tenant_head(conn, tenant)
+    if has is None or has[0] == 0:
+        raise UsageError(f"tenant {tenant!r} has no entry: a run recorded for it would "
+                         "start its chain", code="no_such_tenant", field="tenant")
+
+
 def refuse_on_replica(ctx: LedgerContext) -> None:
     """``--record`` writes: refused on a hot standby (exit 2 ``read_only_replica``)."""
     with connect(ctx.engine) as conn:
@@ -175,6 +186,7 @@ def record_tenant_run(ctx: LedgerContext, report: AuditReport, producer: str | N
     if tenant is None:
         raise ValueError("not the report of a tenant audit")
     refuse_on_replica(ctx)
+    require_entries(ctx, tenant)
     now = ctx.clock.now_us()
     options: dict[str, Any] = {
         "tenant": tenant, "policy": report.policy, "attestations": report.attestations_checked,

@@ -24,6 +24,7 @@ from ledger.core import reexec as rx
 from ledger.core.reverify_run import REPORT_FORMAT
 from ledger.core.tenant import check_tenant
 from ledger.errors import UsageError
+from ledger.ops.audit import require_entries
 from ledger.ops.context import LedgerContext
 from ledger.ops.redaction_map import load_redaction_map
 from ledger.ops.reexec_worker import load_reexecutors
@@ -217,6 +218,8 @@ def run_reverify(ctx: LedgerContext, opts: ReverifyOptions,
     ``total`` is told once how many seqs this call walks; ``progress`` is advanced by the
     seqs passed (one per decided outcome, the unselected ones at the end of a page)."""
     _check_options(opts)
+    if opts.record and opts.tenant is not None:
+        require_entries(ctx, opts.tenant)  # before anything runs
     by_engine = _by_engine(opts)
     run = _open_run(ctx, opts)
     counts = Counts()
