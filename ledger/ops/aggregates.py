@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ledger.clock import format_us
+from ledger.core.finding import LEDGER_LEVEL_CODES
 from ledger.core.readcheck import CheckedEntry, as_bytes, check_entry, row_tenant, row_tseq
 from ledger.errors import UsageError
 from ledger.ops.context import LedgerContext
@@ -291,7 +292,9 @@ def _tenant_covers(ctx: LedgerContext, conn: Connection, tally: _Tally, tenant: 
     rows, truncated = _add_tenant(ctx, conn, tally, tenant, lo_us, hi_us)
     run = runs.latest_aggregated_run(conn)
     if run is not None and layer == "auditor":
-        for cls, t in runs.finding_times(conn, run.id, tenant):
+        # row findings only: a ledger-level finding (checkpoint, heads, tree) is placed at
+        # some seq, which may be this tenant's, but is about the whole ledger (others' rows)
+        for cls, t in runs.finding_times(conn, run.id, tenant, LEDGER_LEVEL_CODES):
             if (lo_us is None or t >= lo_us - lo_us % HOUR_US) and (hi_us is None or t < hi_us):
                 fk = (t - t % HOUR_US, cls)
                 tally.found[fk] = tally.found.get(fk, 0) + 1

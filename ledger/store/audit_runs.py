@@ -232,9 +232,10 @@ def aggregate_rows(conn: Connection, run_id: int, lo_us: int | None, hi_us: int 
 
 
 def finding_times(conn: Connection, run_id: int, tenant: str | None = None,
-                  ) -> list[tuple[str, int]]:
+                  skip_codes: frozenset[str] = frozenset()) -> list[tuple[str, int]]:
     """(class, stored recorded_at) of the row findings of ``run_id`` whose seq is stored
-    (and, ``tenant`` given, is stored as that tenant's)."""
+    (and, ``tenant`` given, is stored as that tenant's), but those whose code is in
+    ``skip_codes``."""
     out = []
     q = (select(audit_findings.c.body, entries.c.recorded_at)
          .join(entries, entries.c.seq == audit_findings.c.seq)
@@ -243,8 +244,11 @@ def finding_times(conn: Connection, run_id: int, tenant: str | None = None,
         q = q.where(entries.c.tenant == tenant)
     for body, t in conn.execute(q):
         try:
-            cls = str(json.loads(body).get("class"))
+            doc = json.loads(body)
+            cls, code = str(doc.get("class")), doc.get("code")
         except (ValueError, AttributeError):
-            cls = "unknown"
+            cls, code = "unknown", None
+        if code in skip_codes:
+            continue
         out.append((cls, int(t) if isinstance(t, int) else 0))
     return out

@@ -183,3 +183,32 @@ def test_a_row_moved_to_another_tenant_is_flagged_on_both_sides(ledger: Ledger,
     assert sum(b["flagged"] for b in b_doc["buckets"]) == 1
     assert a_doc["covers"]["live"]["rows"] == 9 and b_doc["covers"]["live"]["rows"] == 18
     assert "acme-bot" not in json.dumps(b_doc)
+
+
+def test_a_ledger_level_finding_at_a_tenants_seq_is_not_the_tenants(ledger: Ledger,
+                                                                    db_url: str) -> None:
+    """The audit places a ledger-level finding (a checkpoint's tenants line, the stored
+    tree, a head) at some seq, which may be one of acme's: acme's charts count the row
+    findings on its entries, never such a finding (it may be about the other tenants)."""
+    from sqlalchemy import create_engine, text
+
+    a_seq = next(r["seq"] for r in ledger.iter_query(make_filters(tenant=[A]),
+                                                       layer="auditor"))
+    eng = create_engine(db_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with eng.begin() as conn:
+        run_id = conn.execute(text("SELECT max(id) FROM audit_runs")).scalar_one()
+        for code, cls in (("tenant_heads_mismatch", "forked"),
+                          ("entry_hash_mismatch", "payload_modified")):
+            body = json.dumps({"code": code, "seq": a_seq, "message": "m", "expected": None,
+                               "actual": None, "class": cls})
+            conn.execute(text("INSERT INTO audit_findings (run_id, seq, kind, body) VALUES "
+                              "(:r, :s, 'finding', :b)"), {"r": run_id, "s": a_seq, "b": body})
+    eng.dispose()
+    found: Counter[str] = Counter()
+    for b in ledger.aggregates("auditor", bucket="hour", tenant=A)["buckets"]:
+        found.update(dict(b.get("findings") or []))
+    assert found == Counter({"payload_modified": 1})  # the row finding, not the ledger's
+    whole: Counter[str] = Counter()
+    for b in ledger.aggregates("auditor", bucket="hour")["buckets"]:
+        whole.update(dict(b.get("findings") or []))
+    assert whole["forked"] == 1  # the operator's charts still show it
