@@ -14,6 +14,7 @@ from typing import Any
 from ledger.core.alert import findings_by_class
 from ledger.core.digest import digest_text
 from ledger.core.entry import hash_hex
+from ledger.core.tenant import DEFAULT_TENANT
 from ledger.errors import LedgerError
 from ledger.ops.append import quarantine_status
 from ledger.ops.context import LedgerContext
@@ -22,7 +23,9 @@ from ledger.store import monitor as mon
 from ledger.store.db import connect
 from ledger.store.tree import CheckpointRow
 
-TENANT_RUNS_SKIPPED = 100  # recorded tenant audits looked past for the ledger's last audit
+# recorded audits of the default tenant alone looked past for the ledger's last audit (the
+# whole ledger's runs are in the default chain, so other tenants' runs are never read)
+TENANT_RUNS_SKIPPED = 100
 
 
 @dataclass
@@ -77,7 +80,7 @@ def status(ctx: LedgerContext, *, findings: bool = True) -> Status:
 
 def _last_audit(conn: Any, findings: bool) -> LastAudit:
     out = LastAudit()
-    ref = mon.last_doc_of_kind(conn, "audit_run")
+    ref = mon.last_doc_of_kind(conn, "audit_run", tenant=DEFAULT_TENANT)
     doc = None
     for _ in range(TENANT_RUNS_SKIPPED):  # the audit of one tenant is not the ledger's
         if ref is None or ref.data is None:
@@ -89,7 +92,7 @@ def _last_audit(conn: Any, findings: bool) -> LastAudit:
             doc = None
         if not (isinstance(doc, dict) and "tenant" in doc):
             break
-        doc, ref = None, mon.last_doc_of_kind(conn, "audit_run", ref.seq)
+        doc, ref = None, mon.last_doc_of_kind(conn, "audit_run", ref.seq, DEFAULT_TENANT)
     if ref is not None and isinstance(doc, dict):
         out.seq = ref.seq
         out.outcome = str(doc.get("outcome"))

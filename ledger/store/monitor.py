@@ -28,15 +28,17 @@ class CompleteRun:
 
 
 def last_doc_of_kind(conn: Connection, kind: str, before: int | None = None,
-                     ) -> DocRef | None:
-    """(seq, envelope, document) of the newest entry of ``kind`` (with seq < ``before``),
-    or None."""
+                     tenant: str | None = None) -> DocRef | None:
+    """(seq, envelope, document) of the newest entry of ``kind`` (with seq < ``before``; in
+    ``tenant``'s chain, when given), or None."""
     doc = payloads.alias("doc")
     q = select(entries.c.seq, entries.c.envelope, doc.c.data).select_from(
         entries.outerjoin(doc, doc.c.pid == pid_col(entries.c.seq))).where(
         entries.c.kind == kind)
     if before is not None:
         q = q.where(entries.c.seq < before)
+    if tenant is not None:
+        q = q.where(entries.c.tenant == tenant)
     r = conn.execute(q.order_by(entries.c.seq.desc()).limit(1)).first()
     if r is None:
         return None

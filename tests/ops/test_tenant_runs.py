@@ -292,3 +292,17 @@ def test_a_run_is_never_recorded_for_a_tenant_without_entries(db_url: str,
             from sqlalchemy import text
             assert conn.execute(text("SELECT count(*) FROM tenant_heads WHERE tenant = "
                                      "'acmee'")).scalar_one() == 0
+
+
+def test_the_monitor_finds_the_ledgers_audit_behind_many_tenant_audits(db_url: str) -> None:
+    """More recorded tenant audits than the monitor looks past one by one (a nightly audit
+    of each of many tenants): its last audit is still the whole ledger's."""
+    from ledger.ops.monitor import TENANT_RUNS_SKIPPED
+
+    _ledger(db_url)
+    with Ledger.open(db_url) as led:
+        whole = run_audit(led.ctx, AuditOptions(record=True, producer="cron"))
+        for _ in range(TENANT_RUNS_SKIPPED + 5):
+            led.audit_tenant(A, record=True, producer="cron")
+        last = status(led.ctx).last_audit
+        assert last.seq == whole.recorded_seq and last.outcome == "passed"
