@@ -50,11 +50,19 @@ class Server:
         headers = {"Authorization": f"Bearer {self.tokens[role]}"} if role else {}
         return httpx.Client(base_url=self.base_url, headers=headers, timeout=30.0, **kw)
 
-    def token(self, role: str, subject: str, ttl_s: int = 3600) -> str:
+    def token(self, role: str, subject: str, ttl_s: int = 3600,
+              tenant: str | None = None) -> str:
         signer = ledger_signer(Keyring.load(self.keys_dir), self.origin)
         return mint_access_token(signer, role=role, subject=subject, ttl_s=ttl_s,
                                  issuer=self.origin, audience=self.origin,
-                                 now_s=int(time.time()))
+                                 now_s=int(time.time()), tenant=tenant)
+
+    def scoped(self, role: str, tenant: str | None, subject: str | None = None,
+               ) -> httpx.Client:
+        """A client with a fresh ``role`` token of ``tenant`` (None: operator-level)."""
+        token = self.token(role, subject or f"{role}-{tenant}", tenant=tenant)
+        return httpx.Client(base_url=self.base_url, timeout=30.0,
+                            headers={"Authorization": f"Bearer {token}"})
 
     def stop(self) -> None:
         stop_process(self.proc)

@@ -10,7 +10,6 @@ operator-level custodian still reaches every tenant.  Each engine gets a server 
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,12 +17,9 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from ledger.crypto.keys import Keyring
-from ledger.crypto.tokens import ledger_signer
 from ledger.demo.samples import math_verified
 from ledger.facade import Ledger
 from ledger.ops.audit import AuditOptions
-from ledger.ops.tokens import mint_access_token
 from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import ENGINES, engine_url
 
@@ -37,12 +33,7 @@ class Env:
         self.seqs: dict[str, list[int]] = {A: [], B: [], "default": []}
 
     def client(self, role: str, tenant: str | None) -> httpx.Client:
-        signer = ledger_signer(Keyring.load(self.srv.keys_dir), self.srv.origin)
-        token = mint_access_token(signer, role=role, subject=f"{role}-{tenant}", ttl_s=3600,
-                                  issuer=self.srv.origin, audience=self.srv.origin,
-                                  now_s=int(time.time()), tenant=tenant)
-        return httpx.Client(base_url=self.srv.base_url, timeout=30.0,
-                            headers={"Authorization": f"Bearer {token}"})
+        return self.srv.scoped(role, tenant)
 
     def sql(self, query: str) -> list[Any]:
         eng = create_engine(self.srv.db_url.replace("postgresql://", "postgresql+psycopg://",

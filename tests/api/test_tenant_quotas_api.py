@@ -5,17 +5,12 @@ single route and the batch route, with nothing stored; another tenant appends on
 from __future__ import annotations
 
 import random
-import time
 from typing import Any
 
-import httpx
 import pytest
 
-from ledger.crypto.keys import Keyring
-from ledger.crypto.tokens import ledger_signer
 from ledger.demo.samples import math_verified
 from ledger.facade import Ledger
-from ledger.ops.tokens import mint_access_token
 from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import ENGINES, engine_url
 
@@ -36,16 +31,8 @@ def test_a_tenant_producer_past_its_quota_gets_a_403(kind: str, request: pytest.
                              env={"LEDGER_TENANT_QUOTAS": "acme=2"})
     srv = Server(kind, db_url, tmp_path / "keys", origin, proc, url, tmp_path / "serve.log")
     try:
-        signer = ledger_signer(Keyring.load(srv.keys_dir), origin)
-
-        def client(tenant: str) -> httpx.Client:
-            tok = mint_access_token(signer, role="producer", subject=f"gw-{tenant}",
-                                    ttl_s=3600, issuer=origin, audience=origin,
-                                    now_s=int(time.time()), tenant=tenant)
-            return httpx.Client(base_url=url, timeout=30.0,
-                                headers={"Authorization": f"Bearer {tok}"})
-
-        with client("acme") as a, client("globex") as g:
+        with srv.scoped("producer", "acme", "gw-acme") as a, \
+                srv.scoped("producer", "globex", "gw-globex") as g:
             assert a.post("/v1/entries", json=sub("a0")).status_code == 201
             assert a.post("/v1/entries", json=sub("a1")).status_code == 201
             r = a.post("/v1/entries", json=sub("a2"))

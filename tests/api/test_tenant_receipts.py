@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import random
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,11 +20,8 @@ from ledger.api.receipts import verify_receipt
 from ledger.client import LedgerClient
 from ledger.client.errors import ReceiptInvalid
 from ledger.client.receipt import verify_receipt as client_verify
-from ledger.crypto.keys import Keyring
-from ledger.crypto.tokens import ledger_signer
 from ledger.demo.samples import math_verified
 from ledger.errors import IntegrityError
-from ledger.ops.tokens import mint_access_token
 from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import ENGINES, engine_url
 
@@ -58,15 +54,11 @@ def srv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def token(srv: Server, tenant: str | None, subject: str) -> str:
-    signer = ledger_signer(Keyring.load(srv.keys_dir), srv.origin)
-    return mint_access_token(signer, role="producer", subject=subject, ttl_s=3600,
-                             issuer=srv.origin, audience=srv.origin, now_s=int(time.time()),
-                             tenant=tenant)
+    return srv.token("producer", subject, tenant=tenant)
 
 
 def client(srv: Server, tenant: str | None, subject: str) -> httpx.Client:
-    return httpx.Client(base_url=srv.base_url, timeout=30.0,
-                        headers={"Authorization": f"Bearer {token(srv, tenant, subject)}"})
+    return srv.scoped("producer", tenant, subject)
 
 
 def jws_claims(receipt: str) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from ledger.cli.main import cli
 from ledger.crypto.keys import Keyring
 from ledger.crypto.tokens import ledger_signer
 from ledger.demo.samples import math_verified
-from ledger.ops.tokens import mint_access_token
 from tests.api.server import Server, prepare_ledger, start_server
 from tests.conftest import ENGINES, engine_url
 
@@ -39,12 +38,7 @@ class Runs:
         self.reports: dict[str, dict[str, Any]] = {}
 
     def client(self, role: str, tenant: str | None) -> httpx.Client:
-        signer = ledger_signer(Keyring.load(self.srv.keys_dir), self.srv.origin)
-        token = mint_access_token(signer, role=role, subject=f"{role}-{tenant}", ttl_s=3600,
-                                  issuer=self.srv.origin, audience=self.srv.origin,
-                                  now_s=int(time.time()), tenant=tenant)
-        return httpx.Client(base_url=self.srv.base_url, timeout=30.0,
-                            headers={"Authorization": f"Bearer {token}"})
+        return self.srv.scoped(role, tenant)
 
     def run(self, name: str, tmp: Path, exit_code: int, *args: str) -> None:
         out = tmp / f"{name}.json"

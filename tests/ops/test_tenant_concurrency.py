@@ -45,21 +45,28 @@ def _writer(url: str, tenant: str, k: int, start: Any, out: Any) -> None:
         out.put(("error", tenant, repr(exc)))
 
 
+def _run(ctx: Any, target: Any, args: list[tuple[Any, ...]], start: Any = None) -> None:
+    """One process of ``target(*a, out)`` per ``a`` in ``args``; ``start`` (an Event) set
+    once all are started; every one must report ``ok``."""
+    out = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*a, out)) for a in args]
+    for p in procs:
+        p.start()
+    if start is not None:
+        start.set()
+    got = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert [g for g in got if g[0] != "ok"] == []
+
+
 def test_eight_writers_over_four_tenants(db_url, tmp_path):
     with Ledger.init(db_url) as ledger:
         ring = Keyring.load(tmp_path / "keys")
         ring.generate(ledger.meta.origin, ledger.clock.now_us())
     ctx = mp.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(db_url, t, k, start, out))
-             for t in TENANTS for k in range(2)]
-    for p in procs:
-        p.start()
-    start.set()
-    got = [out.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-    assert [g for g in got if g[0] != "ok"] == []
+    start = ctx.Event()
+    _run(ctx, _writer, [(db_url, t, k, start) for t in TENANTS for k in range(2)], start)
     with Ledger.open(db_url) as ledger:
         with ledger.engine.connect() as conn:
             rows = conn.execute(text("SELECT seq, tenant, tseq, idempotency_key FROM entries "
@@ -108,15 +115,8 @@ def test_writers_racing_for_the_first_entries_of_new_tenants(db_url):
     with Ledger.init(db_url):
         pass
     ctx = mp.get_context("spawn")
-    barrier, out = ctx.Barrier(4), ctx.Queue()
-    procs = [ctx.Process(target=_first_writer, args=(db_url, tenants, k, barrier, out))
-             for k in range(4)]
-    for p in procs:
-        p.start()
-    got = [out.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-    assert [g for g in got if g[0] != "ok"] == []
+    barrier = ctx.Barrier(4)
+    _run(ctx, _first_writer, [(db_url, tenants, k, barrier) for k in range(4)])
     with Ledger.open(db_url) as ledger:
         with ledger.engine.connect() as conn:
             rows = conn.execute(text("SELECT seq, tenant, tseq FROM entries "

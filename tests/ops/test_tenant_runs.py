@@ -7,9 +7,6 @@ two-tenant ledger (and the default tenant), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -30,27 +27,12 @@ from ledger.ops.audit import AuditOptions, run_audit
 from ledger.ops.export import ExportOptions
 from ledger.ops.monitor import status
 from ledger.verify.export import verify_export
+from tests.ops.test_reverify_run import _script_codes, _sub  # the same helpers
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verify_bundle.py"
 ORIGIN = "test.ledger/tenant-runs"
 T0 = T.FIXTURE_TIME_US
 A, B = "acme", "globex"
 PLAN = [A, B, "default", A, B, A]
-
-
-def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("verify_bundle_tenant_runs", SCRIPT)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-VB = _script()
-
-
-def _sub(query: str) -> dict[str, Any]:
-    return {"result": {"status": "BLOCKED", "agent_message": "no", "developer_fields": {},
-                       "proof_ref": None}, "engine": "acme-math", "query": query}
 
 
 def _ledger(url: str) -> dict[str, list[int]]:
@@ -226,14 +208,6 @@ def test_a_changed_tenant_reverify_run_is_found(db_url: str, tmp_path: Path) -> 
         (run,) = led.reverify_runs(tenant=A)["runs"]  # listed to acme, without a document
         assert run["document"] is None and not run["integrity"]["verified"]
         assert led.reverify_runs(tenant=B)["runs"] == []
-
-
-def _script_codes(bundle: Path, jwks: Path) -> tuple[int, set[str]]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = VB.main([str(bundle), "--jwks", str(jwks), "--json"])
-    report = json.loads(out.getvalue())
-    return code, {f["code"] for f in report["findings"]}
 
 
 def test_exports_with_tenant_runs_verify(db_url: str, tmp_path: Path) -> None:
