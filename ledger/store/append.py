@@ -30,6 +30,7 @@ class Stored:
     recorded_at: int
     salts: dict[int, bytes]  # slot -> salt of its stored v2 payloads
     tenant: str = "default"  # the chain it is in
+    tseq: int | None = None  # its place there (NULL: an entry from before tenants)
 
 
 class _HotSQL:
@@ -138,12 +139,12 @@ class AppendTxn:
         for start in range(0, len(keys), IDEMPOTENCY_CHUNK):
             chunk = keys[start:start + IDEMPOTENCY_CHUNK]
             self.cur.execute(
-                "SELECT idempotency_key, seq, envelope, entry_hash, recorded_at, tenant "
+                "SELECT idempotency_key, seq, envelope, entry_hash, recorded_at, tenant, tseq "
                 "FROM entries "
                 f"WHERE {scope} AND idempotency_key IN ({', '.join([ph] * len(chunk))})",
                 (*(() if producer is None else (producer,)), *chunk))
-            for key, seq, env, eh, t, tenant in self.cur.fetchall():
-                out[key] = Stored(seq, bytes(env), bytes(eh), t, {}, tenant or "default")
+            for key, seq, env, eh, t, tenant, tseq in self.cur.fetchall():
+                out[key] = Stored(seq, bytes(env), bytes(eh), t, {}, tenant or "default", tseq)
         for stored in out.values():
             self.cur.execute(self.sql.salts, layout.pid_range(stored.seq, stored.seq + 1))
             stored.salts.update((layout.slot_of(pid), bytes(salt))

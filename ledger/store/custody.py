@@ -63,11 +63,6 @@ def tenants_of(conn: Connection, seqs: Sequence[int]) -> dict[int, str]:
     return out
 
 
-def kinds_of(conn: Connection, seqs: Sequence[int]) -> dict[int, str]:
-    """seq -> kind, for the seqs of ``seqs`` that exist."""
-    return {seq: kind for seq, (kind, _) in kinds_and_tenants_of(conn, seqs).items()}
-
-
 def kinds_and_tenants_of(conn: Connection, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
     """seq -> (kind, tenant), for the seqs of ``seqs`` that exist."""
     out: dict[int, tuple[str, str]] = {}

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
-
 from ledger.store.db import placeholder
 
 # (tenant, count of its entries below the size, the last one's entry hash)
@@ -19,16 +17,6 @@ HeadRow = tuple[str, int, bytes]
 
 def _bytes(data: Any) -> bytes:
     return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-
-
-def places(conn: Any, seqs: list[int]) -> dict[int, tuple[str, int]]:
-    """seq -> (tenant, tseq) of the given entries (a SQLAlchemy connection; an entry written
-    before tenants has the default tenant and ``tseq = seq``)."""
-    if not seqs:
-        return {}
-    rows = conn.execute(sa.text("SELECT seq, tenant, tseq FROM entries WHERE seq IN :seqs")
-                        .bindparams(sa.bindparam("seqs", expanding=True)), {"seqs": seqs})
-    return {seq: (tenant, seq if tseq is None else tseq) for seq, tenant, tseq in rows}
 
 
 def heads_at(cur: Any, pg: bool, size: int) -> list[HeadRow]:

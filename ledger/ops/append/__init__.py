@@ -16,7 +16,6 @@ caller batched into one transaction; imports nothing of ``append/``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, cast
 
 from ledger.core.tenant import DEFAULT_TENANT, check_tenant
@@ -51,8 +50,6 @@ from ledger.ops.append.writer import (
     trust_recheck,
 )
 from ledger.ops.context import LedgerContext
-from ledger.store.db import connect
-from ledger.store.tenants import places
 
 __all__ = ["DEFAULT_TENANT", "QUARANTINE_MAX_RAW", "AppendMany", "AppendResult",
            "AttestationJudge", "BatchWriter", "Scope",
@@ -104,21 +101,9 @@ def append_many(ctx: LedgerContext, submissions: Sequence[Any], *, producer: str
         if bad:
             # every rejected result carries its error (AppendResult(ok=False, error=...))
             quarantine(ctx, cast("list[tuple[bytes, dict[str, Any]]]", bad), producer)
-    results.extend(_named(ctx, committed, tenant))
+    results.extend(committed)
     results.sort(key=lambda r: r.index)
     return results
 
 
-def _named(ctx: LedgerContext, results: list[AppendResult], tenant: str) -> list[AppendResult]:
-    """``results`` with each taken entry of a tenant other than ``default`` naming its
-    tenant and tseq (a replay is answered from the stored row, which is read for them)."""
-    if tenant == DEFAULT_TENANT:
-        return results
-    missing = [r.seq for r in results if r.ok and r.seq is not None and r.tseq is None]
-    if not missing:
-        return results
-    with connect(ctx.engine) as conn:
-        got = places(conn, missing)
-    return [replace(r, tenant=got[r.seq][0], tseq=got[r.seq][1])
-            if r.ok and r.seq in got and r.tseq is None else r for r in results]
 

@@ -23,7 +23,13 @@ from ledger.core.entry import (
     column_map,
     hash_hex,
 )
-from ledger.core.tenant import DEFAULT_TENANT, link_parts, tenant_entry_hash, tenant_genesis
+from ledger.core.tenant import (
+    DEFAULT_TENANT,
+    link_parts,
+    tenant_entry_hash,
+    tenant_genesis,
+    tseq_of,
+)
 from ledger.crypto.trust import time_problem
 from ledger.errors import (
     IdempotencyConflict,
@@ -139,7 +145,8 @@ class BatchWriter:
                 self.known[(producer, k)] = (
                     e.envelope, AppendResult(True, e.seq, hash_hex(e.entry_hash),
                                              format_us(e.recorded_at), replayed=True,
-                                             tenant=e.tenant),
+                                             tenant=e.tenant,
+                                             tseq=tseq_of(e.tenant, e.seq, e.tseq)),
                     {names[s]: salt for s, salt in e.salts.items() if s in names})
         results: list[AppendResult] = []
         rows: list[dict[str, Any]] = []
@@ -186,7 +193,8 @@ class BatchWriter:
                 p.seal(self.ledger_id, salts=salts)  # commitments comparable to the stored
             if _same_content(env, p.envelope):
                 return AppendResult(True, prior.seq, prior.entry_hash, prior.recorded_at,
-                                    replayed=True, index=p.index)
+                                    replayed=True, index=p.index, tenant=prior.tenant,
+                                    tseq=prior.tseq)
             err = IdempotencyConflict(
                 f"idempotency_key was used for entry {prior.seq} with other content",
                 field="idempotency_key", detail={"seq": prior.seq})
